@@ -1,0 +1,37 @@
+"""sobolev-index: exact search and kernels for probability measures under the
+Sobolev transport metric S_p on a graph (Le et al., AISTATS 2022).
+
+Public API::
+
+    from sobolev_index import Graph, pairwise_sobolev
+    graph = Graph.from_points(points, n_nodes=1000, edges="log", seed=0)
+    tree = graph.tree(root=0)
+    F = tree.features_of([(nodes, masses), ...])
+    D = pairwise_sobolev(F, trees=tree, p=1)
+"""
+from ._version import __version__
+from .errors import (
+    AssumptionError,
+    AssumptionWarning,
+    InvalidGraphError,
+    InvalidMeasureError,
+    SobolevIndexError,
+)
+from .graph import EDGE_KINDS, Graph, ShortestPathTree
+from .kernels import SobolevFeatures, pairwise_sobolev, sobolev_distance, sobolev_kernel
+
+__all__ = [
+    "__version__",
+    "AssumptionError",
+    "AssumptionWarning",
+    "EDGE_KINDS",
+    "Graph",
+    "InvalidGraphError",
+    "InvalidMeasureError",
+    "ShortestPathTree",
+    "SobolevFeatures",
+    "SobolevIndexError",
+    "pairwise_sobolev",
+    "sobolev_distance",
+    "sobolev_kernel",
+]

@@ -1,0 +1,177 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Farthest-point (Gonzalez) clustering, exact, with triangle-inequality pruning.
+
+Private: ``graph.py`` validates the points (finite, C-contiguous) first.
+
+Gonzalez's rule: the next centre is the point farthest from its nearest
+centre. Done naively that costs n * M distance evaluations. Each cluster
+instead keeps its members (a linked list), its radius and its farthest point.
+When centre c is added, a point i of cluster b (centre z_b) can only move if
+d(i, c) < d(i, z_b), which needs d(i, z_b) > d(z_b, c) / 2. A whole cluster is
+skipped when its radius is at most d(z_b, c) / 2. Only provably unchanged
+points are skipped, so the result is the naive algorithm's up to how ties
+between equally far points are broken.
+"""
+from cython.parallel cimport prange
+from libc.math cimport sqrt
+
+import numpy as np
+
+from ._typedefs cimport float64_t, offset_t
+from ._features import effective_threads
+
+ctypedef fused floating_t:
+    float
+    double
+
+
+cdef inline float64_t _distance(const floating_t* a, const floating_t* b, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t t
+    cdef float64_t s = 0.0, diff
+    for t in range(d):
+        diff = <float64_t> a[t] - <float64_t> b[t]
+        s += diff * diff
+    return sqrt(s)
+
+
+def farthest_point_clustering(
+    const floating_t[:, ::1] X,
+    Py_ssize_t max_centers,
+    Py_ssize_t first,
+    n_threads=None,
+    progress=None,
+):
+    """Return (centres, assignment, distance_to_centre, covering_radius).
+
+    ``centres`` are row numbers of X in the order chosen (first one given).
+    Stops early when every point coincides with a centre, so duplicates
+    collapse and fewer than ``max_centers`` centres may come back.
+    ``progress``, if given, is called as progress(n_centres_so_far).
+    """
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
+    cdef int n_workers = effective_threads(n_threads)
+    cdef Py_ssize_t i, t, b, k, a, c, n_cand, n_cand_clusters, member, prev_member
+    cdef float64_t best, half, dist_new
+    cdef Py_ssize_t report_every = max(1, max_centers // 100)
+    # A parallel region costs a thread wake-up, and far more on a busy
+    # machine, so small steps run on one thread.
+    cdef Py_ssize_t min_parallel_work = 1 << 20
+    cdef int step_workers
+
+    centres_arr = np.empty(max_centers, dtype=np.int64)
+    assignment_arr = np.zeros(n, dtype=np.int64)
+    dist_arr = np.empty(n, dtype=np.float64)
+    next_arr = np.empty(n, dtype=np.int64)
+    head_arr = np.full(max_centers, -1, dtype=np.int64)
+    radius_arr = np.zeros(max_centers, dtype=np.float64)
+    far_arr = np.full(max_centers, -1, dtype=np.int64)
+    to_new_arr = np.empty(max_centers, dtype=np.float64)
+    cand_arr = np.empty(n, dtype=np.int64)
+    cand_dist_arr = np.empty(n, dtype=np.float64)
+    cand_clusters_arr = np.empty(max_centers, dtype=np.int64)
+
+    cdef offset_t[::1] centres = centres_arr
+    cdef offset_t[::1] assignment = assignment_arr
+    cdef float64_t[::1] dist = dist_arr
+    cdef offset_t[::1] next_member = next_arr
+    cdef offset_t[::1] head = head_arr
+    cdef float64_t[::1] radius = radius_arr
+    cdef offset_t[::1] far = far_arr
+    cdef float64_t[::1] to_new = to_new_arr
+    cdef offset_t[::1] cand = cand_arr
+    cdef float64_t[::1] cand_dist = cand_dist_arr
+    cdef offset_t[::1] cand_clusters = cand_clusters_arr
+
+    centres[0] = first
+    for i in prange(n, nogil=True, num_threads=n_workers, schedule="static"):
+        dist[i] = _distance(&X[i, 0], &X[first, 0], d)
+    # Cluster 0 holds every point, linked in index order.
+    for i in range(n):
+        next_member[i] = i + 1 if i + 1 < n else -1
+    head[0] = 0
+    radius[0] = 0.0
+    far[0] = first
+    for i in range(n):
+        if dist[i] > radius[0]:
+            radius[0] = dist[i]
+            far[0] = i
+
+    k = 1
+    while k < max_centers:
+        a = 0
+        for b in range(1, k):
+            if radius[b] > radius[a]:
+                a = b
+        if radius[a] <= 0.0:
+            break
+        c = far[a]
+        centres[k] = c
+
+        step_workers = n_workers if k * d >= min_parallel_work else 1
+        for b in prange(k, nogil=True, num_threads=step_workers, schedule="static"):
+            to_new[b] = _distance(&X[centres[b], 0], &X[c, 0], d)
+
+        n_cand = 0
+        n_cand_clusters = 0
+        for b in range(k):
+            if 2.0 * radius[b] <= to_new[b]:
+                continue
+            cand_clusters[n_cand_clusters] = b
+            n_cand_clusters += 1
+            half = 0.5 * to_new[b]
+            member = head[b]
+            while member != -1:
+                if dist[member] > half:
+                    cand[n_cand] = member
+                    n_cand += 1
+                member = next_member[member]
+
+        step_workers = n_workers if n_cand * d >= min_parallel_work else 1
+        for t in prange(n_cand, nogil=True, num_threads=step_workers, schedule="static"):
+            cand_dist[t] = _distance(&X[cand[t], 0], &X[c, 0], d)
+        for t in range(n_cand):
+            i = cand[t]
+            if cand_dist[t] < dist[i]:
+                dist[i] = cand_dist[t]
+                assignment[i] = k
+
+        # Relink: moved points leave their lists (order kept) and join cluster k.
+        radius[k] = 0.0
+        far[k] = c
+        head[k] = -1
+        for t in range(n_cand_clusters):
+            b = cand_clusters[t]
+            member = head[b]
+            prev_member = -1
+            head[b] = -1
+            radius[b] = 0.0
+            far[b] = centres[b]
+            while member != -1:
+                i = next_member[member]
+                if assignment[member] == b:
+                    if prev_member == -1:
+                        head[b] = member
+                    else:
+                        next_member[prev_member] = member
+                    prev_member = member
+                    if dist[member] > radius[b]:
+                        radius[b] = dist[member]
+                        far[b] = member
+                else:
+                    next_member[member] = head[k]
+                    head[k] = member
+                    if dist[member] > radius[k]:
+                        radius[k] = dist[member]
+                        far[k] = member
+                member = i
+            if prev_member != -1:
+                next_member[prev_member] = -1
+        k += 1
+        if progress is not None and k % report_every == 0:
+            progress(k)
+
+    best = 0.0
+    for b in range(k):
+        if radius[b] > best:
+            best = radius[b]
+    return centres_arr[:k].copy(), assignment_arr, dist_arr, best

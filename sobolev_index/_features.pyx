@@ -1,0 +1,144 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Measures on tree nodes -> sparse edge-mass rows (the feature map of Prop. 4.4).
+
+Private: ``ShortestPathTree.features`` validates every array (dtypes, ranges,
+masses) before calling in here, so these loops trust their inputs.
+
+Edge ``v`` is the tree edge (v, parent[v]); its feature is the mass of the
+subtree under ``v``. Each support's mass is added to every edge on its path to
+the root, so the work is the total root-path length of the supports.
+"""
+from cython.parallel cimport prange, threadid
+from libc.stdlib cimport qsort
+from libc.string cimport memset
+
+import numpy as np
+
+from ._typedefs cimport float64_t, node_t, offset_t
+from ._openmp_helpers cimport sobolev_max_threads
+
+
+cdef int _compare_nodes(const void* a, const void* b) noexcept nogil:
+    cdef node_t x = (<const node_t*> a)[0]
+    cdef node_t y = (<const node_t*> b)[0]
+    return (x > y) - (x < y)
+
+
+# Below this much work a parallel region costs more than it saves (waking a
+# thread is slow, and very slow on a busy machine).
+SERIAL_BELOW = 1 << 14
+
+
+def effective_threads(n_threads):
+    """Number of threads a parallel loop will use (at least 1)."""
+    cdef int available = sobolev_max_threads()
+    if n_threads is None or n_threads <= 0:
+        return max(1, available)
+    return max(1, min(int(n_threads), available))
+
+
+cdef offset_t _count_row(
+    const node_t* parent, node_t root,
+    const node_t* nodes, offset_t start, offset_t end,
+    offset_t* stamp, offset_t row_stamp,
+) noexcept nogil:
+    # Edges shared by several supports are counted once: a walk stops at the
+    # first edge already seen in this row, since all edges above it are seen.
+    cdef offset_t k, count = 0
+    cdef node_t u
+    for k in range(start, end):
+        u = nodes[k]
+        while u != root and stamp[u] != row_stamp:
+            stamp[u] = row_stamp
+            count += 1
+            u = parent[u]
+    return count
+
+
+cdef void _fill_row(
+    const node_t* parent, node_t root,
+    const node_t* nodes, const float64_t* masses, float64_t scale,
+    offset_t start, offset_t end,
+    offset_t* stamp, offset_t row_stamp, float64_t* acc,
+    node_t* out_indices, float64_t* out_data,
+) noexcept nogil:
+    cdef offset_t k, n_touched = 0
+    cdef node_t u
+    cdef float64_t m
+    for k in range(start, end):
+        m = masses[k] * scale
+        u = nodes[k]
+        while u != root:
+            if stamp[u] != row_stamp:
+                stamp[u] = row_stamp
+                acc[u] = 0.0
+                out_indices[n_touched] = u
+                n_touched += 1
+            acc[u] += m
+            u = parent[u]
+    qsort(out_indices, n_touched, sizeof(node_t), _compare_nodes)
+    for k in range(n_touched):
+        out_data[k] = acc[out_indices[k]]
+
+
+def edge_masses(
+    const node_t[::1] parent,
+    node_t root,
+    const offset_t[::1] indptr,
+    const node_t[::1] nodes,
+    const float64_t[::1] masses,
+    const float64_t[::1] row_scale,
+    n_threads=None,
+):
+    """Return (indptr, indices, data) of the CSR edge-mass matrix.
+
+    Row i is the measure ``nodes[indptr[i]:indptr[i+1]]`` with masses scaled by
+    ``row_scale[i]``; duplicate nodes add up.
+    """
+    cdef Py_ssize_t n_rows = indptr.shape[0] - 1
+    cdef Py_ssize_t n_nodes = parent.shape[0]
+    cdef int n_workers = effective_threads(n_threads)
+    cdef Py_ssize_t i
+    cdef int tid
+    if nodes.shape[0] < SERIAL_BELOW:
+        n_workers = 1
+
+    # Stamps are row numbers + 1, so per-thread scratch never needs clearing.
+    stamps_arr = np.zeros((n_workers, max(n_nodes, 1)), dtype=np.int64)
+    acc_arr = np.zeros((n_workers, max(n_nodes, 1)), dtype=np.float64)
+    cdef offset_t[:, ::1] stamps = stamps_arr
+    cdef float64_t[:, ::1] acc = acc_arr
+
+    out_indptr_arr = np.zeros(n_rows + 1, dtype=np.int64)
+    cdef offset_t[::1] out_indptr = out_indptr_arr
+
+    if n_rows == 0:
+        return out_indptr_arr, np.zeros(0, np.int32), np.zeros(0, np.float64)
+
+    for i in prange(n_rows, nogil=True, num_threads=n_workers, schedule="dynamic", chunksize=64):
+        tid = threadid()
+        out_indptr[i + 1] = _count_row(
+            &parent[0], root, &nodes[0], indptr[i], indptr[i + 1],
+            &stamps[tid, 0], i + 1,
+        )
+
+    np.cumsum(out_indptr_arr, out=out_indptr_arr)
+    cdef offset_t nnz = out_indptr[n_rows]
+    out_indices_arr = np.empty(nnz, dtype=np.int32)
+    out_data_arr = np.empty(nnz, dtype=np.float64)
+    cdef node_t[::1] out_indices = out_indices_arr
+    cdef float64_t[::1] out_data = out_data_arr
+    if nnz == 0:
+        return out_indptr_arr, out_indices_arr, out_data_arr
+
+    stamps_arr.fill(0)
+    for i in prange(n_rows, nogil=True, num_threads=n_workers, schedule="dynamic", chunksize=64):
+        tid = threadid()
+        if out_indptr[i + 1] > out_indptr[i]:
+            _fill_row(
+                &parent[0], root, &nodes[0], &masses[0], row_scale[i],
+                indptr[i], indptr[i + 1],
+                &stamps[tid, 0], i + 1, &acc[tid, 0],
+                &out_indices[out_indptr[i]], &out_data[out_indptr[i]],
+            )
+    return out_indptr_arr, out_indices_arr, out_data_arr

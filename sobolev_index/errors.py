@@ -1,0 +1,25 @@
+"""Exceptions and warnings raised by sobolev-index.
+
+Every error caused by bad input is also a ``ValueError``, so callers that do
+not know this package can still catch it the usual way.
+"""
+
+
+class SobolevIndexError(Exception):
+    """Base class of every error raised on purpose by sobolev-index."""
+
+
+class InvalidMeasureError(SobolevIndexError, ValueError):
+    """A measure is empty, has unknown nodes, or has bad masses."""
+
+
+class InvalidGraphError(SobolevIndexError, ValueError):
+    """A graph has bad lengths, self-loops, unknown nodes or is disconnected."""
+
+
+class AssumptionError(InvalidGraphError):
+    """A root violates Assumption 2.1: some node has two shortest paths to it."""
+
+
+class AssumptionWarning(UserWarning):
+    """Lengths were perturbed to make shortest paths from a root unique."""

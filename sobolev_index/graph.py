@@ -1,0 +1,614 @@
+"""Graph metrics, unique-path roots and shortest-path trees.
+
+A :class:`Graph` is an undirected, connected graph with positive edge lengths,
+optionally with node coordinates. It is either built from support points
+(farthest-point clustering into nodes, then random or k-NN edges, as in the
+paper's experiments) or given by the user as an edge list.
+
+``graph.tree(root)`` returns the :class:`ShortestPathTree` of a root that
+satisfies Assumption 2.1 (every node has a unique shortest path to the root).
+The tree maps measures on nodes to their edge-mass feature vectors.
+"""
+import math
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from . import _cluster, _features
+from .errors import AssumptionError, AssumptionWarning, InvalidGraphError
+from .measures import as_measure_batch
+
+__all__ = ["Graph", "ShortestPathTree", "EDGE_KINDS"]
+
+EDGE_KINDS = ("log", "sqrt", "knn")
+
+# Two paths whose lengths agree to this relative tolerance count as equal.
+TIE_RTOL = 1e-12
+# First relative size of the length perturbation that breaks ties, and how
+# many times it may grow tenfold before giving up.
+PERTURB_START = 1e-9
+PERTURB_TRIES = 4
+# Rows per block when distances between many points are formed at once.
+BLOCK_ROWS = 2048
+
+
+def _check_int(name, value, low, high=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} is {value!r}; expected an integer")
+    if value < low or (high is not None and value > high):
+        upper = "" if high is None else f" and <= {high}"
+        raise ValueError(f"{name} is {value}; expected an integer >= {low}{upper}")
+    return int(value)
+
+
+def _pairwise_lengths(coords, u, v):
+    """Euclidean lengths of edges (u, v), formed by direct differences."""
+    out = np.empty(len(u), dtype=np.float64)
+    step = max(1, (1 << 24) // max(1, coords.shape[1]))
+    for start in range(0, len(u), step):
+        stop = start + step
+        diff = coords[u[start:stop]] - coords[v[start:stop]]
+        out[start:stop] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    return out
+
+
+class Graph:
+    """An undirected connected graph with positive edge lengths.
+
+    Attributes
+    ----------
+    n_nodes : int
+    edges : (E, 2) int64 array, ``edges[:, 0] < edges[:, 1]``, no duplicates
+    lengths : (E,) float64 array of positive lengths
+    coords : (n_nodes, d) float64 array or None
+    assignment : (n_points,) int64 array mapping each support point given to
+        :meth:`from_points` to its node, or None
+    params : dict describing how the graph was built
+    """
+
+    def __init__(self, n_nodes, edges, lengths, coords=None, assignment=None, params=None):
+        # Trusted constructor: use from_edges / from_points for user input.
+        self.n_nodes = int(n_nodes)
+        self.edges = edges
+        self.lengths = lengths
+        self.coords = coords
+        self.assignment = assignment
+        self.params = dict(params or {})
+        self._adjacency = None
+        self._trees = {}
+
+    def __repr__(self):
+        dim = "" if self.coords is None else f", dim={self.coords.shape[1]}"
+        return f"Graph(n_nodes={self.n_nodes}, n_edges={len(self.edges)}{dim})"
+
+    @property
+    def n_edges(self):
+        return len(self.edges)
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def from_edges(cls, n_nodes, edges, lengths, coords=None):
+        """Validate a user-supplied graph.
+
+        Lengths must be positive and finite, there may be no self-loops, and
+        the graph must be connected. An edge listed twice (in either
+        direction) must have the same length both times and is kept once.
+        """
+        n_nodes = _check_int("n_nodes", n_nodes, 1)
+        edges = np.asarray(edges)
+        lengths = np.asarray(lengths)
+        if edges.size == 0:
+            edges = edges.reshape(0, 2)
+        if edges.ndim != 2 or edges.shape[1] != 2:
+            raise InvalidGraphError(f"edges has shape {edges.shape}; expected (n_edges, 2)")
+        if not np.issubdtype(edges.dtype, np.integer):
+            if edges.size and not np.all(edges == np.round(edges)):
+                raise InvalidGraphError(f"edges has dtype {edges.dtype}; expected integer node ids")
+            edges = edges.astype(np.int64)
+        if lengths.shape != (len(edges),):
+            raise InvalidGraphError(
+                f"lengths has shape {lengths.shape}; expected one length per edge, ({len(edges)},)"
+            )
+        if len(edges) and not np.issubdtype(lengths.dtype, np.number):
+            raise InvalidGraphError(f"lengths has dtype {lengths.dtype}; expected real numbers")
+        edges = edges.astype(np.int64)
+        lengths = lengths.astype(np.float64)
+
+        bad = np.flatnonzero((edges < 0).any(axis=1) | (edges >= n_nodes).any(axis=1))
+        if len(bad):
+            e = bad[0]
+            raise InvalidGraphError(
+                f"edge {e} is ({edges[e, 0]}, {edges[e, 1]}), but the nodes are 0..{n_nodes - 1}"
+            )
+        bad = np.flatnonzero(edges[:, 0] == edges[:, 1])
+        if len(bad):
+            e = bad[0]
+            raise InvalidGraphError(
+                f"edge {e} is a self-loop at node {edges[e, 0]}; edges must join two different nodes"
+            )
+        bad = np.flatnonzero(~np.isfinite(lengths) | (lengths <= 0))
+        if len(bad):
+            e = bad[0]
+            raise InvalidGraphError(
+                f"edge {e} ({edges[e, 0]}, {edges[e, 1]}) has length {lengths[e]}; "
+                "lengths must be positive and finite"
+            )
+
+        edges = np.sort(edges, axis=1)
+        codes = edges[:, 0] * n_nodes + edges[:, 1]
+        order = np.argsort(codes, kind="stable")
+        same = np.flatnonzero(codes[order][1:] == codes[order][:-1])
+        if len(same):
+            first, second = order[same], order[same + 1]
+            conflict = np.flatnonzero(lengths[first] != lengths[second])
+            if len(conflict):
+                a, b = first[conflict[0]], second[conflict[0]]
+                raise InvalidGraphError(
+                    f"edges {a} and {b} both join nodes {edges[a, 0]} and {edges[a, 1]} "
+                    f"with different lengths {lengths[a]} and {lengths[b]}; give each edge once"
+                )
+            keep = np.ones(len(edges), dtype=bool)
+            keep[second] = False
+            edges, lengths = edges[keep], lengths[keep]
+
+        if coords is not None:
+            coords = np.asarray(coords, dtype=np.float64)
+            if coords.ndim != 2 or coords.shape[0] != n_nodes:
+                raise InvalidGraphError(
+                    f"coords has shape {coords.shape}; expected ({n_nodes}, dim)"
+                )
+            if not np.all(np.isfinite(coords)):
+                raise InvalidGraphError("coords has NaN or infinite values; expected finite coordinates")
+
+        graph = cls(n_nodes, np.ascontiguousarray(edges), np.ascontiguousarray(lengths), coords,
+                    params={"source": "edges"})
+        graph._check_connected()
+        return graph
+
+    @classmethod
+    def from_points(cls, X, n_nodes, edges="log", k=10, seed=0, n_threads=None, progress=None):
+        """Build the paper's random graph metric over support points.
+
+        1. Farthest-point (Gonzalez) clustering of the rows of X into at most
+           ``n_nodes`` clusters; the nodes are the cluster centres (support
+           points) and ``assignment`` maps each row of X to its nearest centre.
+           Identical points collapse, so fewer nodes may come back.
+        2. Edges: ``"log"`` draws ceil(M ln M) distinct random node pairs,
+           ``"sqrt"`` ceil(M^1.5) (both capped at all M(M-1)/2 pairs), and
+           ``"knn"`` joins each node to its ``k`` nearest nodes.
+        3. Components are joined in label order by one random edge between
+           each pair of consecutive components.
+        4. Lengths are Euclidean. The same ``seed`` gives the same graph.
+
+        ``progress``, if given, is called as progress(n_centres_so_far).
+        """
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+            raise ValueError(f"X has shape {X.shape}; expected (n_points, dim) with both >= 1")
+        if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+            raise ValueError(f"X has dtype {X.dtype}; expected real numbers")
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        X = np.ascontiguousarray(X)
+        finite = np.isfinite(X).all(axis=1)
+        if not finite.all():
+            row = int(np.flatnonzero(~finite)[0])
+            raise ValueError(f"X row {row} has NaN or infinite values; expected finite points")
+        max_nodes = _check_int("n_nodes", n_nodes, 1)
+        if edges not in EDGE_KINDS:
+            raise ValueError(f"edges is {edges!r}; expected one of {', '.join(map(repr, EDGE_KINDS))}")
+        if edges == "knn":
+            k = _check_int("k", k, 1)
+        rng = np.random.default_rng(seed)
+
+        first = int(rng.integers(X.shape[0]))
+        centres, assignment, _, radius = _cluster.farthest_point_clustering(
+            X, min(max_nodes, X.shape[0]), first, n_threads=n_threads, progress=progress
+        )
+        coords = X[centres].astype(np.float64)
+        m = len(centres)
+        if edges == "knn":
+            u, v = _knn_pairs(coords, min(k, m - 1))
+        else:
+            target = math.ceil(m * math.log(m)) if edges == "log" else math.ceil(m ** 1.5)
+            u, v = _random_pairs(m, target, rng)
+        u, v = _join_components(m, u, v, rng)
+        lengths = _pairwise_lengths(coords, u, v)
+        params = {
+            "source": "points", "requested_nodes": max_nodes, "edges": edges,
+            "k": k if edges == "knn" else None, "seed": seed,
+            "n_points": int(X.shape[0]), "covering_radius": float(radius),
+        }
+        graph = cls(m, np.stack([u, v], axis=1), lengths, coords, assignment, params)
+        bad = np.flatnonzero(~(lengths > 0))
+        if len(bad):  # cannot happen for distinct centres; guard the invariant
+            raise InvalidGraphError(f"edge {bad[0]} has length {lengths[bad[0]]}")
+        return graph
+
+    def _check_connected(self):
+        n_comp, labels = csgraph.connected_components(self.adjacency(), directed=False)
+        if n_comp > 1:
+            sizes = np.bincount(labels)
+            examples = ", ".join(
+                f"component {c} ({sizes[c]} nodes, e.g. node {int(np.flatnonzero(labels == c)[0])})"
+                for c in range(min(n_comp, 4))
+            )
+            more = "" if n_comp <= 4 else f", and {n_comp - 4} more"
+            raise InvalidGraphError(
+                f"the graph is disconnected: {n_comp} components: {examples}{more}; "
+                "add edges so that every node is reachable"
+            )
+
+    # ---------------------------------------------------------------- queries
+    def adjacency(self):
+        """Symmetric CSR matrix of edge lengths."""
+        if self._adjacency is None:
+            u, v = self.edges[:, 0], self.edges[:, 1]
+            self._adjacency = sp.csr_matrix(
+                (np.concatenate([self.lengths, self.lengths]),
+                 (np.concatenate([u, v]), np.concatenate([v, u]))),
+                shape=(self.n_nodes, self.n_nodes),
+            )
+        return self._adjacency
+
+    def nearest_nodes(self, points):
+        """Index of the nearest node coordinate for each row of ``points``."""
+        if self.coords is None:
+            raise ValueError("this graph has no node coordinates; build it with coords to map points")
+        points = np.asarray(points, dtype=np.float64)
+        if points.ndim != 2 or points.shape[1] != self.coords.shape[1]:
+            raise ValueError(
+                f"points have shape {points.shape}; expected (n, {self.coords.shape[1]})"
+            )
+        sq_nodes = np.einsum("ij,ij->i", self.coords, self.coords)
+        out = np.empty(len(points), dtype=np.int64)
+        for start in range(0, len(points), BLOCK_ROWS):
+            block = points[start:start + BLOCK_ROWS]
+            d2 = sq_nodes[None, :] - 2.0 * block @ self.coords.T
+            out[start:start + BLOCK_ROWS] = np.argmin(d2, axis=1)
+        return out
+
+    def tree(self, root, on_violation="raise", seed=0):
+        """The shortest-path tree of ``root``.
+
+        Assumption 2.1 needs every node to have exactly one shortest path to
+        the root; paths whose lengths agree to a relative 1e-12 count as
+        ties. With ``on_violation="raise"`` a tie raises
+        :class:`AssumptionError` naming the node. With ``"perturb"`` the edge
+        lengths are multiplied by 1 + eps * u (u uniform in [-1, 1] from
+        ``seed``, eps from 1e-9 up), which breaks ties as the paper suggests,
+        and an :class:`AssumptionWarning` says so.
+        """
+        root = _check_int("root", root, 0, self.n_nodes - 1)
+        if on_violation not in ("raise", "perturb"):
+            raise ValueError(f"on_violation is {on_violation!r}; expected 'raise' or 'perturb'")
+        key = (root, on_violation, seed)
+        if key not in self._trees:
+            self._trees[key] = self._build_tree(root, on_violation, seed)
+        return self._trees[key]
+
+    def trees(self, roots, on_violation="raise", seed=0):
+        return [self.tree(int(r), on_violation=on_violation, seed=seed) for r in roots]
+
+    def _build_tree(self, root, on_violation, seed):
+        lengths = self.lengths
+        found = _shortest_paths(self, root, lengths)
+        if found.tie is None:
+            return ShortestPathTree._from_search(root, found, perturbed=False)
+        if on_violation == "raise":
+            raise AssumptionError(
+                f"root {root} violates Assumption 2.1: {found.tie}. "
+                "Choose another root, or pass on_violation='perturb' to break ties "
+                "by a tiny deterministic change of lengths"
+            )
+        rng = np.random.default_rng(seed)
+        noise = rng.uniform(-1.0, 1.0, len(lengths))
+        eps = PERTURB_START
+        for _ in range(PERTURB_TRIES):
+            found = _shortest_paths(self, root, lengths * (1.0 + eps * noise))
+            if found.tie is None:
+                warnings.warn(
+                    f"root {root}: shortest paths were not unique, so edge lengths were "
+                    f"multiplied by 1 + {eps:g} * u (u uniform in [-1, 1], seed {seed})",
+                    AssumptionWarning,
+                    stacklevel=3,
+                )
+                return ShortestPathTree._from_search(root, found, perturbed=True)
+            eps *= 10.0
+        raise AssumptionError(
+            f"root {root} violates Assumption 2.1 even after perturbing lengths by {eps / 10:g}: "
+            f"{found.tie}"
+        )
+
+    def roots(self, n, strategy="random", seed=0, eta=None, on_violation="raise"):
+        """Pick ``n`` roots that satisfy Assumption 2.1, with weights ``eta``.
+
+        ``strategy``:
+        - ``"random"``: distinct nodes drawn at random (``seed``);
+        - ``"center"``: the nodes of smallest eccentricity, measured against
+          every node when the graph has at most 256 nodes and against 64
+          random landmark nodes otherwise;
+        - a sequence of node ids, used as given.
+        Candidates that violate the assumption are skipped (unless given
+        explicitly, which raises; or ``on_violation="perturb"``). ``eta``
+        defaults to equal weights; given weights are normalised to sum 1.
+        Returns ``(roots, eta)``: int64 and float64 arrays.
+        """
+        if isinstance(strategy, str):
+            n = _check_int("n", n, 1, self.n_nodes)
+            if strategy == "random":
+                candidates = np.random.default_rng(seed).permutation(self.n_nodes)
+            elif strategy == "center":
+                candidates = self._by_eccentricity(seed)
+            else:
+                raise ValueError(
+                    f"strategy is {strategy!r}; expected 'random', 'center' or a list of node ids"
+                )
+            chosen = []
+            for node in candidates:
+                try:
+                    self.tree(int(node), on_violation=on_violation, seed=seed)
+                except AssumptionError:
+                    continue
+                chosen.append(int(node))
+                if len(chosen) == n:
+                    break
+            if len(chosen) < n:
+                raise AssumptionError(
+                    f"only {len(chosen)} of the graph's {self.n_nodes} nodes satisfy Assumption 2.1; "
+                    f"{n} roots were asked for. Pass on_violation='perturb' to break ties"
+                )
+            roots = np.asarray(chosen, dtype=np.int64)
+        else:
+            roots = np.asarray(strategy)
+            if roots.ndim != 1 or len(roots) == 0 or not np.issubdtype(roots.dtype, np.integer):
+                raise ValueError(f"roots {strategy!r} must be a non-empty list of node ids")
+            if n is not None and n != len(roots):
+                raise ValueError(f"n is {n} but {len(roots)} roots were given")
+            for r in roots:
+                _check_int("root", int(r), 0, self.n_nodes - 1)
+            if len(np.unique(roots)) != len(roots):
+                raise ValueError(f"roots {roots.tolist()} contain duplicates; expected distinct nodes")
+            for r in roots:
+                self.tree(int(r), on_violation=on_violation, seed=seed)
+            roots = roots.astype(np.int64)
+        return roots, normalise_eta(eta, len(roots))
+
+    def _by_eccentricity(self, seed):
+        if self.n_nodes <= 256:
+            landmarks = np.arange(self.n_nodes)
+        else:
+            landmarks = np.random.default_rng(seed).choice(self.n_nodes, 64, replace=False)
+        dist = csgraph.dijkstra(self.adjacency(), directed=True, indices=landmarks)
+        eccentricity = dist.max(axis=0)
+        return np.lexsort((dist.sum(axis=0), eccentricity))
+
+
+def normalise_eta(eta, n_roots):
+    """Weights of the sliced distance: equal by default, else normalised."""
+    if eta is None:
+        return np.full(n_roots, 1.0 / n_roots)
+    eta = np.asarray(eta, dtype=np.float64)
+    if eta.shape != (n_roots,):
+        raise ValueError(f"eta has shape {eta.shape}; expected one weight per root, ({n_roots},)")
+    if not np.all(np.isfinite(eta)) or np.any(eta < 0) or eta.sum() <= 0:
+        raise ValueError(f"eta is {eta.tolist()}; expected finite weights >= 0 with a positive sum")
+    return eta / eta.sum()
+
+
+class _Search:
+    __slots__ = ("distance", "predecessor", "lengths", "tie")
+
+
+def _shortest_paths(graph, root, lengths):
+    """Dijkstra from root, plus a check that every shortest path is unique."""
+    u, v = graph.edges[:, 0], graph.edges[:, 1]
+    adjacency = sp.csr_matrix(
+        (np.concatenate([lengths, lengths]), (np.concatenate([u, v]), np.concatenate([v, u]))),
+        shape=(graph.n_nodes, graph.n_nodes),
+    )
+    distance, predecessor = csgraph.dijkstra(
+        adjacency, directed=True, indices=root, return_predecessors=True
+    )
+    found = _Search()
+    found.distance, found.predecessor, found.lengths, found.tie = distance, predecessor, adjacency, None
+    # An edge (a, b) is tight for b when it lies on a shortest path to b.
+    # Assumption 2.1 holds when every non-root node has exactly one tight edge.
+    heads = np.concatenate([u, v])
+    tails = np.concatenate([v, u])
+    w = np.concatenate([lengths, lengths])
+    gap = np.abs(distance[heads] + w - distance[tails])
+    tight = gap <= TIE_RTOL * distance[tails]
+    counts = np.bincount(tails[tight], minlength=graph.n_nodes)
+    tied = np.flatnonzero(counts > 1)
+    if len(tied):
+        node = int(tied[0])
+        via = sorted(int(h) for h in heads[tight & (tails == node)])
+        found.tie = (
+            f"node {node} has {len(via)} shortest paths of length {distance[node]:.17g} "
+            f"(arriving from nodes {', '.join(map(str, via[:5]))}); "
+            f"{len(tied)} node(s) have ties in all"
+        )
+    return found
+
+
+class ShortestPathTree:
+    """The shortest-path tree of one root, as a parent array.
+
+    Edge ``v`` is (v, parent[v]). Attributes: ``root``, ``n_nodes``,
+    ``parent`` (int64, -1 at the root), ``length`` (float64, length of edge v,
+    0 at the root), ``depth`` (int64 hop count), ``distance`` (float64
+    distance to the root) and ``perturbed`` (whether lengths were perturbed
+    to satisfy Assumption 2.1).
+    """
+
+    def __init__(self, root, parent, length, distance, perturbed=False):
+        self.root = int(root)
+        self.parent = np.ascontiguousarray(parent, dtype=np.int64)
+        self.length = np.ascontiguousarray(length, dtype=np.float64)
+        self.distance = np.ascontiguousarray(distance, dtype=np.float64)
+        self.perturbed = bool(perturbed)
+        self.n_nodes = len(self.parent)
+        self.depth = _depths(self.parent)
+        self._parent32 = self.parent.astype(np.int32)
+        self._validate()
+
+    @classmethod
+    def _from_search(cls, root, found, perturbed):
+        parent = found.predecessor.astype(np.int64)
+        parent[root] = -1
+        children = np.flatnonzero(parent >= 0)
+        length = np.zeros(len(parent))
+        length[children] = np.asarray(found.lengths[children, parent[children]]).ravel()
+        return cls(root, parent, length, found.distance, perturbed)
+
+    def _validate(self):
+        if not 0 <= self.root < self.n_nodes or self.parent[self.root] != -1:
+            raise InvalidGraphError(f"root {self.root} must be a node whose parent is -1")
+        others = np.flatnonzero(np.arange(self.n_nodes) != self.root)
+        if np.any(self.parent[others] < 0) or np.any(self.parent >= self.n_nodes):
+            raise InvalidGraphError("parent array must name a node for every non-root node")
+        if np.any(~(self.length[others] > 0)) or not np.all(np.isfinite(self.length)):
+            raise InvalidGraphError("tree edge lengths must be positive and finite")
+
+    def __repr__(self):
+        return (f"ShortestPathTree(root={self.root}, n_nodes={self.n_nodes}, "
+                f"height={int(self.depth.max(initial=0))}, perturbed={self.perturbed})")
+
+    # ---------------------------------------------------------- feature map
+    def features(self, indptr, nodes, masses, normalize=True, n_threads=None):
+        """Edge masses of a batch of measures given in CSR form.
+
+        Measure i is ``nodes[indptr[i]:indptr[i+1]]`` with ``masses`` likewise.
+        Returns an (N, n_nodes) ``scipy.sparse.csr_matrix`` (float64, sorted
+        indices); column v is the mass below edge (v, parent[v]) and the
+        root's column is empty. Masses must be finite, >= 0 with a positive
+        sum; they are divided by their sum unless ``normalize=False``.
+        """
+        batch = as_measure_batch(indptr=indptr, nodes=nodes, masses=masses,
+                                 n_nodes=self.n_nodes, normalize=normalize)
+        return self._features(batch, n_threads)
+
+    def features_of(self, measures, normalize=True, n_threads=None):
+        """Like :meth:`features`, for a sequence of ``(nodes, masses)`` pairs
+        or an N x n_nodes (sparse) matrix of node masses."""
+        batch = as_measure_batch(measures, n_nodes=self.n_nodes, normalize=normalize)
+        return self._features(batch, n_threads)
+
+    def _features(self, batch, n_threads):
+        out_indptr, out_indices, out_data = _features.edge_masses(
+            self._parent32, self.root, batch.indptr, batch.nodes, batch.masses,
+            batch.row_scale, n_threads=n_threads,
+        )
+        matrix = sp.csr_matrix((out_data, out_indices, out_indptr), shape=(len(batch), self.n_nodes))
+        matrix.has_sorted_indices = True
+        return matrix
+
+    def measures_from_features(self, F):
+        """Inverse feature map (Prop. 4.4): node masses from edge masses.
+
+        rho(v) = alpha(v) - sum of alpha over v's children, and the root gets
+        what is left of the total mass 1.
+        """
+        F = sp.csr_matrix(F, dtype=np.float64)
+        if F.shape[1] != self.n_nodes:
+            raise ValueError(f"features have {F.shape[1]} columns; expected {self.n_nodes}")
+        children = np.flatnonzero(self.parent >= 0)
+        to_parent = sp.csr_matrix(
+            (np.ones(len(children)), (children, self.parent[children])),
+            shape=(self.n_nodes, self.n_nodes),
+        )
+        from_children = F @ to_parent
+        rho = (F - from_children).tolil()
+        rho[:, self.root] = 1.0 - from_children[:, self.root].toarray()
+        rho = rho.tocsr()
+        # Subtraction leaves rounding noise; a clearly negative mass means F
+        # is not the feature vector of any measure (it is outside the set K).
+        negative = rho.data < -1e-9
+        if np.any(negative):
+            row = int(np.searchsorted(rho.indptr, np.flatnonzero(negative)[0], side="right") - 1)
+            raise ValueError(
+                f"features row {row} has more mass below a node than above it; "
+                "it is not the feature vector of a measure"
+            )
+        rho.data[rho.data < 0] = 0.0
+        rho.eliminate_zeros()
+        rho.sort_indices()
+        return rho
+
+
+def _depths(parent):
+    """Hop counts to the root by pointer jumping (O(log height) passes)."""
+    depth = (parent >= 0).astype(np.int64)
+    ancestor = parent.copy()
+    while True:
+        active = np.flatnonzero(ancestor >= 0)
+        if len(active) == 0:
+            return depth
+        up = ancestor[active]
+        depth_up = depth[up]
+        ancestor_up = ancestor[up]
+        depth[active] += depth_up
+        ancestor[active] = ancestor_up
+
+
+def _random_pairs(m, target, rng):
+    """``target`` distinct random node pairs (u < v), capped at all pairs."""
+    all_pairs = m * (m - 1) // 2
+    target = min(target, all_pairs)
+    if target == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if target > all_pairs // 2:
+        iu, iv = np.triu_indices(m, k=1)
+        pick = np.sort(rng.choice(all_pairs, target, replace=False))
+        return iu[pick].astype(np.int64), iv[pick].astype(np.int64)
+    codes = np.zeros(0, np.int64)
+    while len(codes) < target:
+        draw = int((target - len(codes)) * 1.2) + 16
+        a = rng.integers(0, m, draw)
+        b = rng.integers(0, m, draw)
+        keep = a != b
+        lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
+        codes = np.concatenate([codes, lo * m + hi])
+        _, first = np.unique(codes, return_index=True)
+        codes = codes[np.sort(first)]  # distinct, in the order drawn
+    codes = codes[:target]
+    return codes // m, codes % m
+
+
+def _knn_pairs(coords, k):
+    """Undirected edges joining each node to its k nearest nodes."""
+    m = len(coords)
+    if k < 1:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    sq = np.einsum("ij,ij->i", coords, coords)
+    heads, tails = [], []
+    for start in range(0, m, BLOCK_ROWS):
+        block = coords[start:start + BLOCK_ROWS]
+        d2 = sq[start:start + BLOCK_ROWS, None] + sq[None, :] - 2.0 * block @ coords.T
+        rows = np.arange(len(block))
+        d2[rows, start + rows] = np.inf
+        nearest = np.argpartition(d2, k - 1, axis=1)[:, :k]
+        heads.append(np.repeat(start + rows, k))
+        tails.append(nearest.ravel())
+    a, b = np.concatenate(heads), np.concatenate(tails)
+    codes = np.unique(np.minimum(a, b) * m + np.maximum(a, b))
+    return codes // m, codes % m
+
+
+def _join_components(m, u, v, rng):
+    """Add one random edge between consecutive connected components."""
+    adjacency = sp.csr_matrix((np.ones(len(u)), (u, v)), shape=(m, m))
+    n_comp, labels = csgraph.connected_components(adjacency, directed=False)
+    if n_comp == 1:
+        return u.astype(np.int64), v.astype(np.int64)
+    members = np.argsort(labels, kind="stable")
+    starts = np.searchsorted(labels[members], np.arange(n_comp + 1))
+    picks = np.array([
+        members[starts[c] + rng.integers(starts[c + 1] - starts[c])] for c in range(n_comp)
+    ])
+    a, b = picks[:-1], picks[1:]
+    return (np.concatenate([u, np.minimum(a, b)]).astype(np.int64),
+            np.concatenate([v, np.maximum(a, b)]).astype(np.int64))
