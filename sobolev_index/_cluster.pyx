@@ -13,7 +13,7 @@ points are skipped, so the result is the naive algorithm's up to how ties
 between equally far points are broken.
 """
 from cython.parallel cimport prange
-from libc.math cimport sqrt
+from libc.math cimport sqrt, INFINITY
 
 import numpy as np
 
@@ -25,13 +25,39 @@ ctypedef fused floating_t:
     double
 
 
+cdef inline float64_t _sq_distance_below(
+    const floating_t* a, const floating_t* b, Py_ssize_t d, float64_t bound,
+) noexcept nogil:
+    """Squared distance, or any value >= bound once the partial sum passes it.
+
+    Four accumulators break the add latency chain; checking the bound every
+    32 coordinates stops early for the many candidates that do not move.
+    """
+    cdef Py_ssize_t t = 0, stop
+    cdef float64_t s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, e0, e1, e2, e3
+    while t + 4 <= d:
+        stop = t + 32 if t + 32 <= d else d - (d - t) % 4
+        while t < stop:
+            e0 = <float64_t> a[t] - <float64_t> b[t]
+            e1 = <float64_t> a[t + 1] - <float64_t> b[t + 1]
+            e2 = <float64_t> a[t + 2] - <float64_t> b[t + 2]
+            e3 = <float64_t> a[t + 3] - <float64_t> b[t + 3]
+            s0 += e0 * e0
+            s1 += e1 * e1
+            s2 += e2 * e2
+            s3 += e3 * e3
+            t += 4
+        if s0 + s1 + s2 + s3 >= bound:
+            return s0 + s1 + s2 + s3
+    while t < d:
+        e0 = <float64_t> a[t] - <float64_t> b[t]
+        s0 += e0 * e0
+        t += 1
+    return (s0 + s1) + (s2 + s3)
+
+
 cdef inline float64_t _distance(const floating_t* a, const floating_t* b, Py_ssize_t d) noexcept nogil:
-    cdef Py_ssize_t t
-    cdef float64_t s = 0.0, diff
-    for t in range(d):
-        diff = <float64_t> a[t] - <float64_t> b[t]
-        s += diff * diff
-    return sqrt(s)
+    return sqrt(_sq_distance_below(a, b, d, INFINITY))
 
 
 def farthest_point_clustering(
@@ -128,11 +154,13 @@ def farthest_point_clustering(
 
         step_workers = n_workers if n_cand * d >= min_parallel_work else 1
         for t in prange(n_cand, nogil=True, num_threads=step_workers, schedule="static"):
-            cand_dist[t] = _distance(&X[cand[t], 0], &X[c, 0], d)
+            cand_dist[t] = _sq_distance_below(
+                &X[cand[t], 0], &X[c, 0], d, dist[cand[t]] * dist[cand[t]]
+            )
         for t in range(n_cand):
             i = cand[t]
-            if cand_dist[t] < dist[i]:
-                dist[i] = cand_dist[t]
+            if cand_dist[t] < dist[i] * dist[i]:
+                dist[i] = sqrt(cand_dist[t])
                 assignment[i] = k
 
         # Relink: moved points leave their lists (order kept) and join cluster k.

@@ -20,6 +20,10 @@ import numpy as np
 from ._typedefs cimport float64_t, node_t, offset_t
 from ._features import SERIAL_BELOW, effective_threads
 
+# Pairs whose identity-based result is below this fraction of the summed row
+# norms are recomputed exactly (see _row_powers).
+cdef float64_t REFINE_RTOL = 1e-4
+
 
 cdef inline float64_t _sum_l1(
     const float64_t* q, const node_t* idx, const float64_t* val,
@@ -59,6 +63,35 @@ cdef inline float64_t _sum_lp(
     return s
 
 
+cdef inline float64_t _abs_pow(float64_t x, float64_t p, int kind) noexcept nogil:
+    if kind == 0:
+        return fabs(x)
+    if kind == 1:
+        return x * x
+    return pow(fabs(x), p)
+
+
+cdef float64_t _sum_pow_merged(
+    const node_t* xi, const float64_t* xv, offset_t xs, offset_t xe,
+    const node_t* yi, const float64_t* yv, offset_t ys, offset_t ye,
+    float64_t p, int kind,
+) noexcept nogil:
+    """sum_v |x_v - y_v|^p by merging the sorted index lists: no cancellation."""
+    cdef float64_t s = 0.0
+    while xs < xe or ys < ye:
+        if ys >= ye or (xs < xe and xi[xs] < yi[ys]):
+            s += _abs_pow(xv[xs], p, kind)
+            xs += 1
+        elif xs >= xe or yi[ys] < xi[xs]:
+            s += _abs_pow(yv[ys], p, kind)
+            ys += 1
+        else:
+            s += _abs_pow(xv[xs] - yv[ys], p, kind)
+            xs += 1
+            ys += 1
+    return s
+
+
 cdef inline float64_t _max_abs_diff(
     const node_t* xi, const float64_t* xv, offset_t xs, offset_t xe,
     const node_t* yi, const float64_t* yv, offset_t ys, offset_t ye,
@@ -84,7 +117,7 @@ cdef float64_t _row_powers(
     const offset_t* x_indptr, const node_t* x_indices, const float64_t* x_data,
     Py_ssize_t i, float64_t* q, float64_t* q_pow, float64_t p, int kind,
     const offset_t* y_indptr, const node_t* y_indices, const float64_t* y_data,
-    Py_ssize_t j_start, Py_ssize_t j_end, float64_t* out_row,
+    const float64_t* y_norm, Py_ssize_t j_start, Py_ssize_t j_end, float64_t* out_row,
 ) noexcept nogil:
     cdef offset_t k, xs = x_indptr[i], xe = x_indptr[i + 1]
     cdef Py_ssize_t j
@@ -112,8 +145,15 @@ cdef float64_t _row_powers(
             s = total + _sum_l2(q, y_indices, y_data, y_indptr[j], y_indptr[j + 1])
         else:
             s = total + _sum_lp(q, q_pow, y_indices, y_data, y_indptr[j], y_indptr[j + 1], p)
-        # The identity cancels large terms; rounding may leave a tiny negative.
-        out_row[j] = s if s > 0.0 else 0.0
+        # The identity subtracts terms of size total + y_norm[j]; when the
+        # result is small next to them, rounding dominates it, so such pairs
+        # (near-duplicates) are recomputed exactly.
+        if s <= REFINE_RTOL * (total + y_norm[j]):
+            s = _sum_pow_merged(
+                x_indices, x_data, xs, xe,
+                y_indices, y_data, y_indptr[j], y_indptr[j + 1], p, kind,
+            )
+        out_row[j] = s
     for k in range(xs, xe):
         q[x_indices[k]] = 0.0
         if kind == 2:
@@ -162,12 +202,19 @@ def pairwise_powers(
     cdef const float64_t[::1] xv = x_data_arr
     cdef const node_t[::1] yi = y_indices_arr
     cdef const float64_t[::1] yv = y_data_arr
+    y_norm_arr = np.zeros(n_y, dtype=np.float64)
+    cdef float64_t[::1] y_norm = y_norm_arr
+    cdef offset_t k
+    if kind != 3:
+        for j in range(n_y):
+            for k in range(y_indptr[j], y_indptr[j + 1]):
+                y_norm[j] += _abs_pow(yv[k], p, kind)
 
     for i in prange(n_x, nogil=True, num_threads=n_workers, schedule="dynamic", chunksize=4):
         tid = threadid()
         _row_powers(
             &x_indptr[0], &xi[0], &xv[0], i, &q[tid, 0], &q_pow[tid, 0], p, kind,
-            &y_indptr[0], &yi[0], &yv[0],
+            &y_indptr[0], &yi[0], &yv[0], &y_norm[0],
             i + 1 if symmetric else 0, n_y, &out[i, 0],
         )
     if symmetric:
