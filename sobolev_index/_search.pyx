@@ -21,46 +21,8 @@ from ._typedefs cimport float64_t, node_t, offset_t
 from ._features import SERIAL_BELOW, effective_threads
 
 # Pairs whose identity-based result is below this fraction of the summed row
-# norms are recomputed exactly (see _row_powers).
+# norms are recomputed exactly (see _finish).
 cdef float64_t REFINE_RTOL = 1e-4
-
-
-cdef inline float64_t _sum_l1(
-    const float64_t* q, const node_t* idx, const float64_t* val,
-    offset_t start, offset_t end,
-) noexcept nogil:
-    cdef offset_t k
-    cdef float64_t s = 0.0, qv
-    for k in range(start, end):
-        qv = q[idx[k]]
-        s += fabs(qv - val[k]) - qv
-    return s
-
-
-cdef inline float64_t _sum_l2(
-    const float64_t* q, const node_t* idx, const float64_t* val,
-    offset_t start, offset_t end,
-) noexcept nogil:
-    # (q - y)^2 - q^2 = y (y - 2q)
-    cdef offset_t k
-    cdef float64_t s = 0.0, y
-    for k in range(start, end):
-        y = val[k]
-        s += y * (y - 2.0 * q[idx[k]])
-    return s
-
-
-cdef inline float64_t _sum_lp(
-    const float64_t* q, const float64_t* q_pow, const node_t* idx, const float64_t* val,
-    offset_t start, offset_t end, float64_t p,
-) noexcept nogil:
-    cdef offset_t k
-    cdef float64_t s = 0.0
-    cdef node_t v
-    for k in range(start, end):
-        v = idx[k]
-        s += pow(fabs(q[v] - val[k]), p) - q_pow[v]
-    return s
 
 
 cdef inline float64_t _abs_pow(float64_t x, float64_t p, int kind) noexcept nogil:
@@ -113,52 +75,128 @@ cdef inline float64_t _max_abs_diff(
     return m
 
 
-cdef float64_t _row_powers(
+cdef enum:
+    # Queries handled together. Their dense copies are stored interleaved
+    # (q_block[v * BLOCK + b]), so each stored nonzero meets BLOCK query
+    # values in one contiguous run that the compiler vectorises.
+    BLOCK = 16
+
+
+cdef void _scatter_block(
     const offset_t* x_indptr, const node_t* x_indices, const float64_t* x_data,
-    Py_ssize_t i, float64_t* q, float64_t* q_pow, float64_t p, int kind,
-    const offset_t* y_indptr, const node_t* y_indices, const float64_t* y_data,
-    const float64_t* y_norm, Py_ssize_t j_start, Py_ssize_t j_end, float64_t* out_row,
+    Py_ssize_t i0, Py_ssize_t nb, float64_t* q_block, float64_t* q_pow,
+    float64_t* totals, float64_t p, int kind, bint clear,
 ) noexcept nogil:
-    cdef offset_t k, xs = x_indptr[i], xe = x_indptr[i + 1]
-    cdef Py_ssize_t j
-    cdef float64_t total = 0.0, s
+    """Write (or, with clear, erase) queries i0..i0+nb-1 into the block."""
+    cdef Py_ssize_t b
+    cdef offset_t k
+    cdef node_t v
+    cdef float64_t x
+    for b in range(BLOCK):
+        totals[b] = 0.0
+    for b in range(nb):
+        for k in range(x_indptr[i0 + b], x_indptr[i0 + b + 1]):
+            v = x_indices[k]
+            x = 0.0 if clear else x_data[k]
+            q_block[v * BLOCK + b] = x
+            if kind == 2:
+                q_pow[v * BLOCK + b] = 0.0 if clear else pow(x, p)
+            totals[b] += _abs_pow(x, p, kind)
+
+
+cdef void _accumulate_row(
+    const float64_t* q_block, const float64_t* q_pow,
+    const node_t* y_indices, const float64_t* y_data, offset_t ys, offset_t ye,
+    float64_t p, int kind, float64_t* acc,
+) noexcept nogil:
+    """The row's part of the identity for each query b of the block.
+
+    p = 1: acc[b] = sum min(q_b, y); p = 2: acc[b] = sum q_b y; so that
+    dist^p = |x|^p + |y|^p - 2 acc[b]. Other p: acc[b] = sum |q_b - y|^p - q_b^p,
+    so that dist^p = |x|^p + acc[b].
+    """
+    # A local array cannot alias the query block, so the b-loops vectorise.
+    cdef float64_t local[BLOCK]
+    cdef offset_t k
+    cdef Py_ssize_t b
+    cdef const float64_t* q
+    cdef const float64_t* qp
+    cdef float64_t y
+    for b in range(BLOCK):
+        local[b] = 0.0
+    if kind == 0:
+        # |q - y| - |q| - |y| = -2 min(q, y) for q, y >= 0
+        for k in range(ys, ye):
+            y = y_data[k]
+            q = q_block + y_indices[k] * BLOCK
+            for b in range(BLOCK):
+                local[b] += q[b] if q[b] < y else y
+    elif kind == 1:
+        # (q - y)^2 - q^2 - y^2 = -2 q y
+        for k in range(ys, ye):
+            y = y_data[k]
+            q = q_block + y_indices[k] * BLOCK
+            for b in range(BLOCK):
+                local[b] += q[b] * y
+    else:
+        for k in range(ys, ye):
+            y = y_data[k]
+            q = q_block + y_indices[k] * BLOCK
+            qp = q_pow + y_indices[k] * BLOCK
+            for b in range(BLOCK):
+                local[b] += pow(fabs(q[b] - y), p) - qp[b]
+    for b in range(BLOCK):
+        acc[b] = local[b]
+
+
+cdef inline float64_t _finish(
+    float64_t s, float64_t total, float64_t y_norm,
+    const node_t* xi, const float64_t* xv, offset_t xs, offset_t xe,
+    const node_t* yi, const float64_t* yv, offset_t ys, offset_t ye,
+    float64_t p, int kind,
+) noexcept nogil:
+    # The identity subtracts terms of size total + y_norm; when the result is
+    # small next to them, rounding dominates it, so such pairs (near
+    # duplicates) are recomputed exactly.
+    if s <= REFINE_RTOL * (total + y_norm):
+        return _sum_pow_merged(xi, xv, xs, xe, yi, yv, ys, ye, p, kind)
+    return s
+
+
+cdef void _pairs_block(
+    const offset_t* x_indptr, const node_t* x_indices, const float64_t* x_data,
+    Py_ssize_t i0, Py_ssize_t nb,
+    const offset_t* y_indptr, const node_t* y_indices, const float64_t* y_data,
+    const float64_t* y_norm, Py_ssize_t n_y, bint symmetric,
+    float64_t* q_block, float64_t* q_pow, float64_t* totals, float64_t* acc,
+    float64_t p, int kind, float64_t* out, Py_ssize_t out_stride,
+) noexcept nogil:
+    cdef Py_ssize_t b, j, j_start = i0 + 1 if symmetric else 0
+    cdef Py_ssize_t i
     if kind == 3:
-        for j in range(j_start, j_end):
-            out_row[j] = _max_abs_diff(
-                x_indices, x_data, xs, xe,
-                y_indices, y_data, y_indptr[j], y_indptr[j + 1],
-            )
-        return 0.0
-    for k in range(xs, xe):
-        q[x_indices[k]] = x_data[k]
-        if kind == 0:
-            total += x_data[k]
-        elif kind == 1:
-            total += x_data[k] * x_data[k]
-        else:
-            q_pow[x_indices[k]] = pow(x_data[k], p)
-            total += q_pow[x_indices[k]]
-    for j in range(j_start, j_end):
-        if kind == 0:
-            s = total + _sum_l1(q, y_indices, y_data, y_indptr[j], y_indptr[j + 1])
-        elif kind == 1:
-            s = total + _sum_l2(q, y_indices, y_data, y_indptr[j], y_indptr[j + 1])
-        else:
-            s = total + _sum_lp(q, q_pow, y_indices, y_data, y_indptr[j], y_indptr[j + 1], p)
-        # The identity subtracts terms of size total + y_norm[j]; when the
-        # result is small next to them, rounding dominates it, so such pairs
-        # (near-duplicates) are recomputed exactly.
-        if s <= REFINE_RTOL * (total + y_norm[j]):
-            s = _sum_pow_merged(
-                x_indices, x_data, xs, xe,
+        for b in range(nb):
+            i = i0 + b
+            for j in range(i + 1 if symmetric else 0, n_y):
+                out[i * out_stride + j] = _max_abs_diff(
+                    x_indices, x_data, x_indptr[i], x_indptr[i + 1],
+                    y_indices, y_data, y_indptr[j], y_indptr[j + 1],
+                )
+        return
+    _scatter_block(x_indptr, x_indices, x_data, i0, nb, q_block, q_pow, totals, p, kind, False)
+    for j in range(j_start, n_y):
+        _accumulate_row(q_block, q_pow, y_indices, y_data, y_indptr[j], y_indptr[j + 1],
+                        p, kind, acc)
+        for b in range(nb):
+            i = i0 + b
+            if symmetric and j <= i:
+                continue
+            out[i * out_stride + j] = _finish(
+                totals[b] + acc[b] if kind == 2 else totals[b] + y_norm[j] - 2.0 * acc[b],
+                totals[b], y_norm[j],
+                x_indices, x_data, x_indptr[i], x_indptr[i + 1],
                 y_indices, y_data, y_indptr[j], y_indptr[j + 1], p, kind,
             )
-        out_row[j] = s
-    for k in range(xs, xe):
-        q[x_indices[k]] = 0.0
-        if kind == 2:
-            q_pow[x_indices[k]] = 0.0
-    return 0.0
+    _scatter_block(x_indptr, x_indices, x_data, i0, nb, q_block, q_pow, totals, p, kind, True)
 
 
 def pairwise_powers(
@@ -189,10 +227,12 @@ def pairwise_powers(
         return
     if n_x * n_y * max(1, x_indices.shape[0] // n_x) < SERIAL_BELOW:
         n_workers = 1
-    q_arr = np.zeros((n_workers, max(n_cols, 1)), dtype=np.float64)
-    q_pow_arr = np.zeros((n_workers, max(n_cols, 1) if kind == 2 else 1), dtype=np.float64)
+    q_arr = np.zeros((n_workers, max(n_cols, 1) * BLOCK), dtype=np.float64)
+    q_pow_arr = np.zeros((n_workers, max(n_cols, 1) * BLOCK if kind == 2 else 1), dtype=np.float64)
+    scratch_arr = np.zeros((n_workers, 2 * BLOCK), dtype=np.float64)
     cdef float64_t[:, ::1] q = q_arr
     cdef float64_t[:, ::1] q_pow = q_pow_arr
+    cdef float64_t[:, ::1] scratch = scratch_arr
     # Empty CSR arrays have no element 0 to take an address of.
     x_indices_arr = np.asarray(x_indices) if x_indices.shape[0] else np.zeros(1, np.int32)
     x_data_arr = np.asarray(x_data) if x_data.shape[0] else np.zeros(1, np.float64)
@@ -210,12 +250,16 @@ def pairwise_powers(
             for k in range(y_indptr[j], y_indptr[j + 1]):
                 y_norm[j] += _abs_pow(yv[k], p, kind)
 
-    for i in prange(n_x, nogil=True, num_threads=n_workers, schedule="dynamic", chunksize=4):
+    cdef Py_ssize_t n_blocks = (n_x + BLOCK - 1) // BLOCK
+    cdef Py_ssize_t blk
+    for blk in prange(n_blocks, nogil=True, num_threads=n_workers, schedule="dynamic", chunksize=1):
         tid = threadid()
-        _row_powers(
-            &x_indptr[0], &xi[0], &xv[0], i, &q[tid, 0], &q_pow[tid, 0], p, kind,
-            &y_indptr[0], &yi[0], &yv[0], &y_norm[0],
-            i + 1 if symmetric else 0, n_y, &out[i, 0],
+        _pairs_block(
+            &x_indptr[0], &xi[0], &xv[0], blk * BLOCK,
+            BLOCK if (blk + 1) * BLOCK <= n_x else n_x - blk * BLOCK,
+            &y_indptr[0], &yi[0], &yv[0], &y_norm[0], n_y, symmetric,
+            &q[tid, 0], &q_pow[tid, 0], &scratch[tid, 0], &scratch[tid, BLOCK],
+            p, kind, &out[0, 0], out.shape[1],
         )
     if symmetric:
         for i in range(n_x):
