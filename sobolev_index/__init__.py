@@ -13,17 +13,32 @@ from ._version import __version__
 from .errors import (
     AssumptionError,
     AssumptionWarning,
+    CorruptIndexError,
+    DuplicateKeyError,
+    IndexLockedError,
     InvalidGraphError,
     InvalidMeasureError,
+    KeyNotFoundError,
+    NotAnIndexError,
     SobolevIndexError,
+    UnsupportedFormatError,
 )
 from .graph import EDGE_KINDS, Graph, ShortestPathTree
+from .index import SearchResult, SobolevIndex
 from .kernels import SobolevFeatures, pairwise_sobolev, sobolev_distance, sobolev_kernel
 
 __all__ = [
     "__version__",
     "AssumptionError",
     "AssumptionWarning",
+    "CorruptIndexError",
+    "DuplicateKeyError",
+    "IndexLockedError",
+    "KeyNotFoundError",
+    "NotAnIndexError",
+    "SearchResult",
+    "SobolevIndex",
+    "UnsupportedFormatError",
     "EDGE_KINDS",
     "Graph",
     "InvalidGraphError",

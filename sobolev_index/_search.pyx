@@ -104,6 +104,25 @@ cdef void _scatter_block(
             totals[b] += _abs_pow(x, p, kind)
 
 
+cdef void _scatter_single(
+    const offset_t* x_indptr, const node_t* x_indices, const float64_t* x_data,
+    Py_ssize_t i, float64_t* q, float64_t* q_pow, float64_t* totals,
+    float64_t p, int kind, bint clear,
+) noexcept nogil:
+    """Write (or erase) query i as a plain dense vector (for one query)."""
+    cdef offset_t k
+    cdef node_t v
+    cdef float64_t x
+    totals[0] = 0.0
+    for k in range(x_indptr[i], x_indptr[i + 1]):
+        v = x_indices[k]
+        x = 0.0 if clear else x_data[k]
+        q[v] = x
+        if kind == 2:
+            q_pow[v] = 0.0 if clear else pow(x, p)
+        totals[0] += _abs_pow(x, p, kind)
+
+
 cdef void _accumulate_row(
     const float64_t* q_block, const float64_t* q_pow,
     const node_t* y_indices, const float64_t* y_data, offset_t ys, offset_t ye,
@@ -266,3 +285,127 @@ def pairwise_powers(
             out[i, i] = 0.0
             for j in range(i + 1, n_y):
                 out[j, i] = out[i, j]
+
+
+cdef void _accumulate_single(
+    const float64_t* q, const float64_t* q_pow,
+    const node_t* y_indices, const float64_t* y_data, offset_t ys, offset_t ye,
+    float64_t p, int kind, float64_t* acc,
+) noexcept nogil:
+    """:func:`_accumulate_row` for one query held as a plain dense vector."""
+    cdef offset_t k
+    cdef float64_t s = 0.0, y, qv
+    cdef node_t v
+    if kind == 0:
+        for k in range(ys, ye):
+            y = y_data[k]
+            qv = q[y_indices[k]]
+            s += qv if qv < y else y
+    elif kind == 1:
+        for k in range(ys, ye):
+            s += q[y_indices[k]] * y_data[k]
+    else:
+        for k in range(ys, ye):
+            v = y_indices[k]
+            s += pow(fabs(q[v] - y_data[k]), p) - q_pow[v]
+    acc[0] = s
+
+
+def row_power_sums(const offset_t[::1] indptr, const float64_t[::1] data, float64_t p):
+    """sum_v |x_v|^p for every CSR row (max |x_v| for p = inf)."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, i
+    cdef offset_t k
+    cdef int kind = 3 if isinf(p) else (0 if p == 1.0 else (1 if p == 2.0 else 2))
+    out_arr = np.zeros(n, dtype=np.float64)
+    cdef float64_t[::1] out = out_arr
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            if kind == 3:
+                if fabs(data[k]) > out[i]:
+                    out[i] = fabs(data[k])
+            else:
+                out[i] += _abs_pow(data[k], p, kind)
+    return out_arr
+
+
+def scan_powers(
+    const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
+    const offset_t[::1] y_indptr, const node_t[::1] y_indices, const float64_t[::1] y_data,
+    const float64_t[::1] y_norm, Py_ssize_t n_cols, float64_t p,
+    float64_t[:, ::1] out, n_threads=None,
+):
+    """Fill ``out[i, j]`` with sum_v |q_iv - y_jv|^p (max |.| for p = inf).
+
+    The search scan: queries are taken a block at a time and the stored rows
+    are split between threads, so a single query also uses every thread.
+    ``y_norm`` is :func:`row_power_sums` of the stored rows for this p.
+    """
+    cdef Py_ssize_t n_q = q_indptr.shape[0] - 1
+    cdef Py_ssize_t n_y = y_indptr.shape[0] - 1
+    cdef int n_workers = effective_threads(n_threads)
+    cdef int kind = 3 if isinf(p) else (0 if p == 1.0 else (1 if p == 2.0 else 2))
+    cdef Py_ssize_t i0, nb, j, b, i
+    cdef int tid
+    if n_q == 0 or n_y == 0:
+        return
+    if n_y * max(1, y_indices.shape[0] // n_y) < SERIAL_BELOW:
+        n_workers = 1
+    q_block_arr = np.zeros(max(n_cols, 1) * BLOCK, dtype=np.float64)
+    q_pow_arr = np.zeros(max(n_cols, 1) * BLOCK if kind == 2 else 1, dtype=np.float64)
+    totals_arr = np.zeros(BLOCK, dtype=np.float64)
+    acc_arr = np.zeros((n_workers, BLOCK), dtype=np.float64)
+    cdef float64_t[::1] q_block = q_block_arr
+    cdef float64_t[::1] q_pow = q_pow_arr
+    cdef float64_t[::1] totals = totals_arr
+    cdef float64_t[:, ::1] acc = acc_arr
+    q_indices_arr = np.asarray(q_indices) if q_indices.shape[0] else np.zeros(1, np.int32)
+    q_data_arr = np.asarray(q_data) if q_data.shape[0] else np.zeros(1, np.float64)
+    y_indices_arr = np.asarray(y_indices) if y_indices.shape[0] else np.zeros(1, np.int32)
+    y_data_arr = np.asarray(y_data) if y_data.shape[0] else np.zeros(1, np.float64)
+    cdef const node_t[::1] qi = q_indices_arr
+    cdef const float64_t[::1] qv = q_data_arr
+    cdef const node_t[::1] yi = y_indices_arr
+    cdef const float64_t[::1] yv = y_data_arr
+
+    if kind == 3:
+        for j in prange(n_y, nogil=True, num_threads=n_workers, schedule="static"):
+            for i in range(n_q):
+                out[i, j] = _max_abs_diff(
+                    &qi[0], &qv[0], q_indptr[i], q_indptr[i + 1],
+                    &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1],
+                )
+        return
+
+    i0 = 0
+    while i0 < n_q:
+        nb = BLOCK if i0 + BLOCK <= n_q else n_q - i0
+        if nb == 1:
+            # One query: a plain dense copy; the blocked layout would waste
+            # BLOCK - 1 lanes of every update.
+            _scatter_single(&q_indptr[0], &qi[0], &qv[0], i0, &q_block[0], &q_pow[0],
+                            &totals[0], p, kind, False)
+        else:
+            _scatter_block(&q_indptr[0], &qi[0], &qv[0], i0, nb, &q_block[0], &q_pow[0],
+                           &totals[0], p, kind, False)
+        for j in prange(n_y, nogil=True, num_threads=n_workers, schedule="static", chunksize=256):
+            tid = threadid()
+            if nb == 1:
+                _accumulate_single(&q_block[0], &q_pow[0], &yi[0], &yv[0],
+                                   y_indptr[j], y_indptr[j + 1], p, kind, &acc[tid, 0])
+            else:
+                _accumulate_row(&q_block[0], &q_pow[0], &yi[0], &yv[0],
+                                y_indptr[j], y_indptr[j + 1], p, kind, &acc[tid, 0])
+            for b in range(nb):
+                out[i0 + b, j] = _finish(
+                    totals[b] + acc[tid, b] if kind == 2 else totals[b] + y_norm[j] - 2.0 * acc[tid, b],
+                    totals[b], y_norm[j],
+                    &qi[0], &qv[0], q_indptr[i0 + b], q_indptr[i0 + b + 1],
+                    &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1], p, kind,
+                )
+        if nb == 1:
+            _scatter_single(&q_indptr[0], &qi[0], &qv[0], i0, &q_block[0], &q_pow[0],
+                            &totals[0], p, kind, True)
+        else:
+            _scatter_block(&q_indptr[0], &qi[0], &qv[0], i0, nb, &q_block[0], &q_pow[0],
+                           &totals[0], p, kind, True)
+        i0 += nb

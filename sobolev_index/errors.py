@@ -23,3 +23,30 @@ class AssumptionError(InvalidGraphError):
 
 class AssumptionWarning(UserWarning):
     """Lengths were perturbed to make shortest paths from a root unique."""
+
+
+class DuplicateKeyError(SobolevIndexError, ValueError):
+    """A key given to ``add`` is already live in the index (or repeated)."""
+
+
+class KeyNotFoundError(SobolevIndexError, KeyError):
+    """A key is not in the index (or was deleted)."""
+
+    def __str__(self):  # KeyError would show the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class IndexLockedError(SobolevIndexError):
+    """Another process holds the index's writer lock."""
+
+
+class CorruptIndexError(SobolevIndexError):
+    """An index file is missing, unreadable or fails its checksum."""
+
+
+class NotAnIndexError(CorruptIndexError):
+    """The path is not a sobolev-index directory."""
+
+
+class UnsupportedFormatError(CorruptIndexError):
+    """The index was written in a format version this release cannot read."""

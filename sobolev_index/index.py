@@ -1,0 +1,821 @@
+"""SobolevIndex: a persistent, incrementally updatable, exact k-NN index under S_p.
+
+This is the one module that knows both storage (``storage.py``) and search
+(``_search``). The on-disk protocol is described in ``storage.py`` and in the
+README's format section.
+"""
+import math
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _search, storage
+from .errors import (
+    CorruptIndexError,
+    DuplicateKeyError,
+    InvalidMeasureError,
+    KeyNotFoundError,
+    NotAnIndexError,
+    SobolevIndexError,
+)
+from .graph import Graph, normalise_eta
+from .kernels import check_p
+from .measures import MeasureBatch, as_measure_batch
+
+__all__ = ["SobolevIndex", "SearchResult"]
+
+# Segments whose row counts share floor(log_TIER(rows)) form a tier; a tier
+# holding TIER segments is merged into one, so a corpus of N rows has
+# O(TIER * log N) segments however it was added.
+TIER = 8
+# Queries scanned together; bounds the (queries x rows) distance buffer.
+QUERY_CHUNK = 64
+# Rows per segment whose features verify() rebuilds from the raw measures.
+VERIFY_SAMPLE = 64
+# How often a reader retries a snapshot whose files a writer just replaced.
+SNAPSHOT_RETRIES = 5
+
+
+class SearchResult:
+    """Results of :meth:`SobolevIndex.search`.
+
+    ``keys[i]`` lists the keys found for query i by ascending distance (ties by
+    insertion order); ``distances[i, j]`` is S_p to ``keys[i][j]``, and inf
+    where fewer than k documents qualified. ``labels`` mirrors ``keys``.
+    """
+
+    def __init__(self, keys, distances, labels, p):
+        self.keys = keys
+        self.distances = distances
+        self.labels = labels
+        self.p = p
+
+    def __len__(self):
+        return len(self.keys)
+
+    def __repr__(self):
+        return f"SearchResult(queries={len(self.keys)}, k={self.distances.shape[1]}, p={self.p})"
+
+    def to_records(self):
+        """One list of {"key", "distance", "label"} dicts per query."""
+        return [
+            [{"key": key, "distance": float(self.distances[i, j]), "label": label}
+             for j, (key, label) in enumerate(zip(keys, labels))]
+            for i, (keys, labels) in enumerate(zip(self.keys, self.labels))
+        ]
+
+
+class _Segment:
+    """One immutable segment held in memory, plus its live-row mask."""
+
+    def __init__(self, row, data, live, labels):
+        self.id = int(row["id"])
+        self.file = row["file"]
+        self.checksum = row["checksum"]
+        self.data = data
+        self.live = live
+        self.labels = labels
+        self._scaled = {}
+
+    @property
+    def rows(self):
+        return self.data.rows
+
+    def scaled(self, position, p, tree):
+        """Row arrays scaled by w^(1/p) for root ``position``, and their norms."""
+        key = (position, p)
+        if key not in self._scaled:
+            indptr, indices, data = self.data.features[position]
+            if math.isinf(p):
+                values = data
+            elif p == 1.0:
+                values = data * tree.length[indices]
+            else:
+                values = data * tree.length[indices] ** (1.0 / p)
+            values = np.ascontiguousarray(values)
+            norms = _search.row_power_sums(indptr, values, p)
+            if len(self._scaled) >= 4:  # keep memory bounded when many p are tried
+                self._scaled.pop(next(iter(self._scaled)))
+            self._scaled[key] = (indptr, indices, values, norms)
+        return self._scaled[key]
+
+
+class SobolevIndex:
+    """A persistent exact k-nearest-neighbour index of measures under S_p.
+
+    Create one with :meth:`create`, open one with :meth:`open`. A writer
+    (mode "a") holds the directory's writer lock until :meth:`close`; readers
+    (mode "r") work from the snapshot committed when they opened (see
+    :meth:`refresh`) and never block the writer.
+    """
+
+    def __init__(self, path, mode, catalog, lock):
+        self.path = path
+        self.mode = mode
+        self._catalog = catalog
+        self._lock = lock
+        self._closed = False
+        try:
+            self._load()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------ lifecycle
+    @classmethod
+    def create(cls, path, graph, roots=None, eta=None, p=1, on_violation="raise", seed=0):
+        """Create an index at ``path`` (a new or empty directory) and open it for writing.
+
+        ``roots``: None picks one central root; an int n picks n random roots;
+        a list gives the root nodes. ``eta`` weighs the roots (equal by
+        default). ``p`` is the default p of :meth:`search`.
+        """
+        if not isinstance(graph, Graph):
+            raise TypeError(f"graph is {type(graph).__name__}; expected a sobolev_index.Graph")
+        path = os.fspath(path)
+        if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+            raise FileExistsError(f"{path} exists and is not an empty directory; choose a new path")
+        p = check_p(p)
+        if roots is None:
+            root_nodes, eta = graph.roots(1, strategy="center", seed=seed, eta=eta,
+                                          on_violation=on_violation)
+        elif isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
+            root_nodes, eta = graph.roots(int(roots), strategy="random", seed=seed, eta=eta,
+                                          on_violation=on_violation)
+        else:
+            root_nodes, eta = graph.roots(None, strategy=list(roots), seed=seed, eta=eta,
+                                          on_violation=on_violation)
+        trees = graph.trees(root_nodes, on_violation=on_violation, seed=seed)
+
+        # Build in a sibling directory and rename it into place, so a crash
+        # never leaves a half-made index at ``path``.
+        parent = os.path.dirname(os.path.abspath(path)) or "."
+        os.makedirs(parent, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".sobolev-index-", dir=parent)
+        try:
+            os.mkdir(os.path.join(staging, storage.SEGMENT_DIR))
+            graph_checksum = storage.write_graph(staging, graph, trees)
+            meta = {
+                "format": storage.FORMAT_NAME,
+                "format_version": storage.FORMAT_VERSION,
+                "created_at": storage._now(),
+                "p": p if not math.isinf(p) else "inf",
+                "n_nodes": graph.n_nodes,
+                "n_edges": graph.n_edges,
+                "dim": None if graph.coords is None else int(graph.coords.shape[1]),
+                "graph": graph.params,
+                "graph_checksum": graph_checksum,
+                "next_doc_id": 1,
+                "next_segment_id": 1,
+            }
+            storage.Catalog.create(staging, meta, root_nodes, eta)
+            if os.path.isdir(path):
+                os.rmdir(path)
+            os.rename(staging, path)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return cls.open(path, mode="a")
+
+    @classmethod
+    def open(cls, path, mode="r", timeout=None):
+        """Open an index for reading (``"r"``) or writing (``"a"``).
+
+        A second writer raises :class:`IndexLockedError`, at once or after
+        ``timeout`` seconds.
+        """
+        if mode not in ("r", "a"):
+            raise ValueError(f"mode is {mode!r}; expected 'r' (read) or 'a' (append/write)")
+        path = os.fspath(path)
+        if not os.path.isdir(path):
+            if os.path.exists(path):
+                raise NotAnIndexError(f"{path} is a file, not a sobolev-index directory")
+            raise NotAnIndexError(f"{path} does not exist; create an index there first")
+        lock = storage.WriterLock(path, timeout) if mode == "a" else None
+        try:
+            catalog = storage.Catalog(path, readonly=(mode == "r"))
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return cls(path, mode, catalog, lock)
+
+    def close(self):
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        if self._catalog is not None:
+            self._catalog.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self._closed else self.mode
+        return f"SobolevIndex({self.path!r}, {state}, documents={len(self._key_to_id)})"
+
+    # -------------------------------------------------------------- loading
+    def _load(self):
+        if self.mode == "a":
+            self._remove_orphans()
+        for attempt in range(SNAPSHOT_RETRIES):
+            snapshot = self._catalog.snapshot()
+            try:
+                self._load_snapshot(snapshot)
+                return
+            except FileNotFoundError as exc:
+                # A writer merged segments after our snapshot and removed the
+                # old files; a newer snapshot no longer refers to them.
+                missing = exc
+                if self.mode == "a":
+                    break
+        raise CorruptIndexError(
+            f"segment file {missing.filename} is missing although the catalog refers to it; "
+            "restore it from a backup"
+        )
+
+    def _load_snapshot(self, snapshot):
+        meta = snapshot.meta
+        self.p = math.inf if meta["p"] == "inf" else float(meta["p"])
+        self.roots = np.asarray([r[0] for r in snapshot.roots], dtype=np.int64)
+        self.eta = np.asarray([r[1] for r in snapshot.roots], dtype=np.float64)
+        if not hasattr(self, "graph"):
+            self.graph, self.trees = storage.read_graph(self.path, len(self.roots))
+        self._meta = meta
+        deleted_by_id = dict(zip(snapshot.doc_ids.tolist(), snapshot.deleted.tolist()))
+        label_by_id = dict(zip(snapshot.doc_ids.tolist(), snapshot.labels))
+        segments = []
+        for row in snapshot.segments:
+            data = storage.read_segment(self.path, row["file"], len(self.roots), row["checksum"])
+            ids = data.doc_ids.tolist()
+            live = np.array([deleted_by_id.get(i) is False for i in ids], dtype=bool)
+            labels = np.array([label_by_id.get(i) for i in ids], dtype=object)
+            segments.append(_Segment(row, data, live, labels))
+        self._segments = segments
+        self._key_to_id = {}
+        self._key_by_id = {}
+        self._location = {}
+        for doc_id, key, seg, row, label, deleted in zip(
+                snapshot.doc_ids.tolist(), snapshot.keys, snapshot.segment_of.tolist(),
+                snapshot.row_of.tolist(), snapshot.labels, snapshot.deleted.tolist()):
+            if not deleted:
+                self._key_to_id[key] = doc_id
+                self._key_by_id[doc_id] = key
+                self._location[doc_id] = (seg, row)
+        self._segment_by_id = {s.id: s for s in segments}
+
+    def refresh(self):
+        """Reload the latest committed snapshot (readers; writers are always current)."""
+        self._check_open()
+        self._load()
+
+    def _remove_orphans(self):
+        committed = [r[0] for r in self._catalog.conn.execute("SELECT file FROM segments")]
+        storage.remove_files(self.path, storage.orphan_files(self.path, committed))
+
+    # ---------------------------------------------------------------- checks
+    def _check_open(self):
+        if self._closed:
+            raise SobolevIndexError(f"the index at {self.path} is closed")
+
+    def _check_writable(self):
+        self._check_open()
+        if self.mode != "a":
+            raise SobolevIndexError(
+                f"the index at {self.path} is open for reading; open it with mode='a' to change it"
+            )
+
+    # ------------------------------------------------------------ inspection
+    def __len__(self):
+        return len(self._key_to_id)
+
+    def __iter__(self):
+        return iter(sorted(self._key_to_id, key=self._key_to_id.__getitem__))
+
+    def __contains__(self, key):
+        return key in self._key_to_id
+
+    @property
+    def segments(self):
+        """(id, rows, live rows) of each segment."""
+        return [(s.id, s.rows, int(s.live.sum())) for s in self._segments]
+
+    def _locate(self, key):
+        if not isinstance(key, str):
+            raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        doc_id = self._key_to_id.get(key)
+        if doc_id is None:
+            raise KeyNotFoundError(f"key {key!r} is not in the index")
+        seg_id, row = self._location[doc_id]
+        return doc_id, self._segment_by_id[seg_id], row
+
+    def get(self, key):
+        """The stored measure and metadata of ``key``.
+
+        Returns a dict with ``key``, ``nodes``, ``masses`` (normalised to sum
+        1, duplicates as given), ``label``, ``fields`` and ``added_at``.
+        """
+        self._check_open()
+        doc_id, segment, row = self._locate(key)
+        data = segment.data
+        start, stop = data.indptr[row], data.indptr[row + 1]
+        masses = data.masses[start:stop]
+        doc = self._catalog.document(key) or {}
+        return {
+            "key": key,
+            "nodes": data.nodes[start:stop].astype(np.int64),
+            "masses": masses / masses.sum(),
+            "label": doc.get("label"),
+            "fields": doc.get("fields"),
+            "added_at": doc.get("added_at"),
+            "id": doc_id,
+        }
+
+    def features(self, keys, root=0):
+        """Stored features (CSR, one row per key) for root position ``root``."""
+        self._check_open()
+        single = isinstance(keys, str)
+        keys = [keys] if single else list(keys)
+        rows = []
+        for key in keys:
+            _, segment, row = self._locate(key)
+            indptr, indices, data = segment.data.features[root]
+            rows.append(sp.csr_matrix(
+                (data[indptr[row]:indptr[row + 1]], indices[indptr[row]:indptr[row + 1]],
+                 [0, indptr[row + 1] - indptr[row]]), shape=(1, self.graph.n_nodes)))
+        out = sp.vstack(rows, format="csr") if rows else sp.csr_matrix((0, self.graph.n_nodes))
+        out.has_sorted_indices = True
+        return out
+
+    # --------------------------------------------------------------- writing
+    def add(self, measures, keys=None, labels=None, fields=None):
+        """Add a batch of measures; all or nothing. Returns their keys.
+
+        Once this returns, the batch is durable: a crash cannot lose it.
+        """
+        return self._write(measures, keys, labels, fields, upsert=False)
+
+    def upsert(self, measures, keys, labels=None, fields=None):
+        """Add measures, replacing live documents with the same keys."""
+        if keys is None:
+            raise ValueError("upsert needs keys: the documents to replace are found by key")
+        return self._write(measures, keys, labels, fields, upsert=True)
+
+    def _write(self, measures, keys, labels, fields, upsert):
+        self._check_writable()
+        batch = as_measure_batch(measures, n_nodes=self.graph.n_nodes) \
+            if not isinstance(measures, MeasureBatch) else measures
+        n = len(batch)
+        next_doc = int(self._meta["next_doc_id"])
+        doc_ids = np.arange(next_doc, next_doc + n, dtype=np.int64)
+        keys = self._checked_keys(keys, n, doc_ids)
+        labels = _checked_column("labels", labels, n, str)
+        fields_json = [None if f is None else _json_fields(f, i)
+                       for i, f in enumerate(_checked_column("fields", fields, n, dict))]
+        replaced = []
+        for key in keys:
+            if key in self._key_to_id:
+                if not upsert:
+                    raise DuplicateKeyError(
+                        f"key {key!r} is already in the index; use upsert() to replace it"
+                    )
+                replaced.append(self._key_to_id[key])
+        if n == 0:
+            return []
+
+        features = [tree._features(batch, None) for tree in self.trees]
+        data = storage.SegmentData(
+            doc_ids=doc_ids, indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,
+            features=[(f.indptr.astype(np.int64), f.indices.astype(np.int32), f.data)
+                      for f in features],
+        )
+        segment_id = int(self._meta["next_segment_id"])
+        file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
+        now = storage._now()
+        segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": data.nnz,
+                       "bytes": nbytes, "checksum": checksum, "created_at": now}
+        sizes = np.diff(batch.indptr)
+        documents = [
+            {"id": int(doc_ids[i]), "key": keys[i], "segment": segment_id, "row": i,
+             "n_supports": int(sizes[i]), "label": labels[i], "fields": fields_json[i],
+             "deleted": 0, "added_at": now}
+            for i in range(n)
+        ]
+        next_ids = {"next_doc_id": next_doc + n, "next_segment_id": segment_id + 1}
+        try:
+            self._catalog.commit_segment(segment_row, documents, replaced, next_ids)
+        except BaseException:
+            storage.remove_files(self.path, [file])
+            raise
+        self._meta.update(next_ids)
+        self._tombstone_in_memory(replaced)
+        segment = _Segment(segment_row, data, np.ones(n, dtype=bool),
+                           np.array(labels, dtype=object))
+        self._segments.append(segment)
+        self._segment_by_id[segment_id] = segment
+        for i, key in enumerate(keys):
+            self._key_to_id[key] = int(doc_ids[i])
+            self._key_by_id[int(doc_ids[i])] = key
+            self._location[int(doc_ids[i])] = (segment_id, i)
+        self._merge_tiers()
+        return keys
+
+    def _checked_keys(self, keys, n, doc_ids):
+        if keys is None:
+            keys = [f"doc-{i}" for i in doc_ids.tolist()]
+        else:
+            if isinstance(keys, str):
+                raise TypeError("keys must be a list of str, not one str")
+            keys = list(keys)
+            if len(keys) != n:
+                raise ValueError(f"{len(keys)} keys were given for {n} measures; expected one each")
+            for i, key in enumerate(keys):
+                if not isinstance(key, str) or not key:
+                    raise ValueError(f"key {i} is {key!r}; keys must be non-empty str")
+        seen = set()
+        for key in keys:
+            if key in seen:
+                raise DuplicateKeyError(f"key {key!r} appears twice in this batch")
+            seen.add(key)
+        return keys
+
+    def delete(self, keys):
+        """Delete documents by key (tombstones, one transaction). Returns the count."""
+        self._check_writable()
+        if isinstance(keys, str):
+            keys = [keys]
+        keys = list(keys)
+        missing = [k for k in keys if k not in self._key_to_id]
+        if missing:
+            raise KeyNotFoundError(
+                f"{len(missing)} key(s) are not in the index, e.g. {missing[0]!r}; nothing was deleted"
+            )
+        doc_ids = sorted({self._key_to_id[k] for k in keys})
+        self._catalog.tombstone(doc_ids)
+        self._tombstone_in_memory(doc_ids)
+        return len(doc_ids)
+
+    def _tombstone_in_memory(self, doc_ids):
+        for doc_id in doc_ids:
+            seg_id, row = self._location.pop(doc_id)
+            self._segment_by_id[seg_id].live[row] = False
+            self._key_to_id.pop(self._key_by_id.pop(doc_id), None)
+
+    def compact(self):
+        """Merge every segment into one and drop deleted documents."""
+        self._check_writable()
+        if len(self._segments) > 1 or any(not s.live.all() for s in self._segments):
+            self._merge(list(self._segments))
+
+    def _merge_tiers(self):
+        while True:
+            tiers = {}
+            for segment in self._segments:
+                tiers.setdefault(_tier(int(segment.live.sum())), []).append(segment)
+            full = [group for group in tiers.values() if len(group) >= TIER]
+            if not full:
+                return
+            self._merge(full[0][:TIER])
+
+    def _merge(self, segments):
+        """Replace ``segments`` by one segment of their live rows (doc-id order)."""
+        parts = []
+        for segment in segments:
+            rows = np.flatnonzero(segment.live)
+            parts.append((segment, rows))
+        dropped = [int(i) for s, _ in parts for i in s.data.doc_ids[~s.live]]
+        doc_ids = np.concatenate([s.data.doc_ids[rows] for s, rows in parts])
+        order = np.argsort(doc_ids, kind="stable")
+        old_ids = [s.id for s in segments]
+        segment_id = int(self._meta["next_segment_id"])
+        next_ids = {"next_doc_id": int(self._meta["next_doc_id"]),
+                    "next_segment_id": segment_id + 1}
+        new_segment = None
+        if len(doc_ids):
+            data = _concat_rows(parts, order, len(self.roots))
+            file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
+            segment_row = {"id": segment_id, "file": file, "rows": data.rows, "nnz": data.nnz,
+                           "bytes": nbytes, "checksum": checksum, "created_at": storage._now()}
+            labels = np.concatenate([s.labels[rows] for s, rows in parts])[order]
+            new_segment = _Segment(segment_row, data, np.ones(data.rows, dtype=bool), labels)
+            moved = list(zip(data.doc_ids.tolist(), range(data.rows)))
+        else:
+            segment_row, moved = None, []
+        try:
+            self._catalog.replace_segments(old_ids, segment_row, moved, dropped, next_ids)
+        except BaseException:
+            if segment_row is not None:
+                storage.remove_files(self.path, [segment_row["file"]])
+            raise
+        self._meta.update(next_ids)
+        storage.remove_files(self.path, [s.file for s in segments])
+        keep = [s for s in self._segments if s.id not in set(old_ids)]
+        for seg_id in old_ids:
+            self._segment_by_id.pop(seg_id, None)
+        if new_segment is not None:
+            keep.append(new_segment)
+            self._segment_by_id[new_segment.id] = new_segment
+            for row, doc_id in enumerate(new_segment.data.doc_ids.tolist()):
+                self._location[doc_id] = (new_segment.id, row)
+        self._segments = keep
+
+    # ---------------------------------------------------------------- search
+    def search(self, queries, k=10, p=None, roots=None, where=None, n_threads=None):
+        """Exact k nearest neighbours under S_p (sliced over the index's roots).
+
+        ``queries``: (nodes, masses) pairs, a sparse matrix of node masses, a
+        stored key, or a list of stored keys. ``roots``: positions into
+        ``self.roots`` to use (default all), their eta renormalised. ``where``:
+        ``{"label": value_or_list}`` and/or ``{"keys": [...]}`` restricts the
+        candidates. Returns a :class:`SearchResult`.
+        """
+        self._check_open()
+        p = self.p if p is None else check_p(p)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k is {k!r}; expected an integer >= 1")
+        k = int(k)
+        positions = self._root_positions(roots)
+        eta = normalise_eta(self.eta[positions], len(positions))
+        query_features = self._query_features(queries, positions)
+        n_queries = query_features[0].shape[0]
+        masks = self._candidate_masks(where)
+
+        keys = [[] for _ in range(n_queries)]
+        labels = [[] for _ in range(n_queries)]
+        distances = np.full((n_queries, k), np.inf)
+        scaled_queries = [self._scaled_queries(F, positions[r], p)
+                          for r, F in enumerate(query_features)]
+        for start in range(0, n_queries, QUERY_CHUNK):
+            stop = min(n_queries, start + QUERY_CHUNK)
+            found = self._search_chunk(scaled_queries, start, stop, k, p, positions, eta,
+                                       masks, n_threads)
+            for i, (dist, segs, rows) in enumerate(found):
+                q = start + i
+                distances[q, :len(dist)] = dist
+                for seg, row in zip(segs, rows):
+                    segment = self._segments[seg]
+                    keys[q].append(self._key_by_id[int(segment.data.doc_ids[row])])
+                    labels[q].append(segment.labels[row])
+        return SearchResult(keys, distances, labels, p)
+
+    def _root_positions(self, roots):
+        if roots is None:
+            return list(range(len(self.roots)))
+        if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
+            roots = [roots]
+        positions = [int(r) for r in roots]
+        if not positions or any(r < 0 or r >= len(self.roots) for r in positions) \
+                or len(set(positions)) != len(positions):
+            raise ValueError(
+                f"roots is {roots!r}; expected distinct positions in 0..{len(self.roots) - 1} "
+                f"(this index has {len(self.roots)} root(s))"
+            )
+        return positions
+
+    def _query_features(self, queries, positions):
+        if isinstance(queries, str) or (
+                isinstance(queries, (list, tuple)) and queries and
+                all(isinstance(q, str) for q in queries)):
+            return [self.features(queries if not isinstance(queries, str) else [queries], root=r)
+                    for r in positions]
+        batch = as_measure_batch(queries, n_nodes=self.graph.n_nodes)
+        if len(batch) == 0:
+            raise InvalidMeasureError("no queries were given")
+        return [self.trees[r]._features(batch, None) for r in positions]
+
+    def _scaled_queries(self, F, position, p):
+        tree = self.trees[position]
+        if math.isinf(p):
+            data = F.data
+        elif p == 1.0:
+            data = F.data * tree.length[F.indices]
+        else:
+            data = F.data * tree.length[F.indices] ** (1.0 / p)
+        return (np.ascontiguousarray(F.indptr, dtype=np.int64),
+                np.ascontiguousarray(F.indices, dtype=np.int32),
+                np.ascontiguousarray(data, dtype=np.float64))
+
+    def _candidate_masks(self, where):
+        masks = [s.live.copy() for s in self._segments]
+        if where is None:
+            return masks
+        if not isinstance(where, dict) or not set(where) <= {"label", "keys"}:
+            raise ValueError(
+                f"where is {where!r}; expected a dict with 'label' (a value or list) "
+                "and/or 'keys' (a list of keys)"
+            )
+        if "label" in where:
+            wanted = where["label"]
+            wanted = set(wanted) if isinstance(wanted, (list, tuple, set, frozenset)) else {wanted}
+            for mask, segment in zip(masks, self._segments):
+                mask &= np.fromiter((lab in wanted for lab in segment.labels), bool,
+                                    count=segment.rows)
+        if "keys" in where:
+            allowed = {}
+            for key in where["keys"]:
+                doc_id = self._key_to_id.get(key)
+                if doc_id is not None:
+                    seg_id, row = self._location[doc_id]
+                    allowed.setdefault(seg_id, []).append(row)
+            for mask, segment in zip(masks, self._segments):
+                keep = np.zeros(segment.rows, dtype=bool)
+                keep[allowed.get(segment.id, [])] = True
+                mask &= keep
+        return masks
+
+    def _search_chunk(self, scaled_queries, start, stop, k, p, positions, eta, masks, n_threads):
+        n_q = stop - start
+        queries = [_csr_rows(q, start, stop) for q in scaled_queries]
+        single = len(positions) == 1
+        cand_dist = [[] for _ in range(n_q)]
+        cand_doc = [[] for _ in range(n_q)]
+        cand_seg = [[] for _ in range(n_q)]
+        cand_row = [[] for _ in range(n_q)]
+        for s, (segment, mask) in enumerate(zip(self._segments, masks)):
+            n_candidates = int(mask.sum())
+            if n_candidates == 0:
+                continue
+            total = None
+            for r, position in enumerate(positions):
+                y_indptr, y_indices, y_data, y_norm = segment.scaled(position, p, self.trees[position])
+                out = np.empty((n_q, segment.rows), dtype=np.float64)
+                _search.scan_powers(*queries[r], y_indptr, y_indices, y_data, y_norm,
+                                    self.graph.n_nodes, p, out, n_threads=n_threads)
+                if single:
+                    total = out
+                else:
+                    if not math.isinf(p) and p != 1.0:
+                        np.power(out, 1.0 / p, out=out)
+                    out *= eta[r]
+                    total = out if total is None else np.add(total, out, out=total)
+            total[:, ~mask] = np.inf
+            kk = min(k, n_candidates)
+            threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
+            doc_ids = segment.data.doc_ids
+            for i in range(n_q):
+                rows = np.flatnonzero(total[i] <= threshold[i])
+                cand_dist[i].append(total[i, rows])
+                cand_doc[i].append(doc_ids[rows])
+                cand_seg[i].append(np.full(len(rows), s))
+                cand_row[i].append(rows)
+        found = []
+        for i in range(n_q):
+            if not cand_dist[i]:
+                found.append((np.zeros(0), [], []))
+                continue
+            dist = np.concatenate(cand_dist[i])
+            docs = np.concatenate(cand_doc[i])
+            order = np.lexsort((docs, dist))[:k]
+            dist = dist[order]
+            if single and not math.isinf(p) and p != 1.0:
+                dist = dist ** (1.0 / p)
+            found.append((dist, np.concatenate(cand_seg[i])[order].tolist(),
+                          np.concatenate(cand_row[i])[order].tolist()))
+        return found
+
+    # ---------------------------------------------------------------- verify
+    def verify(self, repair=False, sample=VERIFY_SAMPLE, seed=0):
+        """Check files against the catalog; report problems instead of raising.
+
+        Checks the graph file and every segment's checksum, that each live
+        document points at its own row, and rebuilds the features of up to
+        ``sample`` rows per segment from the stored measures (bit for bit).
+        Files that no commit refers to (left by a crash) are listed as
+        ``orphans``; ``repair=True`` (writers only) removes them.
+        """
+        self._check_open()
+        if repair:
+            self._check_writable()
+        problems, repaired = [], []
+        graph_path = os.path.join(self.path, storage.GRAPH_FILE)
+        expected = self._catalog.meta_value("graph_checksum")
+        if not os.path.exists(graph_path):
+            problems.append(f"{graph_path} is missing")
+        elif expected and storage.file_checksum(graph_path) != expected:
+            problems.append(f"{graph_path} fails its checksum")
+        snapshot = self._catalog.snapshot()
+        rng = np.random.default_rng(seed)
+        checked = 0
+        for row in snapshot.segments:
+            path = os.path.join(self.path, storage.SEGMENT_DIR, row["file"])
+            if not os.path.exists(path):
+                problems.append(f"segment {row['file']} is missing")
+                continue
+            try:
+                data = storage.read_segment(self.path, row["file"], len(self.roots), row["checksum"])
+            except CorruptIndexError as exc:
+                problems.append(str(exc))
+                continue
+            if data.rows != row["rows"]:
+                problems.append(f"segment {row['file']} has {data.rows} rows; the catalog says {row['rows']}")
+                continue
+            picks = np.sort(rng.choice(data.rows, min(sample, data.rows), replace=False))
+            batch = as_measure_batch(
+                indptr=np.concatenate([[0], np.cumsum(np.diff(data.indptr)[picks])]),
+                nodes=np.concatenate([data.nodes[data.indptr[i]:data.indptr[i + 1]] for i in picks]),
+                masses=np.concatenate([data.masses[data.indptr[i]:data.indptr[i + 1]] for i in picks]),
+                n_nodes=self.graph.n_nodes)
+            for r, tree in enumerate(self.trees):
+                fresh = tree._features(batch, None)
+                stored = _csr_rows(data.features[r], 0, data.rows)
+                for j, i in enumerate(picks):
+                    a = slice(fresh.indptr[j], fresh.indptr[j + 1])
+                    b = slice(stored[0][i], stored[0][i + 1])
+                    if not (np.array_equal(fresh.indices[a], stored[1][b])
+                            and np.array_equal(fresh.data[a], stored[2][b])):
+                        problems.append(
+                            f"segment {row['file']} row {i}: stored features for root {r} differ "
+                            "from features rebuilt from its measure")
+            checked += len(picks)
+            ids = data.doc_ids
+            in_segment = snapshot.segment_of == row["id"]
+            for doc_id, doc_row in zip(snapshot.doc_ids[in_segment], snapshot.row_of[in_segment]):
+                if doc_row >= data.rows or ids[doc_row] != doc_id:
+                    problems.append(f"document {doc_id} points at row {doc_row} of "
+                                    f"{row['file']}, which holds another document")
+        orphans = storage.orphan_files(self.path, [r["file"] for r in snapshot.segments])
+        if repair and orphans:
+            storage.remove_files(self.path, orphans)
+            repaired = orphans
+        return {
+            "ok": not problems, "problems": problems, "orphans": orphans, "repaired": repaired,
+            "segments": len(snapshot.segments), "documents": int((~snapshot.deleted).sum()),
+            "deleted": int(snapshot.deleted.sum()), "checked_rows": checked,
+        }
+
+
+def _tier(rows):
+    return int(math.log(max(rows, 1), TIER))
+
+
+def _csr_rows(arrays, start, stop):
+    indptr, indices, data = arrays
+    lo, hi = indptr[start], indptr[stop]
+    return (np.ascontiguousarray(indptr[start:stop + 1] - lo, dtype=np.int64),
+            np.ascontiguousarray(indices[lo:hi], dtype=np.int32),
+            np.ascontiguousarray(data[lo:hi], dtype=np.float64))
+
+
+def _concat_rows(parts, order, n_roots):
+    """Live rows of several segments, concatenated and put in ``order``."""
+    def gather(arrays_of, rows_of):
+        indptrs, chunks = [], []
+        for (segment, rows) in parts:
+            indptr, *values = arrays_of(segment)
+            sizes = np.diff(indptr)[rows]
+            take = np.concatenate([np.arange(indptr[r], indptr[r + 1]) for r in rows]) \
+                if len(rows) else np.zeros(0, np.int64)
+            indptrs.append(sizes)
+            chunks.append([v[take] for v in values])
+        sizes = np.concatenate(indptrs)[order]
+        starts = np.concatenate([[0], np.cumsum(np.concatenate(indptrs))])[:-1][order]
+        flat = [np.concatenate([c[j] for c in chunks]) for j in range(len(chunks[0]))]
+        take = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, sizes)]) \
+            if len(sizes) else np.zeros(0, np.int64)
+        new_indptr = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=new_indptr[1:])
+        return [new_indptr] + [v[take] for v in flat]
+
+    measures = gather(lambda s: (s.data.indptr, s.data.nodes, s.data.masses), None)
+    features = [tuple(gather(lambda s, r=r: s.data.features[r], None)) for r in range(n_roots)]
+    doc_ids = np.concatenate([s.data.doc_ids[rows] for s, rows in parts])[order]
+    return storage.SegmentData(doc_ids=doc_ids, indptr=measures[0], nodes=measures[1],
+                               masses=measures[2], features=features)
+
+
+def _checked_column(name, values, n, kind):
+    if values is None:
+        return [None] * n
+    if isinstance(values, (str, dict)):
+        raise TypeError(f"{name} must be a list with one entry per measure")
+    values = list(values)
+    if len(values) != n:
+        raise ValueError(f"{len(values)} {name} were given for {n} measures; expected one each")
+    for i, value in enumerate(values):
+        if value is not None and not isinstance(value, kind):
+            raise ValueError(f"{name}[{i}] is {value!r}; expected {kind.__name__} or None")
+    return values
+
+
+def _json_fields(fields, i):
+    import json
+
+    try:
+        return json.dumps(fields, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"fields[{i}] cannot be stored as JSON: {exc}") from None

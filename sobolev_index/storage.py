@@ -1,0 +1,485 @@
+"""On-disk format: immutable HDF5 segments plus one transactional SQLite catalog.
+
+Layout of an index directory::
+
+    catalog.sqlite      the commit point (WAL): meta, roots, segments, documents
+    graph.h5            written once: nodes, edges, lengths, one tree per root
+    segments/NNNNNN.h5  written once, never modified: raw measures + features
+    write.lock          flock()ed by the one writer
+
+A segment file is first written under a temporary name, fsynced and renamed;
+only then does one SQLite transaction make it (and its documents) visible.
+A crash before that commit leaves an orphan file that readers never look at
+and the next writer removes. Files are deleted only after the transaction
+that stops referencing them has committed.
+
+This module knows files and SQL, nothing about search.
+"""
+import datetime as _dt
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+
+import h5py
+import numpy as np
+import sqlite_utils
+
+from .errors import (
+    CorruptIndexError,
+    IndexLockedError,
+    NotAnIndexError,
+    UnsupportedFormatError,
+)
+from .graph import Graph, ShortestPathTree
+
+FORMAT_VERSION = 1
+FORMAT_NAME = "sobolev-index"
+CATALOG = "catalog.sqlite"
+GRAPH_FILE = "graph.h5"
+SEGMENT_DIR = "segments"
+LOCK_FILE = "write.lock"
+TMP_PREFIX = "tmp-"
+
+
+def _now():
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def file_checksum(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_path(path, directory=False):
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------- lock
+class WriterLock:
+    """Exclusive advisory lock on ``write.lock``; released on close or exit.
+
+    flock() locks die with their process, so a killed writer never leaves a
+    stale lock behind.
+    """
+
+    def __init__(self, index_path, timeout=None):
+        self.path = os.path.join(index_path, LOCK_FILE)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(self._fd)
+                    raise
+            if deadline is None or time.monotonic() >= deadline:
+                os.close(self._fd)
+                self._fd = None
+                waited = "" if timeout is None else f" after waiting {timeout} s"
+                raise IndexLockedError(
+                    f"another process is writing to {index_path}{waited}; open it with "
+                    "mode='r' to read, or pass timeout=SECONDS to wait for the writer"
+                )
+            time.sleep(0.05)
+
+    def release(self):
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+# -------------------------------------------------------------------- graph
+def write_graph(index_path, graph, trees):
+    path = os.path.join(index_path, GRAPH_FILE)
+    tmp = os.path.join(index_path, TMP_PREFIX + GRAPH_FILE)
+    with h5py.File(tmp, "w") as f:
+        f.attrs["format"] = FORMAT_NAME
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["n_nodes"] = graph.n_nodes
+        f.attrs["params"] = json.dumps(graph.params)
+        f.create_dataset("edges", data=graph.edges)
+        f.create_dataset("lengths", data=graph.lengths)
+        if graph.coords is not None:
+            f.create_dataset("coords", data=graph.coords)
+        if graph.assignment is not None:
+            f.create_dataset("assignment", data=graph.assignment)
+        for r, tree in enumerate(trees):
+            g = f.create_group(f"trees/{r}")
+            g.attrs["root"] = tree.root
+            g.attrs["perturbed"] = tree.perturbed
+            g.create_dataset("parent", data=tree.parent)
+            g.create_dataset("length", data=tree.length)
+            g.create_dataset("distance", data=tree.distance)
+            g.create_dataset("depth", data=tree.depth)
+    _fsync_path(tmp)
+    os.replace(tmp, path)
+    _fsync_path(index_path, directory=True)
+    return file_checksum(path)
+
+
+def read_graph(index_path, n_roots):
+    path = os.path.join(index_path, GRAPH_FILE)
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("format") != FORMAT_NAME:
+                raise CorruptIndexError(f"{path} is not a sobolev-index graph file")
+            coords = f["coords"][...] if "coords" in f else None
+            assignment = f["assignment"][...] if "assignment" in f else None
+            graph = Graph(int(f.attrs["n_nodes"]), f["edges"][...], f["lengths"][...], coords,
+                          assignment, json.loads(f.attrs["params"]))
+            trees = []
+            for r in range(n_roots):
+                g = f[f"trees/{r}"]
+                tree = ShortestPathTree(int(g.attrs["root"]), g["parent"][...], g["length"][...],
+                                        g["distance"][...], bool(g.attrs["perturbed"]))
+                trees.append(tree)
+    except FileNotFoundError:
+        raise CorruptIndexError(f"{path} is missing; the index cannot be read without it") from None
+    except (OSError, KeyError) as exc:
+        raise CorruptIndexError(f"{path} is unreadable ({exc}); restore it from a backup") from None
+    return graph, trees
+
+
+# ----------------------------------------------------------------- segments
+@dataclass
+class SegmentData:
+    """The arrays of one segment. ``features[r]`` is (indptr, indices, data) for root r."""
+
+    doc_ids: np.ndarray
+    indptr: np.ndarray
+    nodes: np.ndarray
+    masses: np.ndarray
+    features: list = field(default_factory=list)
+
+    @property
+    def rows(self):
+        return len(self.doc_ids)
+
+    @property
+    def nnz(self):
+        return int(sum(len(f[1]) for f in self.features))
+
+
+def segment_name(segment_id):
+    return f"{segment_id:06d}.h5"
+
+
+def write_segment(index_path, segment_id, data):
+    """Write a segment durably under its final name; return (file, checksum, bytes)."""
+    directory = os.path.join(index_path, SEGMENT_DIR)
+    name = segment_name(segment_id)
+    tmp = os.path.join(directory, f"{TMP_PREFIX}{name}")
+    with h5py.File(tmp, "w") as f:
+        f.attrs["format"] = FORMAT_NAME
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["segment"] = segment_id
+        f.attrs["rows"] = data.rows
+        f.create_dataset("doc_ids", data=data.doc_ids)
+        f.create_dataset("measures/indptr", data=data.indptr)
+        f.create_dataset("measures/nodes", data=data.nodes)
+        f.create_dataset("measures/masses", data=data.masses)
+        for r, (indptr, indices, values) in enumerate(data.features):
+            f.create_dataset(f"features/{r}/indptr", data=indptr)
+            f.create_dataset(f"features/{r}/indices", data=indices)
+            f.create_dataset(f"features/{r}/data", data=values)
+    _fsync_path(tmp)
+    final = os.path.join(directory, name)
+    os.replace(tmp, final)
+    _fsync_path(directory, directory=True)
+    return name, file_checksum(final), os.path.getsize(final)
+
+
+def read_segment(index_path, name, n_roots, checksum=None):
+    """Load a segment's arrays; with ``checksum``, verify the file first."""
+    path = os.path.join(index_path, SEGMENT_DIR, name)
+    if checksum is not None and file_checksum(path) != checksum:
+        raise CorruptIndexError(
+            f"segment {path} fails its checksum: the file changed after it was committed; "
+            "restore it from a backup"
+        )
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("format") != FORMAT_NAME:
+                raise CorruptIndexError(f"{path} is not a sobolev-index segment")
+            data = SegmentData(
+                doc_ids=f["doc_ids"][...],
+                indptr=f["measures/indptr"][...],
+                nodes=f["measures/nodes"][...],
+                masses=f["measures/masses"][...],
+                features=[
+                    (f[f"features/{r}/indptr"][...], f[f"features/{r}/indices"][...],
+                     f[f"features/{r}/data"][...])
+                    for r in range(n_roots)
+                ],
+            )
+    except FileNotFoundError:
+        raise
+    except (OSError, KeyError) as exc:
+        raise CorruptIndexError(f"segment {path} is unreadable ({exc})") from None
+    return data
+
+
+# ------------------------------------------------------------------ catalog
+SCHEMA = {
+    "meta": ({"name": str, "value": str}, "name"),
+    "roots": ({"position": int, "node": int, "eta": float}, "position"),
+    "segments": ({"id": int, "file": str, "rows": int, "nnz": int, "bytes": int,
+                  "checksum": str, "created_at": str}, "id"),
+    "documents": ({"id": int, "key": str, "segment": int, "row": int, "n_supports": int,
+                   "label": str, "fields": str, "deleted": int, "added_at": str}, "id"),
+}
+
+
+@dataclass
+class Snapshot:
+    """The committed state a reader works from."""
+
+    meta: dict
+    roots: list
+    segments: list          # dicts from the segments table, by id
+    doc_ids: np.ndarray     # per document (live and tombstoned), sorted by id
+    keys: list
+    segment_of: np.ndarray
+    row_of: np.ndarray
+    labels: list
+    deleted: np.ndarray
+
+
+class Catalog:
+    """The SQLite commit point. One connection; writes happen in transactions."""
+
+    def __init__(self, index_path, readonly):
+        self.path = os.path.join(index_path, CATALOG)
+        if not os.path.isfile(self.path):
+            raise NotAnIndexError(
+                f"{index_path} is not a sobolev-index directory: it has no {CATALOG}"
+            )
+        self.readonly = readonly
+        self.conn = self._connect()
+        self.db = sqlite_utils.Database(self.conn)
+        self._check_format()
+
+    def _connect(self):
+        if self.readonly:
+            uri = f"file:{self.path}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None,
+                                   check_same_thread=False, timeout=30)
+        else:
+            conn = sqlite3.connect(self.path, isolation_level=None,
+                                   check_same_thread=False, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+        return conn
+
+    @classmethod
+    def create(cls, index_path, meta, roots, eta):
+        path = os.path.join(index_path, CATALOG)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        db = sqlite_utils.Database(conn)
+        conn.execute("BEGIN")
+        for name, (columns, pk) in SCHEMA.items():
+            db[name].create(columns, pk=pk, not_null={pk})
+        db["documents"].create_index(["segment"])
+        db["documents"].create_index(["label"])
+        # Keys are unique among live documents; a tombstone keeps its key.
+        conn.execute("CREATE UNIQUE INDEX documents_live_key ON documents(key) WHERE deleted = 0")
+        conn.executemany("INSERT INTO meta (name, value) VALUES (?, ?)",
+                         [(k, json.dumps(v)) for k, v in meta.items()])
+        conn.executemany("INSERT INTO roots (position, node, eta) VALUES (?, ?, ?)",
+                         [(i, int(n), float(e)) for i, (n, e) in enumerate(zip(roots, eta))])
+        conn.execute("COMMIT")
+        conn.close()
+
+    def _check_format(self):
+        try:
+            rows = dict(self.conn.execute("SELECT name, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as exc:
+            raise NotAnIndexError(
+                f"{self.path} is not a sobolev-index catalog ({exc})"
+            ) from None
+        if json.loads(rows.get("format", "null")) != FORMAT_NAME:
+            raise NotAnIndexError(f"{self.path} is not a sobolev-index catalog")
+        version = json.loads(rows.get("format_version", "null"))
+        if version != FORMAT_VERSION:
+            raise UnsupportedFormatError(
+                f"{self.path} has format version {version}; this release of sobolev-index "
+                f"reads version {FORMAT_VERSION}. Upgrade sobolev-index, or rebuild the index"
+            )
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    # -------------------------------------------------------------- reading
+    def snapshot(self):
+        """Everything a reader needs, read inside one transaction."""
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            meta = {k: json.loads(v) for k, v in conn.execute("SELECT name, value FROM meta")}
+            roots = conn.execute("SELECT node, eta FROM roots ORDER BY position").fetchall()
+            cursor = conn.execute(
+                "SELECT id, file, rows, nnz, bytes, checksum, created_at FROM segments ORDER BY id"
+            )
+            columns = [c[0] for c in cursor.description]
+            segments = [dict(zip(columns, row)) for row in cursor]
+            docs = conn.execute(
+                "SELECT id, key, segment, row, label, deleted FROM documents ORDER BY id"
+            ).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        if docs:
+            ids, keys, segs, rows, labels, deleted = zip(*docs)
+        else:
+            ids, keys, segs, rows, labels, deleted = (), (), (), (), (), ()
+        return Snapshot(
+            meta=meta, roots=roots, segments=segments,
+            doc_ids=np.asarray(ids, dtype=np.int64), keys=list(keys),
+            segment_of=np.asarray(segs, dtype=np.int64), row_of=np.asarray(rows, dtype=np.int64),
+            labels=list(labels), deleted=np.asarray(deleted, dtype=bool),
+        )
+
+    def document(self, key):
+        cursor = self.conn.execute(
+            "SELECT id, key, segment, row, n_supports, label, fields, added_at FROM documents "
+            "WHERE key = ? AND deleted = 0", (key,)
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        columns = [c[0] for c in cursor.description]
+        doc = dict(zip(columns, row))
+        doc["fields"] = json.loads(doc["fields"]) if doc["fields"] else None
+        return doc
+
+    def live_ids_for_keys(self, keys):
+        """{key: id} for the keys that are live."""
+        found = {}
+        keys = list(keys)
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, doc_id in self.conn.execute(
+                f"SELECT key, id FROM documents WHERE deleted = 0 AND key IN ({marks})", chunk
+            ):
+                found[key] = doc_id
+        return found
+
+    def meta_value(self, name):
+        row = self.conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    # -------------------------------------------------------------- writing
+    def commit_segment(self, segment_row, documents, tombstone_ids=(), next_ids=None):
+        """One transaction: new segment + its documents (+ tombstones for upsert)."""
+        with self._transaction():
+            self._tombstone(tombstone_ids)
+            self._insert("segments", [segment_row])
+            self._insert("documents", documents)
+            if next_ids:
+                self._set_meta(next_ids)
+
+    def tombstone(self, doc_ids):
+        with self._transaction():
+            self._tombstone(doc_ids)
+
+    def replace_segments(self, old_ids, segment_row, moved, dropped_ids, next_ids):
+        """One transaction for a merge: the new segment replaces the old ones.
+
+        ``moved`` is a list of (doc_id, new_row); ``dropped_ids`` are tombstoned
+        documents of the old segments, now forgotten.
+        """
+        with self._transaction():
+            if segment_row is not None:
+                self._insert("segments", [segment_row])
+                self.conn.executemany(
+                    "UPDATE documents SET segment = ?, row = ? WHERE id = ?",
+                    [(segment_row["id"], int(row), int(doc_id)) for doc_id, row in moved],
+                )
+            self._delete_in("documents", "id", dropped_ids)
+            self._delete_in("segments", "id", old_ids)
+            self._set_meta(next_ids)
+
+    def _insert(self, table, rows):
+        # Plain executemany: sqlite-utils' inserts commit on their own, which
+        # would split the caller's transaction.
+        if not rows:
+            return
+        columns = list(SCHEMA[table][0])
+        self.conn.executemany(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            [tuple(row.get(c) for c in columns) for row in rows],
+        )
+
+    def _tombstone(self, doc_ids):
+        doc_ids = [int(i) for i in doc_ids]
+        for start in range(0, len(doc_ids), 500):
+            chunk = doc_ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            self.conn.execute(f"UPDATE documents SET deleted = 1 WHERE id IN ({marks})", chunk)
+
+    def _delete_in(self, table, column, values):
+        values = [int(v) for v in values]
+        for start in range(0, len(values), 500):
+            chunk = values[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            self.conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
+
+    def _set_meta(self, values):
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+            [(k, json.dumps(v)) for k, v in values.items()],
+        )
+
+    def _transaction(self):
+        conn = self.conn
+
+        class _Tx:
+            def __enter__(self_inner):
+                conn.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self_inner, exc_type, exc, tb):
+                if exc_type is None:
+                    conn.execute("COMMIT")
+                else:
+                    conn.execute("ROLLBACK")
+                return False
+
+        return _Tx()
+
+
+def orphan_files(index_path, committed_files):
+    """Segment files (and temporary files) that no committed row refers to."""
+    directory = os.path.join(index_path, SEGMENT_DIR)
+    committed = set(committed_files)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if n not in committed)
+
+
+def remove_files(index_path, names):
+    directory = os.path.join(index_path, SEGMENT_DIR)
+    for name in names:
+        try:
+            os.unlink(os.path.join(directory, name))
+        except FileNotFoundError:
+            pass
