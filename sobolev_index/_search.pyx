@@ -350,8 +350,10 @@ def scan_powers(
         return
     if n_y * max(1, y_indices.shape[0] // n_y) < SERIAL_BELOW:
         n_workers = 1
-    q_block_arr = np.zeros(max(n_cols, 1) * BLOCK, dtype=np.float64)
-    q_pow_arr = np.zeros(max(n_cols, 1) * BLOCK if kind == 2 else 1, dtype=np.float64)
+    # A lone query uses a plain dense vector, so it needs no block-sized buffer.
+    cdef Py_ssize_t width = 1 if n_q == 1 else BLOCK
+    q_block_arr = np.zeros(max(n_cols, 1) * width, dtype=np.float64)
+    q_pow_arr = np.zeros(max(n_cols, 1) * width if kind == 2 else 1, dtype=np.float64)
     totals_arr = np.zeros(BLOCK, dtype=np.float64)
     acc_arr = np.zeros((n_workers, BLOCK), dtype=np.float64)
     cdef float64_t[::1] q_block = q_block_arr

@@ -194,6 +194,11 @@ class SobolevIndex:
             if os.path.exists(path):
                 raise NotAnIndexError(f"{path} is a file, not a sobolev-index directory")
             raise NotAnIndexError(f"{path} does not exist; create an index there first")
+        if not os.path.isfile(os.path.join(path, storage.CATALOG)):
+            # Checked before taking the lock, which would create a file here.
+            raise NotAnIndexError(
+                f"{path} is not a sobolev-index directory: it has no {storage.CATALOG}"
+            )
         lock = storage.WriterLock(path, timeout) if mode == "a" else None
         try:
             catalog = storage.Catalog(path, readonly=(mode == "r"))
