@@ -93,6 +93,7 @@ def main(argv=None):
                              "measures_per_s": (target - window_start) / seconds}
             added = target
         insert["ratio"] = insert["at_max"]["measures_per_s"] / insert["at_10k"]["measures_per_s"]
+        print(f"insert: {insert}", flush=True)
         results["insert"] = insert
         index.close()
         results["bytes_per_measure"] = dir_bytes(path) / n_total
@@ -103,6 +104,7 @@ def main(argv=None):
         reader = SobolevIndex.open(path, "r")
         reader.search(query_measures[:1], k=k)
         results["open_to_first_result_s"] = time.perf_counter() - started
+        print(f"open to first result: {results['open_to_first_result_s']:.3f} s", flush=True)
         tree = reader.trees[0]
 
         all_measures = [(nodes[indptr[i]:indptr[i + 1]], counts[indptr[i]:indptr[i + 1]])
@@ -144,6 +146,7 @@ def main(argv=None):
             if not args.skip_pynndescent:
                 from pynndescent import NNDescent
 
+                print(f"p={p}: building PyNNDescent (slow on sparse input) ...", flush=True)
                 started = time.perf_counter()
                 nnd = NNDescent(X, metric=metric, n_neighbors=30, random_state=0, n_jobs=2)
                 nnd.prepare()
@@ -154,6 +157,9 @@ def main(argv=None):
                 entry["pynndescent_recall"] = recall(
                     [[f"doc-{j + 1}" for j in row] for row in nnd_idx], truth)
             latency[f"p{p}"] = entry
+            print(f"p={p}: ours {our_batch * 1e3:.2f} ms/query batched, {our_single * 1e3:.2f} ms single; "
+                  f"sklearn {sk_batch * 1e3:.2f} / {sk_single * 1e3:.2f} ms; recall {our_recall:.3f}",
+                  flush=True)
             rows.append([f"p={p} batched (per query)", f"{entry['ours_batch_ms']:.2f} ms",
                          f"{entry['sklearn_batch_ms']:.2f} ms", f"{entry['speedup_batch']:.1f}x",
                          f"{our_recall:.3f}",

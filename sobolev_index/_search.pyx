@@ -411,3 +411,104 @@ def scan_powers(
             _scatter_block(&q_indptr[0], &qi[0], &qv[0], i0, nb, &q_block[0], &q_pow[0],
                            &totals[0], p, kind, True)
         i0 += nb
+
+
+cdef inline float64_t _box_gap(float64_t q, float64_t lo, float64_t hi) noexcept nogil:
+    if q > hi:
+        return q - hi
+    if q < lo:
+        return lo - q
+    return 0.0
+
+
+cdef inline float64_t _max_outside(
+    const node_t* qi, const float64_t* qd, offset_t qs, offset_t qe,
+    const node_t* bi, offset_t bs, offset_t be,
+) noexcept nogil:
+    """max of the query's values on columns the box does not cover."""
+    cdef float64_t m = 0.0
+    while qs < qe:
+        while bs < be and bi[bs] < qi[qs]:
+            bs += 1
+        if bs >= be or bi[bs] != qi[qs]:
+            if qd[qs] > m:
+                m = qd[qs]
+        qs += 1
+    return m
+
+
+def box_lower_bounds(
+    const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
+    const offset_t[::1] b_indptr, const node_t[::1] b_indices,
+    const float64_t[::1] b_lo, const float64_t[::1] b_hi,
+    Py_ssize_t n_cols, float64_t p, float64_t[:, ::1] out, n_threads=None,
+):
+    """Fill ``out[i, c]`` with the l_p distance (p-th power; max for p = inf)
+    from query i to box c, the smallest distance to any row inside the box.
+
+    Box c has upper corner ``b_hi`` and lower corner ``b_lo`` on the columns
+    ``b_indices[b_indptr[c]:b_indptr[c+1]]`` (both corners are 0 elsewhere;
+    ``b_lo <= b_hi``), so it is a lower bound of the distance from the query
+    to every row of the cluster it encloses.
+    """
+    cdef Py_ssize_t n_q = q_indptr.shape[0] - 1
+    cdef Py_ssize_t n_b = b_indptr.shape[0] - 1
+    cdef int n_workers = effective_threads(n_threads)
+    cdef int kind = 3 if isinf(p) else (0 if p == 1.0 else (1 if p == 2.0 else 2))
+    cdef Py_ssize_t i, c
+    cdef offset_t k, qs, qe, bs, be
+    cdef float64_t total, s, qv, gap
+    cdef int tid
+    if n_q == 0 or n_b == 0:
+        return
+    if n_q * n_b < 64:
+        n_workers = 1
+    q_arr = np.zeros((n_workers, max(n_cols, 1)), dtype=np.float64)
+    cdef float64_t[:, ::1] q = q_arr
+    q_indices_arr = np.asarray(q_indices) if q_indices.shape[0] else np.zeros(1, np.int32)
+    q_data_arr = np.asarray(q_data) if q_data.shape[0] else np.zeros(1, np.float64)
+    b_indices_arr = np.asarray(b_indices) if b_indices.shape[0] else np.zeros(1, np.int32)
+    b_lo_arr = np.asarray(b_lo) if b_lo.shape[0] else np.zeros(1, np.float64)
+    b_hi_arr = np.asarray(b_hi) if b_hi.shape[0] else np.zeros(1, np.float64)
+    cdef const node_t[::1] qi = q_indices_arr
+    cdef const float64_t[::1] qd = q_data_arr
+    cdef const node_t[::1] bi = b_indices_arr
+    cdef const float64_t[::1] blo = b_lo_arr
+    cdef const float64_t[::1] bhi = b_hi_arr
+
+    for i in prange(n_q, nogil=True, num_threads=n_workers, schedule="dynamic"):
+        tid = threadid()
+        qs = q_indptr[i]
+        qe = q_indptr[i + 1]
+        total = 0.0
+        for k in range(qs, qe):
+            q[tid, qi[k]] = qd[k]
+            if kind == 3:
+                if qd[k] > total:
+                    total = qd[k]
+            else:
+                total = total + _abs_pow(qd[k], p, kind)
+        for c in range(n_b):
+            bs = b_indptr[c]
+            be = b_indptr[c + 1]
+            if kind == 3:
+                # Columns outside the box's support keep the query's value.
+                s = _max_outside(&qi[0], &qd[0], qs, qe, &bi[0], bs, be)
+                for k in range(bs, be):
+                    gap = _box_gap(q[tid, bi[k]], blo[k], bhi[k])
+                    if gap > s:
+                        s = gap
+            else:
+                # |q|^p counts every column; inside the support the query's
+                # term is swapped for the gap to the box.
+                s = total
+                for k in range(bs, be):
+                    qv = q[tid, bi[k]]
+                    s = s + _abs_pow(_box_gap(qv, blo[k], bhi[k]), p, kind) - _abs_pow(qv, p, kind)
+                if s < 0.0:
+                    s = 0.0
+            out[i, c] = s
+        for k in range(qs, qe):
+            q[tid, qi[k]] = 0.0
+
+

@@ -199,6 +199,8 @@ class SobolevIndex:
             raise NotAnIndexError(
                 f"{path} is not a sobolev-index directory: it has no {storage.CATALOG}"
             )
+        if mode == "a":
+            storage.Catalog(path, readonly=True).close()  # format check; writes nothing
         lock = storage.WriterLock(path, timeout) if mode == "a" else None
         try:
             catalog = storage.Catalog(path, readonly=(mode == "r"))
@@ -442,7 +444,12 @@ class SobolevIndex:
 
     def _checked_keys(self, keys, n, doc_ids):
         if keys is None:
-            keys = [f"doc-{i}" for i in doc_ids.tolist()]
+            keys = []
+            for doc_id in doc_ids.tolist():
+                key, n = f"doc-{doc_id}", 1
+                while key in self._key_to_id:  # a user chose this key already
+                    key, n = f"doc-{doc_id}.{n}", n + 1
+                keys.append(key)
         else:
             if isinstance(keys, str):
                 raise TypeError("keys must be a list of str, not one str")

@@ -227,9 +227,10 @@ def read_segment(index_path, name, n_roots, checksum=None):
                     for r in range(n_roots)
                 ],
             )
-    except FileNotFoundError:
-        raise
     except (OSError, KeyError) as exc:
+        if not os.path.exists(path):
+            # Merged away by a writer after the caller read the catalog.
+            raise FileNotFoundError(errno.ENOENT, "segment file is gone", path) from None
         raise CorruptIndexError(f"segment {path} is unreadable ({exc})") from None
     return data
 
@@ -270,20 +271,45 @@ class Catalog:
                 f"{index_path} is not a sobolev-index directory: it has no {CATALOG}"
             )
         self.readonly = readonly
-        self.conn = self._connect()
+        # The format is checked through a read-only connection first, so that
+        # a foreign database is never switched to WAL or otherwise touched.
+        probe = self._connect_readonly()
+        try:
+            self._check_format(probe)
+        finally:
+            if not readonly:
+                probe.close()
+        self.conn = probe if readonly else self._connect_writer()
         self.db = sqlite_utils.Database(self.conn)
-        self._check_format()
 
-    def _connect(self):
-        if self.readonly:
-            uri = f"file:{self.path}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None,
-                                   check_same_thread=False, timeout=30)
-        else:
-            conn = sqlite3.connect(self.path, isolation_level=None,
-                                   check_same_thread=False, timeout=30)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+    def _connect_readonly(self):
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
+                               check_same_thread=False, timeout=30)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL reader needs the -shm file; in a directory it may not
+            # write, that file cannot be made. With no pending log the
+            # database file alone is the whole committed state.
+            conn.close()
+            wal = self.path + "-wal"
+            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                raise CorruptIndexError(
+                    f"{self.path} has a pending write-ahead log and its directory is not "
+                    "writable; open the index once with write access to fold the log in"
+                ) from None
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True,
+                                   isolation_level=None, check_same_thread=False)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise NotAnIndexError(f"{self.path} is not a sobolev-index catalog ({exc})") from None
+        return conn
+
+    def _connect_writer(self):
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
         return conn
 
     @classmethod
@@ -306,16 +332,20 @@ class Catalog:
         conn.execute("COMMIT")
         conn.close()
 
-    def _check_format(self):
+    def _check_format(self, conn):
         try:
-            rows = dict(self.conn.execute("SELECT name, value FROM meta").fetchall())
+            rows = dict(conn.execute("SELECT name, value FROM meta").fetchall())
         except sqlite3.DatabaseError as exc:
             raise NotAnIndexError(
                 f"{self.path} is not a sobolev-index catalog ({exc})"
             ) from None
-        if json.loads(rows.get("format", "null")) != FORMAT_NAME:
+        try:
+            name = json.loads(rows.get("format", "null"))
+            version = json.loads(rows.get("format_version", "null"))
+        except (TypeError, ValueError):
+            name = version = None
+        if name != FORMAT_NAME:
             raise NotAnIndexError(f"{self.path} is not a sobolev-index catalog")
-        version = json.loads(rows.get("format_version", "null"))
         if version != FORMAT_VERSION:
             raise UnsupportedFormatError(
                 f"{self.path} has format version {version}; this release of sobolev-index "

@@ -1,0 +1,44 @@
+"""Writer for the concurrency test: add batches and compact for DURATION seconds.
+
+usage: python concurrent_writer.py INDEX START_BATCH DURATION COMPACT_EVERY
+
+stdout: "READY n", then "ACK b n" after each add (n = live count after it),
+"COMPACTED b" after each compact, "DONE" at the end.
+"""
+
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from index_helpers.common import batch_keys, batch_measures  # noqa: E402
+
+
+def say(line):
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    path, b, duration, every = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+    from sobolev_index import SobolevIndex
+
+    with SobolevIndex.open(path, "a", timeout=30) as idx:
+        n_nodes = idx.graph.n_nodes
+        say(f"READY {len(idx)}")
+        deadline = time.monotonic() + duration
+        while time.monotonic() < deadline:
+            keys = idx.add(batch_measures(b, n_nodes), keys=batch_keys(b))
+            assert keys == batch_keys(b)
+            say(f"ACK {b} {len(idx)}")
+            b += 1
+            if b % every == 0:
+                idx.compact()
+                say(f"COMPACTED {b}")
+    say("DONE")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Child process: open an index read-only, run one search, print JSON.
+
+usage: python search_dump.py INDEX QUERIES.npz K P [ROOTS-JSON]
+
+QUERIES.npz holds indptr, nodes, masses (CSR batch of query measures).
+Output (stdout): {"keys": [[...], ...], "distances": [[...], ...], "threads": ...}
+Floats are written with repr, so they round-trip exactly.
+"""
+
+import json
+import math
+import sys
+
+import numpy as np
+
+
+def main():
+    path, qfile, k, p = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    roots = json.loads(sys.argv[5]) if len(sys.argv) > 5 else None
+    p = math.inf if p == "inf" else float(p)
+    z = np.load(qfile)
+    indptr, nodes, masses = z["indptr"], z["nodes"], z["masses"]
+    queries = [(nodes[indptr[i]:indptr[i + 1]], masses[indptr[i]:indptr[i + 1]])
+               for i in range(len(indptr) - 1)]
+    from sobolev_index import SobolevIndex
+
+    kw = {} if roots is None else {"roots": roots}
+    with SobolevIndex.open(path, "r") as idx:
+        res = idx.search(queries, k=k, p=p, **kw)
+    out = {
+        "keys": [list(map(str, row)) for row in res.keys],
+        "distances": np.asarray(res.distances, dtype=float).tolist(),
+    }
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

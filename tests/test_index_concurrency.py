@@ -1,0 +1,98 @@
+"""One writer process adds and compacts while two reader processes search.
+
+No process may raise, and every reader observation must come from a committed
+snapshot: batches are all-or-nothing, the live count is one of the counts the
+writer committed, and search sees exactly the documents the snapshot lists.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from index_helpers.common import (
+    batch_keys,
+    batch_measures,
+    batch_size,
+    child_env,
+    helper_script,
+    pick_roots,
+    random_graph,
+)
+
+si = pytest.importorskip("sobolev_index")
+if not hasattr(si, "SobolevIndex"):
+    pytest.skip("sobolev_index.SobolevIndex is not implemented yet", allow_module_level=True)
+
+from sobolev_index import SobolevIndex  # noqa: E402
+
+WRITER_SECONDS = 6.0
+READER_SECONDS = 5.0
+
+
+def test_one_writer_two_readers(tmp_path):
+    spec = random_graph(31, 150, extra=150, kind="euclidean")
+    roots = pick_roots(spec, 2, seed=3)
+    path = tmp_path / "idx"
+    with SobolevIndex.create(str(path), spec.lib(), roots=roots) as idx:
+        for b in range(3):
+            idx.add(batch_measures(b, spec.n), keys=batch_keys(b))
+    initial = sum(batch_size(b) for b in range(3))
+
+    env = child_env()
+    writer = subprocess.Popen(
+        [sys.executable, helper_script("concurrent_writer.py"), str(path), "3",
+         str(WRITER_SECONDS), "4"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    first = writer.stdout.readline()
+    assert first.startswith("READY"), first + writer.stderr.read()
+    readers = []
+    for seed in (1, 2):
+        out = tmp_path / f"reader{seed}.json"
+        proc = subprocess.Popen(
+            [sys.executable, helper_script("concurrent_reader.py"), str(path),
+             str(READER_SECONDS), str(out), str(seed)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        readers.append((proc, out))
+    w_out, w_err = writer.communicate(timeout=120)
+    r_results = []
+    for proc, out in readers:
+        so, se = proc.communicate(timeout=120)
+        r_results.append((proc.returncode, se, out))
+    assert writer.returncode == 0, f"writer failed:\n{w_err}"
+    lines = [first.strip()] + w_out.split("\n")
+    assert "DONE" in lines, w_out
+    assert int(first.split()[1]) == initial
+
+    # counts committed by the writer, recomputed from the deterministic batch sizes
+    committed = {initial}
+    running = initial
+    n_acks = 0
+    for line in lines:
+        parts = line.split()
+        if parts and parts[0] == "ACK":
+            b, n = int(parts[1]), int(parts[2])
+            running += batch_size(b)
+            assert n == running, f"writer saw len {n} after batch {b}, expected {running}"
+            committed.add(running)
+            n_acks += 1
+    assert n_acks >= 10, f"writer committed only {n_acks} batches in {WRITER_SECONDS}s"
+    assert any(line.startswith("COMPACTED") for line in lines)
+
+    for rc, err, out in r_results:
+        assert rc == 0, f"reader failed:\n{err}"
+        with open(out) as fh:
+            data = json.load(fh)
+        assert not data["errors"], data["errors"][:10]
+        assert data["iterations"] >= 5, data
+        bad = sorted(set(data["counts"]) - committed)
+        assert not bad, f"reader saw live counts {bad} that were never committed"
+        assert len(set(data["counts"])) >= 2, "reader never saw the writer's progress"
+
+    with SobolevIndex.open(str(path), "r") as idx:
+        assert len(idx) == running
+        report = idx.verify()
+        assert report["ok"] is True, report

@@ -1,0 +1,253 @@
+"""Exactness of SobolevIndex.search.
+
+* p = 1 and p = 2 with one root: the same neighbours as scikit-learn's brute-force
+  ``NearestNeighbors`` (manhattan / euclidean) on w^(1/p)-scaled edge masses.  The
+  edge masses and weights come from tests/reference.py (its Dijkstra tree), not from
+  the library.
+* p in {1.5, 3, inf} with one root and the sliced case (several roots, unequal eta)
+  for p in {1, 2, 1.5, 3, inf}: tests/reference.py brute force.
+* All of it with 1 and with 2 threads (``n_threads=`` if search takes it, and in
+  child processes with OMP_NUM_THREADS=1 / 2), and the results are identical.
+
+Keys must agree up to ties (only between equal distances), distances to 1e-10
+relative.
+"""
+
+import inspect
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from index_helpers.common import (
+    RefModel,
+    assert_same_key_sets,
+    check_topk,
+    child_env,
+    expected_dists,
+    helper_script,
+    pick_roots,
+    random_graph,
+    random_measures,
+    run_python,
+)
+from conftest import to_csr_input
+
+si = pytest.importorskip("sobolev_index")
+if not hasattr(si, "SobolevIndex"):
+    pytest.skip("sobolev_index.SobolevIndex is not implemented yet", allow_module_level=True)
+
+from sobolev_index import SobolevIndex  # noqa: E402
+
+sklearn = pytest.importorskip("sklearn")
+from sklearn.neighbors import NearestNeighbors  # noqa: E402
+
+import reference as ref  # noqa: E402
+
+
+def _search_takes_threads():
+    try:
+        return "n_threads" in inspect.signature(SobolevIndex.search).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _search(idx, queries, threads=None, **kw):
+    if threads is not None and _search_takes_threads():
+        return idx.search(queries, n_threads=threads, **kw)
+    return idx.search(queries, **kw)
+
+
+def _child_search(path, queries, k, p, threads, tmp_path, roots=None):
+    qfile = tmp_path / f"queries-{threads}.npz"
+    indptr, nodes, masses = to_csr_input(queries)
+    np.savez(qfile, indptr=indptr, nodes=nodes, masses=masses)
+    args = [str(path), str(qfile), k, "inf" if math.isinf(p) else repr(float(p))]
+    if roots is not None:
+        args.append(json.dumps(roots))
+    r = run_python(helper_script("search_dump.py"), args, script=True,
+                   env=child_env(OMP_NUM_THREADS=threads))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    return out["keys"], np.array(out["distances"], dtype=float)
+
+
+# --------------------------------------------------------------------------- reference features
+def ref_alpha_matrix(rt, measures):
+    """Dense edge masses from the reference tree's explicit root paths."""
+    A = np.zeros((len(measures), rt.n_nodes))
+    for i, (nodes, masses) in enumerate(measures):
+        rho = ref.dense_measure(nodes, masses, rt.n_nodes)
+        for u in np.flatnonzero(rho):
+            A[i, rt.paths[u][:-1]] += rho[u]
+    return A
+
+
+def exact_lp(Zd, zq, p):
+    diff = np.abs(Zd - zq)
+    if p == 1:
+        return diff.sum(axis=1)
+    return np.sqrt((diff * diff).sum(axis=1))
+
+
+# --------------------------------------------------------------------------- p = 1, 2 vs sklearn
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """200-node graph, ~3000 documents in 3 segments with tombstones, 40 queries."""
+    spec = random_graph(101, 200, extra=200, kind="euclidean")
+    root = pick_roots(spec, 1, seed=1)[0]
+    rng = np.random.default_rng(102)
+    docs = random_measures(rng, spec.n, 3000, k=None)
+    for i in range(0, 3000, 7):  # some larger supports
+        docs[i] = (rng.integers(spec.n, size=25), rng.uniform(0.05, 1, 25))
+    path = tmp_path_factory.mktemp("big") / "idx"
+    with SobolevIndex.create(str(path), spec.lib(), roots=[root]) as idx:
+        keys = []
+        for s in range(0, 3000, 1000):
+            keys += idx.add(docs[s:s + 1000])
+        gone = set(keys[::20]) | set(keys[1500:1520])
+        idx.delete(sorted(gone))
+    live = [i for i, k in enumerate(keys) if k not in gone]
+    queries = random_measures(rng, spec.n, 30) + [docs[i] for i in live[5:500:50]]
+    rt = spec.ref_tree(root)
+    A = ref_alpha_matrix(rt, [docs[i] for i in live])
+    AQ = ref_alpha_matrix(rt, queries)
+    return dict(spec=spec, root=root, path=path, keys=np.array([keys[i] for i in live]),
+                A=A, AQ=AQ, rt=rt, queries=queries)
+
+
+@pytest.mark.parametrize("p,metric", [(1, "manhattan"), (2, "euclidean")])
+@pytest.mark.parametrize("k", [1, 10])
+def test_matches_sklearn_brute_force(big, p, metric, k, tmp_path):
+    w = big["rt"].w ** (1.0 / p)
+    Zd = big["A"] * w
+    Zq = big["AQ"] * w
+    Zd_sp, Zq_sp = sp.csr_matrix(Zd), sp.csr_matrix(Zq)
+    Zd_sp.sort_indices()
+    Zq_sp.sort_indices()
+    nn = NearestNeighbors(n_neighbors=k, algorithm="brute", metric=metric).fit(Zd_sp)
+    _, sk_idx = nn.kneighbors(Zq_sp)
+    keys = big["keys"]
+    results = {}
+    with SobolevIndex.open(str(big["path"]), "r") as idx:
+        for threads in (1, 2):
+            results[("in-process", threads)] = _search(idx, big["queries"], threads, k=k, p=p)
+    if k == 10:  # child processes with OMP_NUM_THREADS=1 and 2 (slow to start: once per p)
+        for threads in (1, 2):
+            ck, cd = _child_search(big["path"], big["queries"], k, p, threads, tmp_path)
+            results[("child", threads)] = (ck, cd)
+    first = None
+    for how, res in results.items():
+        got_keys, got_d = (res.keys, np.asarray(res.distances)) if not isinstance(res, tuple) else res
+        for qi in range(len(big["queries"])):
+            exact = exact_lp(Zd, Zq[qi], p)
+            exp = dict(zip(keys.tolist(), exact.tolist()))
+            what = f"{how} p={p} query {qi}"
+            check_topk(got_keys[qi], got_d[qi], exp, k, what=what)
+            assert_same_key_sets(got_keys[qi], keys[np.sort(sk_idx[qi])].tolist(), exp,
+                                 what=what + " vs sklearn")
+        if first is None:
+            first = (got_keys, got_d)
+        else:  # identical whatever the number of threads
+            assert [list(r) for r in got_keys] == [list(r) for r in first[0]], how
+            assert np.array_equal(got_d, first[1]), how
+
+
+# --------------------------------------------------------------------------- reference, sliced
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """40-node graph, 3 roots, eta = (0.5, 0.3, 0.2), ~150 docs over several segments."""
+    spec = random_graph(202, 40, extra=40, kind="random")
+    roots = pick_roots(spec, 3, seed=2)
+    rng = np.random.default_rng(203)
+    docs = random_measures(rng, spec.n, 160)
+    eta = [0.5, 0.3, 0.2]
+    path1 = tmp_path_factory.mktemp("small") / "one"
+    path3 = tmp_path_factory.mktemp("small") / "three"
+    current = {}
+    for path, rts in ((path1, roots[:1]), (path3, roots)):
+        with SobolevIndex.create(str(path), spec.lib(), roots=list(rts),
+                                 eta=None if len(rts) == 1 else eta) as idx:
+            keys = []
+            for s in range(0, 150, 50):
+                keys += idx.add(docs[s:s + 50], keys=[f"k{i}" for i in range(s, s + 50)])
+            idx.delete([f"k{i}" for i in range(0, 150, 9)])
+            # replace ten docs with new content
+            idx.upsert(docs[150:160], keys=[f"k{i}" for i in range(100, 110)])
+    for i in range(150):
+        if i % 9:
+            current[f"k{i}"] = docs[i]
+    for j, i in enumerate(range(100, 110)):
+        current[f"k{i}"] = docs[150 + j]
+    queries = random_measures(rng, spec.n, 8) + [docs[3], docs[155], docs[104]]
+    m1 = RefModel(spec, roots[:1])
+    m3 = RefModel(spec, roots)
+    return dict(spec=spec, roots=roots, eta=eta, path1=path1, path3=path3, current=current,
+                queries=queries, m1=m1, m3=m3,
+                a1={k: m1.alphas(m) for k, m in current.items()},
+                a3={k: m3.alphas(m) for k, m in current.items()},
+                q1=[m1.alphas(q) for q in queries], q3=[m3.alphas(q) for q in queries])
+
+
+def _check_ref(res_keys, res_d, model, qalphas, alphas, p, eta, k, positions=None, what=""):
+    res_d = np.asarray(res_d)
+    assert res_d.shape == (len(qalphas), k)
+    for qi, qa in enumerate(qalphas):
+        exp = expected_dists(model, qa, alphas, p, eta, positions)
+        check_topk(res_keys[qi], res_d[qi], exp, k, what=f"{what} query {qi}")
+
+
+@pytest.mark.parametrize("p", [1, 2, 1.5, 3, math.inf])
+def test_single_root_matches_reference(small, p):
+    with SobolevIndex.open(str(small["path1"]), "r") as idx:
+        outs = []
+        for threads in (1, 2):
+            for k in (1, 7, 200):
+                res = _search(idx, small["queries"], threads, k=k, p=p)
+                _check_ref(res.keys, res.distances, small["m1"], small["q1"], small["a1"], p,
+                           [1.0], k, what=f"one root p={p} k={k} threads={threads}")
+                outs.append((res.keys, np.asarray(res.distances)))
+        for a, b in zip(outs[:3], outs[3:]):
+            assert a[0] == b[0] and np.array_equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("p", [1, 2, 1.5, 3, math.inf])
+def test_sliced_matches_reference(small, p):
+    eta = small["eta"]
+    with SobolevIndex.open(str(small["path3"]), "r") as idx:
+        np.testing.assert_allclose(idx.eta, eta, rtol=1e-15)
+        outs = []
+        for threads in (1, 2):
+            for k in (1, 6):
+                res = _search(idx, small["queries"], threads, k=k, p=p)
+                _check_ref(res.keys, res.distances, small["m3"], small["q3"], small["a3"], p,
+                           eta, k, what=f"sliced p={p} k={k} threads={threads}")
+                outs.append((res.keys, np.asarray(res.distances)))
+            for positions in ([1, 2], [2]):
+                res = _search(idx, small["queries"], threads, k=6, p=p, roots=positions)
+                _check_ref(res.keys, res.distances, small["m3"], small["q3"], small["a3"], p,
+                           eta, 6, positions=positions, what=f"sliced p={p} roots={positions}")
+        for a, b in zip(outs[:2], outs[2:]):
+            assert a[0] == b[0] and np.array_equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("p", [1.5, math.inf])
+def test_sliced_omp_threads_in_child_processes(small, p, tmp_path):
+    got = [_child_search(small["path3"], small["queries"], 6, p, t, tmp_path) for t in (1, 2)]
+    for keys, D in got:
+        _check_ref(keys, D, small["m3"], small["q3"], small["a3"], p, small["eta"], 6,
+                   what=f"child sliced p={p}")
+    assert got[0][0] == got[1][0]
+    assert np.array_equal(got[0][1], got[1][1])
+
+
+def test_where_restricts_candidates_exactly(small):
+    allowed = sorted(small["current"])[::3]
+    with SobolevIndex.open(str(small["path3"]), "r") as idx:
+        for p in (1, 2, math.inf):
+            res = idx.search(small["queries"], k=5, p=p, where={"keys": allowed})
+            sub = {k: small["a3"][k] for k in allowed}
+            _check_ref(res.keys, res.distances, small["m3"], small["q3"], sub, p, small["eta"], 5,
+                       what=f"where keys p={p}")
