@@ -33,6 +33,10 @@ __all__ = ["SobolevIndex", "SearchResult"]
 TIER = 8
 # Queries scanned together; bounds the (queries x rows) distance buffer.
 QUERY_CHUNK = 64
+# Segments with at least this many rows get clusters with bounding boxes,
+# about ROWS_PER_CLUSTER rows each, so that search can skip most of them.
+PRUNE_MIN_ROWS = 4096
+ROWS_PER_CLUSTER = 256
 # Rows per segment whose features verify() rebuilds from the raw measures.
 VERIFY_SAMPLE = 64
 # How often a reader retries a snapshot whose files a writer just replaced.
@@ -84,6 +88,17 @@ class _Segment:
     def rows(self):
         return self.data.rows
 
+    def scaled_boxes(self, position, p, tree):
+        """Cluster boxes (indptr, indices, lo, hi) scaled like the rows."""
+        key = ("boxes", position, p)
+        if key not in self._scaled:
+            indptr, indices, lo, hi = self.data.boxes[position]
+            factor = 1.0 if math.isinf(p) else tree.length[indices] ** (1.0 / p)
+            self._scaled[key] = (np.ascontiguousarray(indptr, dtype=np.int64),
+                                 np.ascontiguousarray(indices, dtype=np.int32),
+                                 np.ascontiguousarray(lo * factor), np.ascontiguousarray(hi * factor))
+        return self._scaled[key]
+
     def scaled(self, position, p, tree):
         """Row arrays scaled by w^(1/p) for root ``position``, and their norms."""
         key = (position, p)
@@ -97,7 +112,7 @@ class _Segment:
                 values = data * tree.length[indices] ** (1.0 / p)
             values = np.ascontiguousarray(values)
             norms = _search.row_power_sums(indptr, values, p)
-            if len(self._scaled) >= 4:  # keep memory bounded when many p are tried
+            if len(self._scaled) >= 8:  # keep memory bounded when many p are tried
                 self._scaled.pop(next(iter(self._scaled)))
             self._scaled[key] = (indptr, indices, values, norms)
         return self._scaled[key]
@@ -268,7 +283,9 @@ class SobolevIndex:
         label_by_id = dict(zip(snapshot.doc_ids.tolist(), snapshot.labels))
         segments = []
         for row in snapshot.segments:
-            data = storage.read_segment(self.path, row["file"], len(self.roots), row["checksum"])
+            # Checksums are for verify(): hashing every file would make opening
+            # cost as much as reading the whole index.
+            data = storage.read_segment(self.path, row["file"], len(self.roots))
             ids = data.doc_ids.tolist()
             live = np.array([deleted_by_id.get(i) is False for i in ids], dtype=bool)
             labels = np.array([label_by_id.get(i) for i in ids], dtype=object)
@@ -412,13 +429,17 @@ class SobolevIndex:
                       for f in features],
         )
         segment_id = int(self._meta["next_segment_id"])
+        row_of = np.arange(n)
+        if n >= PRUNE_MIN_ROWS:
+            data, permutation = _with_clusters(data, self.trees, seed=segment_id)
+            row_of[permutation] = np.arange(n)
         file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
         now = storage._now()
         segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": data.nnz,
                        "bytes": nbytes, "checksum": checksum, "created_at": now}
         sizes = np.diff(batch.indptr)
         documents = [
-            {"id": int(doc_ids[i]), "key": keys[i], "segment": segment_id, "row": i,
+            {"id": int(doc_ids[i]), "key": keys[i], "segment": segment_id, "row": int(row_of[i]),
              "n_supports": int(sizes[i]), "label": labels[i], "fields": fields_json[i],
              "deleted": 0, "added_at": now}
             for i in range(n)
@@ -431,14 +452,15 @@ class SobolevIndex:
             raise
         self._meta.update(next_ids)
         self._tombstone_in_memory(replaced)
-        segment = _Segment(segment_row, data, np.ones(n, dtype=bool),
-                           np.array(labels, dtype=object))
+        segment_labels = np.empty(n, dtype=object)
+        segment_labels[row_of] = labels
+        segment = _Segment(segment_row, data, np.ones(n, dtype=bool), segment_labels)
         self._segments.append(segment)
         self._segment_by_id[segment_id] = segment
         for i, key in enumerate(keys):
             self._key_to_id[key] = int(doc_ids[i])
             self._key_by_id[int(doc_ids[i])] = key
-            self._location[int(doc_ids[i])] = (segment_id, i)
+            self._location[int(doc_ids[i])] = (segment_id, int(row_of[i]))
         self._merge_tiers()
         return keys
 
@@ -520,10 +542,13 @@ class SobolevIndex:
         new_segment = None
         if len(doc_ids):
             data = _concat_rows(parts, order, len(self.roots))
+            labels = np.concatenate([s.labels[rows] for s, rows in parts])[order]
+            if data.rows >= PRUNE_MIN_ROWS:
+                data, permutation = _with_clusters(data, self.trees, seed=segment_id)
+                labels = labels[permutation]
             file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
             segment_row = {"id": segment_id, "file": file, "rows": data.rows, "nnz": data.nnz,
                            "bytes": nbytes, "checksum": checksum, "created_at": storage._now()}
-            labels = np.concatenate([s.labels[rows] for s, rows in parts])[order]
             new_segment = _Segment(segment_row, data, np.ones(data.rows, dtype=bool), labels)
             moved = list(zip(data.doc_ids.tolist(), range(data.rows)))
         else:
@@ -654,51 +679,104 @@ class SobolevIndex:
         n_q = stop - start
         queries = [_csr_rows(q, start, stop) for q in scaled_queries]
         single = len(positions) == 1
-        cand_dist = [[] for _ in range(n_q)]
-        cand_doc = [[] for _ in range(n_q)]
-        cand_seg = [[] for _ in range(n_q)]
-        cand_row = [[] for _ in range(n_q)]
-        for s, (segment, mask) in enumerate(zip(self._segments, masks)):
-            n_candidates = int(mask.sum())
-            if n_candidates == 0:
-                continue
+        best = [_TopK(k) for _ in range(n_q)]
+
+        def distances(segment, query_rows, rows):
+            """Combined distances (p-th powers for one root) of queries x rows."""
             total = None
             for r, position in enumerate(positions):
                 y_indptr, y_indices, y_data, y_norm = segment.scaled(position, p, self.trees[position])
-                out = np.empty((n_q, segment.rows), dtype=np.float64)
-                _search.scan_powers(*queries[r], y_indptr, y_indices, y_data, y_norm,
-                                    self.graph.n_nodes, p, out, n_threads=n_threads)
+                q = queries[r] if query_rows is None else _csr_rows(queries[r], *query_rows)
+                out = np.empty((q[0].shape[0] - 1, segment.rows if rows is None else len(rows)))
+                _search.scan_powers(*q, y_indptr, y_indices, y_data, y_norm, self.graph.n_nodes,
+                                    p, out, n_threads=n_threads, rows=rows)
                 if single:
-                    total = out
-                else:
-                    if not math.isinf(p) and p != 1.0:
-                        np.power(out, 1.0 / p, out=out)
-                    out *= eta[r]
-                    total = out if total is None else np.add(total, out, out=total)
+                    return out
+                if not math.isinf(p) and p != 1.0:
+                    np.power(out, 1.0 / p, out=out)
+                out *= eta[r]
+                total = out if total is None else np.add(total, out, out=total)
+            return total
+
+        for s, (segment, mask) in enumerate(zip(self._segments, masks)):
+            if not mask.any():
+                continue
+            if segment.data.cluster_offsets is not None:
+                self._search_pruned(s, segment, mask, queries, best, p, positions, eta,
+                                    single, distances, n_threads)
+                continue
+            total = distances(segment, None, None)
             total[:, ~mask] = np.inf
-            kk = min(k, n_candidates)
-            threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
             doc_ids = segment.data.doc_ids
+            kk = min(k, int(mask.sum()))
+            threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
             for i in range(n_q):
                 rows = np.flatnonzero(total[i] <= threshold[i])
-                cand_dist[i].append(total[i, rows])
-                cand_doc[i].append(doc_ids[rows])
-                cand_seg[i].append(np.full(len(rows), s))
-                cand_row[i].append(rows)
+                best[i].offer(total[i, rows], doc_ids[rows], s, rows)
         found = []
-        for i in range(n_q):
-            if not cand_dist[i]:
-                found.append((np.zeros(0), [], []))
-                continue
-            dist = np.concatenate(cand_dist[i])
-            docs = np.concatenate(cand_doc[i])
-            order = np.lexsort((docs, dist))[:k]
-            dist = dist[order]
+        for top in best:
+            dist, segs, rows = top.result()
             if single and not math.isinf(p) and p != 1.0:
                 dist = dist ** (1.0 / p)
-            found.append((dist, np.concatenate(cand_seg[i])[order].tolist(),
-                          np.concatenate(cand_row[i])[order].tolist()))
+            found.append((dist, segs, rows))
         return found
+
+    def _search_pruned(self, s, segment, mask, queries, best, p, positions, eta, single,
+                       distances, n_threads):
+        """Scan only the clusters whose bounding box may hold a top-k row.
+
+        The box of a cluster bounds the distance from a query to all of its
+        rows from below, so clusters are visited by increasing bound and the
+        rest are skipped once the bound exceeds the current k-th distance.
+        """
+        offsets = np.asarray(segment.data.cluster_offsets)
+        n_clusters = len(offsets) - 1
+        n_q = len(best)
+        bounds = np.zeros((n_q, n_clusters))
+        for r, position in enumerate(positions):
+            box = segment.scaled_boxes(position, p, self.trees[position])
+            out = np.empty((n_q, n_clusters))
+            _search.box_lower_bounds(*queries[r], *box, self.graph.n_nodes, p, out,
+                                     n_threads=n_threads)
+            if single:
+                bounds = out
+            else:
+                if not math.isinf(p) and p != 1.0:
+                    np.power(out, 1.0 / p, out=out)
+                bounds += eta[r] * out
+        live_per_cluster = np.add.reduceat(mask, offsets[:-1]) if len(mask) else np.zeros(0)
+        empty = live_per_cluster == 0
+        bounds[:, empty] = np.inf
+        doc_ids = segment.data.doc_ids
+        # Rounding differs between bounds and distances; never prune on a near-tie.
+        slack = 1.0 + 1e-9
+        for i in range(n_q):
+            order = np.argsort(bounds[i], kind="stable")
+            top = best[i]
+            scanned = np.zeros(n_clusters, dtype=bool)
+            # First the nearest clusters until they hold k candidates, so the
+            # k-th distance is finite; then every cluster whose bound is below it.
+            need = top.k - top.size
+            chosen = []
+            for c in order:
+                if need <= 0 or not np.isfinite(bounds[i, c]):
+                    break
+                chosen.append(c)
+                need -= live_per_cluster[c]
+            for phase in range(2):
+                if phase == 1:
+                    kth = top.kth()
+                    chosen = [c for c in order
+                              if not scanned[c] and bounds[i, c] <= kth * slack]
+                if not chosen:
+                    continue
+                scanned[chosen] = True
+                rows = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in chosen])
+                rows = rows[mask[rows]].astype(np.int64)
+                if len(rows) == 0:
+                    continue
+                dist = distances(segment, (i, i + 1), rows)[0]
+                top.offer(dist, doc_ids[rows], s, rows)
 
     # ---------------------------------------------------------------- verify
     def verify(self, repair=False, sample=VERIFY_SAMPLE, seed=0):
@@ -771,6 +849,105 @@ class SobolevIndex:
         }
 
 
+class _TopK:
+    """The k best (distance, doc id) pairs seen so far; ties go to the lower id."""
+
+    def __init__(self, k):
+        self.k = k
+        self.dist = np.zeros(0)
+        self.docs = np.zeros(0, dtype=np.int64)
+        self.segs = np.zeros(0, dtype=np.int64)
+        self.rows = np.zeros(0, dtype=np.int64)
+
+    @property
+    def size(self):
+        return len(self.dist)
+
+    def kth(self):
+        return self.dist[-1] if len(self.dist) >= self.k else np.inf
+
+    def offer(self, dist, docs, segment, rows):
+        dist = np.concatenate([self.dist, dist])
+        docs = np.concatenate([self.docs, docs])
+        segs = np.concatenate([self.segs, np.full(len(rows), segment, dtype=np.int64)])
+        rows = np.concatenate([self.rows, rows])
+        keep = np.lexsort((docs, dist))[: self.k]
+        self.dist, self.docs, self.segs, self.rows = dist[keep], docs[keep], segs[keep], rows[keep]
+
+    def result(self):
+        return self.dist, self.segs.tolist(), self.rows.tolist()
+
+
+def _gather_rows(indptr, arrays, rows):
+    """CSR rows ``rows`` (in that order) of a CSR matrix given as arrays."""
+    indptr = np.asarray(indptr)
+    sizes = indptr[1:][rows] - indptr[:-1][rows]
+    new_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=new_indptr[1:])
+    starts = np.repeat(indptr[:-1][rows] - new_indptr[:-1], sizes)
+    take = starts + np.arange(new_indptr[-1])
+    return [new_indptr] + [np.asarray(a)[take] for a in arrays]
+
+
+def _take_rows(data, order):
+    """A SegmentData with the rows of ``data`` in ``order``."""
+    measures = _gather_rows(data.indptr, (data.nodes, data.masses), order)
+    features = [tuple(_gather_rows(f[0], f[1:], order)) for f in data.features]
+    return storage.SegmentData(doc_ids=np.asarray(data.doc_ids)[order], indptr=measures[0],
+                               nodes=measures[1], masses=measures[2], features=features)
+
+
+def _with_clusters(data, trees, seed):
+    """Group the rows of a large segment into clusters with bounding boxes.
+
+    Seeds are random rows; every row joins its nearest seed under S_1 on the
+    first tree. Returns the reordered SegmentData (rows grouped by cluster,
+    doc-id order within a cluster) and the permutation applied.
+    """
+    n = data.rows
+    n_clusters = max(2, n // ROWS_PER_CLUSTER)
+    tree = trees[0]
+    indptr, indices, values = data.features[0]
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    scaled = np.ascontiguousarray(values * tree.length[indices])
+    seeds = np.sort(np.random.default_rng(seed).choice(n, n_clusters, replace=False))
+    seed_rows = _gather_rows(indptr, (indices, scaled), seeds)
+    dist = np.empty((n_clusters, n))
+    _search.pairwise_powers(seed_rows[0], seed_rows[1], seed_rows[2], indptr, indices, scaled,
+                            tree.n_nodes, 1.0, False, dist)
+    labels = np.argmin(dist, axis=0)
+    order = np.lexsort((np.asarray(data.doc_ids), labels))
+    out = _take_rows(data, order)
+    counts = np.bincount(labels, minlength=n_clusters)
+    out.cluster_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    out.boxes = [_cluster_boxes(f, out.cluster_offsets, t.n_nodes)
+                 for f, t in zip(out.features, trees)]
+    return out, order
+
+
+def _cluster_boxes(features, offsets, n_cols):
+    """Per cluster, the elementwise max (support) and min of its rows."""
+    indptr, indices, values = features
+    matrix = sp.csr_matrix((values, indices, indptr), shape=(len(indptr) - 1, n_cols))
+    box_indptr, box_indices, box_lo, box_hi = [0], [], [], []
+    for c in range(len(offsets) - 1):
+        block = matrix[offsets[c]:offsets[c + 1]]
+        if block.shape[0] == 0:
+            box_indptr.append(box_indptr[-1])
+            continue
+        hi = sp.csr_matrix(block.max(axis=0))
+        hi.sort_indices()
+        lo = np.asarray(block.min(axis=0).todense()).ravel()[hi.indices]
+        box_indices.append(hi.indices.astype(np.int32))
+        box_hi.append(hi.data.astype(np.float64))
+        box_lo.append(lo.astype(np.float64))
+        box_indptr.append(box_indptr[-1] + len(hi.indices))
+    cat = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+    return (np.asarray(box_indptr, dtype=np.int64), cat(box_indices, np.int32),
+            cat(box_lo, np.float64), cat(box_hi, np.float64))
+
+
 def _tier(rows):
     return int(math.log(max(rows, 1), TIER))
 
@@ -783,31 +960,27 @@ def _csr_rows(arrays, start, stop):
             np.ascontiguousarray(data[lo:hi], dtype=np.float64))
 
 
+def _concat_csr(blocks):
+    """Stack CSR matrices given as (indptr, *arrays) tuples."""
+    nnz = np.cumsum([0] + [int(b[0][-1]) for b in blocks])
+    indptr = np.concatenate([np.asarray(b[0][:-1]) + nnz[i] for i, b in enumerate(blocks)]
+                            + [[nnz[-1]]]).astype(np.int64)
+    return [indptr] + [np.concatenate([np.asarray(b[j]) for b in blocks])
+                       for j in range(1, len(blocks[0]))]
+
+
 def _concat_rows(parts, order, n_roots):
     """Live rows of several segments, concatenated and put in ``order``."""
-    def gather(arrays_of, rows_of):
-        indptrs, chunks = [], []
-        for (segment, rows) in parts:
-            indptr, *values = arrays_of(segment)
-            sizes = np.diff(indptr)[rows]
-            take = np.concatenate([np.arange(indptr[r], indptr[r + 1]) for r in rows]) \
-                if len(rows) else np.zeros(0, np.int64)
-            indptrs.append(sizes)
-            chunks.append([v[take] for v in values])
-        sizes = np.concatenate(indptrs)[order]
-        starts = np.concatenate([[0], np.cumsum(np.concatenate(indptrs))])[:-1][order]
-        flat = [np.concatenate([c[j] for c in chunks]) for j in range(len(chunks[0]))]
-        take = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, sizes)]) \
-            if len(sizes) else np.zeros(0, np.int64)
-        new_indptr = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=new_indptr[1:])
-        return [new_indptr] + [v[take] for v in flat]
-
-    measures = gather(lambda s: (s.data.indptr, s.data.nodes, s.data.masses), None)
-    features = [tuple(gather(lambda s, r=r: s.data.features[r], None)) for r in range(n_roots)]
-    doc_ids = np.concatenate([s.data.doc_ids[rows] for s, rows in parts])[order]
-    return storage.SegmentData(doc_ids=doc_ids, indptr=measures[0], nodes=measures[1],
-                               masses=measures[2], features=features)
+    datas = [segment.data for segment, _ in parts]
+    starts = np.cumsum([0] + [d.rows for d in datas])
+    selected = np.concatenate([starts[i] + rows for i, (_, rows) in enumerate(parts)])[order]
+    measures = _concat_csr([(d.indptr, d.nodes, d.masses) for d in datas])
+    whole = storage.SegmentData(
+        doc_ids=np.concatenate([np.asarray(d.doc_ids) for d in datas]),
+        indptr=measures[0], nodes=measures[1], masses=measures[2],
+        features=[tuple(_concat_csr([d.features[r] for d in datas])) for r in range(n_roots)],
+    )
+    return _take_rows(whole, selected)
 
 
 def _checked_column(name, values, n, kind):

@@ -165,6 +165,11 @@ class SegmentData:
     nodes: np.ndarray
     masses: np.ndarray
     features: list = field(default_factory=list)
+    # Optional pruning structure: rows are grouped into clusters (row ranges
+    # cluster_offsets[c]:cluster_offsets[c+1]) and boxes[r] = (indptr,
+    # indices, lo, hi) holds each cluster's elementwise min and max features.
+    cluster_offsets: np.ndarray = None
+    boxes: list = None
 
     @property
     def rows(self):
@@ -197,6 +202,13 @@ def write_segment(index_path, segment_id, data):
             f.create_dataset(f"features/{r}/indptr", data=indptr)
             f.create_dataset(f"features/{r}/indices", data=indices)
             f.create_dataset(f"features/{r}/data", data=values)
+        if data.cluster_offsets is not None:
+            f.create_dataset("clusters/offsets", data=data.cluster_offsets)
+            for r, (indptr, indices, lo, hi) in enumerate(data.boxes):
+                f.create_dataset(f"clusters/{r}/indptr", data=indptr)
+                f.create_dataset(f"clusters/{r}/indices", data=indices)
+                f.create_dataset(f"clusters/{r}/lo", data=lo)
+                f.create_dataset(f"clusters/{r}/hi", data=hi)
     _fsync_path(tmp)
     final = os.path.join(directory, name)
     os.replace(tmp, final)
@@ -212,21 +224,35 @@ def read_segment(index_path, name, n_roots, checksum=None):
             f"segment {path} fails its checksum: the file changed after it was committed; "
             "restore it from a backup"
         )
+    def load(dataset):
+        # Contiguous datasets are memory-mapped: opening costs no reads, and
+        # the page cache is shared between processes searching one index.
+        offset = dataset.id.get_offset()
+        if offset is None or dataset.size == 0:
+            return dataset[...]
+        return np.memmap(path, dtype=dataset.dtype, mode="r", offset=offset, shape=dataset.shape)
+
     try:
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") != FORMAT_NAME:
                 raise CorruptIndexError(f"{path} is not a sobolev-index segment")
             data = SegmentData(
-                doc_ids=f["doc_ids"][...],
-                indptr=f["measures/indptr"][...],
-                nodes=f["measures/nodes"][...],
-                masses=f["measures/masses"][...],
+                doc_ids=load(f["doc_ids"]),
+                indptr=load(f["measures/indptr"]),
+                nodes=load(f["measures/nodes"]),
+                masses=load(f["measures/masses"]),
                 features=[
-                    (f[f"features/{r}/indptr"][...], f[f"features/{r}/indices"][...],
-                     f[f"features/{r}/data"][...])
+                    (load(f[f"features/{r}/indptr"]), load(f[f"features/{r}/indices"]),
+                     load(f[f"features/{r}/data"]))
                     for r in range(n_roots)
                 ],
             )
+            if "clusters" in f:
+                data.cluster_offsets = load(f["clusters/offsets"])
+                data.boxes = [
+                    tuple(load(f[f"clusters/{r}/{name}"]) for name in ("indptr", "indices", "lo", "hi"))
+                    for r in range(n_roots)
+                ]
     except (OSError, KeyError) as exc:
         if not os.path.exists(path):
             # Merged away by a writer after the caller read the catalog.

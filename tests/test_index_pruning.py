@@ -1,0 +1,79 @@
+"""The cluster-pruned scan must return exactly what a brute-force scan returns.
+
+Small thresholds force every segment into clusters with bounding boxes, so the
+pruned path runs on test-sized data; the expected results come from
+``pairwise_sobolev`` on freshly computed features, which shares no code with
+the pruning.
+"""
+import numpy as np
+import pytest
+
+import sobolev_index.index as index_module
+from sobolev_index import Graph, SobolevIndex, pairwise_sobolev
+
+
+@pytest.fixture
+def clustered_index(tmp_path, monkeypatch):
+    monkeypatch.setattr(index_module, "PRUNE_MIN_ROWS", 64)
+    monkeypatch.setattr(index_module, "ROWS_PER_CLUSTER", 16)
+    rng = np.random.default_rng(7)
+    anchors = rng.normal(size=(6, 5)) * 4
+    points = np.concatenate([a + rng.normal(size=(80, 5)) for a in anchors])
+    graph = Graph.from_points(points, n_nodes=150, edges="log", seed=3)
+    topic_nodes = [np.unique(graph.assignment[i * 80:(i + 1) * 80]) for i in range(6)]
+    measures = []
+    for i in range(700):
+        nodes = topic_nodes[i % 6]
+        pick = rng.choice(nodes, size=rng.integers(2, 12))
+        measures.append((pick, rng.random(len(pick)) + 0.1))
+    index = SobolevIndex.create(tmp_path / "idx", graph, roots=3, seed=1)
+    keys = index.add(measures[:300], labels=[str(i % 6) for i in range(300)])
+    keys += index.add(measures[300:], labels=[str(i % 6) for i in range(300, 700)])
+    assert all(s.data.cluster_offsets is not None for s in index._segments)
+    yield index, measures, keys
+    index.close()
+
+
+def brute_force(index, measures, alive, queries, k, p, positions):
+    trees = [index.trees[r] for r in positions]
+    eta = index.eta[positions]
+    F = [t.features_of(measures) for t in trees]
+    Q = [t.features_of(queries) for t in trees]
+    D = pairwise_sobolev(Q, F, trees=trees, p=p, eta=eta)
+    D[:, ~alive] = np.inf
+    return D
+
+
+@pytest.mark.parametrize("p", [1, 2, 1.5, np.inf])
+@pytest.mark.parametrize("positions", [[0], [0, 1, 2]])
+def test_pruned_search_equals_brute_force(clustered_index, p, positions):
+    index, measures, keys = clustered_index
+    deleted = keys[::7]
+    index.delete(deleted)
+    alive = np.ones(len(keys), dtype=bool)
+    alive[::7] = False
+    queries = measures[1:40:3]
+    k = 9
+    result = index.search(queries, k=k, p=p, roots=positions)
+    D = brute_force(index, measures, alive, queries, k, p, positions)
+    for i in range(len(queries)):
+        expected = np.sort(D[i])[:k]
+        np.testing.assert_allclose(result.distances[i], expected, rtol=1e-10, atol=1e-14)
+        for key, dist in zip(result.keys[i], result.distances[i]):
+            j = keys.index(key)
+            assert alive[j]
+            assert D[i, j] == pytest.approx(dist, rel=1e-10, abs=1e-14)
+
+
+def test_pruned_search_with_label_filter_and_threads(clustered_index):
+    index, measures, keys = clustered_index
+    queries = measures[5:25]
+    labels = np.array([str(i % 6) for i in range(len(keys))])
+    one = index.search(queries, k=5, p=1, where={"label": "2"}, n_threads=1)
+    two = index.search(queries, k=5, p=1, where={"label": "2"}, n_threads=2)
+    assert one.keys == two.keys
+    assert np.array_equal(one.distances, two.distances)
+    D = brute_force(index, measures, labels == "2", queries, 5, 1, [0, 1, 2])
+    for i in range(len(queries)):
+        np.testing.assert_allclose(one.distances[i], np.sort(D[i])[:5], rtol=1e-10)
+        assert all(labels[keys.index(key)] == "2" for key in one.keys[i])
