@@ -37,6 +37,9 @@ QUERY_CHUNK = 64
 # about ROWS_PER_CLUSTER rows each, so that search can skip most of them.
 PRUNE_MIN_ROWS = 4096
 ROWS_PER_CLUSTER = 256
+# Above this fraction of rows left to scan, a query at a time loses to the
+# blocked full scan.
+PRUNE_MAX_FRACTION = 0.25
 # Rows per segment whose features verify() rebuilds from the raw measures.
 VERIFY_SAMPLE = 64
 # How often a reader retries a snapshot whose files a writer just replaced.
@@ -701,9 +704,9 @@ class SobolevIndex:
         for s, (segment, mask) in enumerate(zip(self._segments, masks)):
             if not mask.any():
                 continue
-            if segment.data.cluster_offsets is not None:
-                self._search_pruned(s, segment, mask, queries, best, p, positions, eta,
-                                    single, distances, n_threads)
+            if segment.data.cluster_offsets is not None and self._search_pruned(
+                    s, segment, mask, queries, best, p, positions, eta, single, distances,
+                    n_threads):
                 continue
             total = distances(segment, None, None)
             total[:, ~mask] = np.inf
@@ -728,6 +731,11 @@ class SobolevIndex:
         The box of a cluster bounds the distance from a query to all of its
         rows from below, so clusters are visited by increasing bound and the
         rest are skipped once the bound exceeds the current k-th distance.
+
+        Where the bounds are too weak to skip much (high-dimensional data
+        often makes them so), a query at a time costs more than the blocked
+        full scan; a probe on the first query decides, and False tells the
+        caller to run the full scan instead.
         """
         offsets = np.asarray(segment.data.cluster_offsets)
         n_clusters = len(offsets) - 1
@@ -750,9 +758,27 @@ class SobolevIndex:
         doc_ids = segment.data.doc_ids
         # Rounding differs between bounds and distances; never prune on a near-tie.
         slack = 1.0 + 1e-9
+        probe = None
         for i in range(n_q):
             order = np.argsort(bounds[i], kind="stable")
             top = best[i]
+            if probe is None:
+                # Dry run on a copy: how much would the first query scan?
+                probe = _TopK(top.k)
+                probe.offer(top.dist, top.docs, -1, top.rows)
+                need, chosen = probe.k - probe.size, []
+                for c in order:
+                    if need <= 0 or not np.isfinite(bounds[i, c]):
+                        break
+                    chosen.append(c)
+                    need -= live_per_cluster[c]
+                if chosen:
+                    rows = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in chosen])
+                    rows = rows[mask[rows]].astype(np.int64)
+                    probe.offer(distances(segment, (i, i + 1), rows)[0], doc_ids[rows], -1, rows)
+                needed = live_per_cluster[bounds[i] <= probe.kth() * slack].sum()
+                if needed > PRUNE_MAX_FRACTION * mask.sum():
+                    return False
             scanned = np.zeros(n_clusters, dtype=bool)
             # First the nearest clusters until they hold k candidates, so the
             # k-th distance is finite; then every cluster whose bound is below it.
@@ -777,6 +803,7 @@ class SobolevIndex:
                     continue
                 dist = distances(segment, (i, i + 1), rows)[0]
                 top.offer(dist, doc_ids[rows], s, rows)
+        return True
 
     # ---------------------------------------------------------------- verify
     def verify(self, repair=False, sample=VERIFY_SAMPLE, seed=0):

@@ -12,8 +12,11 @@ import sobolev_index.index as index_module
 from sobolev_index import Graph, SobolevIndex, pairwise_sobolev
 
 
-@pytest.fixture
-def clustered_index(tmp_path, monkeypatch):
+@pytest.fixture(params=[1.0, 0.0], ids=["always-prune", "always-full-scan"])
+def clustered_index(tmp_path, monkeypatch, request):
+    # A fraction of 1.0 makes every query take the pruned path; 0.0 makes the
+    # probe hand every segment back to the blocked full scan.
+    monkeypatch.setattr(index_module, "PRUNE_MAX_FRACTION", request.param)
     monkeypatch.setattr(index_module, "PRUNE_MIN_ROWS", 64)
     monkeypatch.setattr(index_module, "ROWS_PER_CLUSTER", 16)
     rng = np.random.default_rng(7)
