@@ -523,3 +523,34 @@ def box_lower_bounds(
             q[tid, qi[k]] = 0.0
 
 
+
+
+def scale_rows(
+    const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
+    const float64_t[::1] col_scale, float64_t p, n_threads=None,
+):
+    """Values multiplied by their column's factor, and each row's
+    :func:`row_power_sums` of the result, in one parallel pass."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, i
+    cdef offset_t k
+    cdef int kind = 3 if isinf(p) else (0 if p == 1.0 else (1 if p == 2.0 else 2))
+    cdef int n_workers = effective_threads(n_threads)
+    cdef float64_t s, x
+    values_arr = np.empty(data.shape[0], dtype=np.float64)
+    norms_arr = np.zeros(n, dtype=np.float64)
+    cdef float64_t[::1] values = values_arr
+    cdef float64_t[::1] norms = norms_arr
+    if data.shape[0] < SERIAL_BELOW:
+        n_workers = 1
+    for i in prange(n, nogil=True, num_threads=n_workers, schedule="static", chunksize=1024):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            x = data[k] * col_scale[indices[k]]
+            values[k] = x
+            if kind == 3:
+                if fabs(x) > s:
+                    s = fabs(x)
+            else:
+                s = s + _abs_pow(x, p, kind)
+        norms[i] = s
+    return values_arr, norms_arr

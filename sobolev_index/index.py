@@ -107,14 +107,8 @@ class _Segment:
         key = (position, p)
         if key not in self._scaled:
             indptr, indices, data = self.data.features[position]
-            if math.isinf(p):
-                values = data
-            elif p == 1.0:
-                values = data * tree.length[indices]
-            else:
-                values = data * tree.length[indices] ** (1.0 / p)
-            values = np.ascontiguousarray(values)
-            norms = _search.row_power_sums(indptr, values, p)
+            factor = np.ones(tree.n_nodes) if math.isinf(p) else tree.length ** (1.0 / p)
+            values, norms = _search.scale_rows(indptr, indices, data, factor, p)
             if len(self._scaled) >= 8:  # keep memory bounded when many p are tried
                 self._scaled.pop(next(iter(self._scaled)))
             self._scaled[key] = (indptr, indices, values, norms)
@@ -282,28 +276,29 @@ class SobolevIndex:
         if not hasattr(self, "graph"):
             self.graph, self.trees = storage.read_graph(self.path, len(self.roots))
         self._meta = meta
-        deleted_by_id = dict(zip(snapshot.doc_ids.tolist(), snapshot.deleted.tolist()))
-        label_by_id = dict(zip(snapshot.doc_ids.tolist(), snapshot.labels))
+        # Vectorised: the catalog can hold millions of documents.
+        all_ids = snapshot.doc_ids  # sorted by id
+        all_labels = np.asarray(snapshot.labels, dtype=object)
         segments = []
         for row in snapshot.segments:
             # Checksums are for verify(): hashing every file would make opening
             # cost as much as reading the whole index.
             data = storage.read_segment(self.path, row["file"], len(self.roots))
-            ids = data.doc_ids.tolist()
-            live = np.array([deleted_by_id.get(i) is False for i in ids], dtype=bool)
-            labels = np.array([label_by_id.get(i) for i in ids], dtype=object)
+            ids = np.asarray(data.doc_ids)
+            pos = np.minimum(np.searchsorted(all_ids, ids), max(len(all_ids) - 1, 0))
+            known = (all_ids[pos] == ids) if len(all_ids) else np.zeros(len(ids), bool)
+            live = known & ~snapshot.deleted[pos] if len(all_ids) else known
+            labels = np.where(known, all_labels[pos], None) if len(all_ids) else \
+                np.full(len(ids), None, dtype=object)
             segments.append(_Segment(row, data, live, labels))
         self._segments = segments
-        self._key_to_id = {}
-        self._key_by_id = {}
-        self._location = {}
-        for doc_id, key, seg, row, label, deleted in zip(
-                snapshot.doc_ids.tolist(), snapshot.keys, snapshot.segment_of.tolist(),
-                snapshot.row_of.tolist(), snapshot.labels, snapshot.deleted.tolist()):
-            if not deleted:
-                self._key_to_id[key] = doc_id
-                self._key_by_id[doc_id] = key
-                self._location[doc_id] = (seg, row)
+        alive = ~snapshot.deleted
+        live_ids = all_ids[alive].tolist()
+        live_keys = [key for key, dead in zip(snapshot.keys, snapshot.deleted.tolist()) if not dead]
+        self._key_to_id = dict(zip(live_keys, live_ids))
+        self._key_by_id = dict(zip(live_ids, live_keys))
+        self._location = dict(zip(live_ids, zip(snapshot.segment_of[alive].tolist(),
+                                                snapshot.row_of[alive].tolist())))
         self._segment_by_id = {s.id: s for s in segments}
 
     def refresh(self):
