@@ -5,7 +5,7 @@ Private: ``graph.py`` validates the points (finite, C-contiguous) first.
 
 Gonzalez's rule: the next centre is the point farthest from its nearest
 centre. Done naively that costs n * M distance evaluations. Each cluster
-instead keeps its members (a linked list), its radius and its farthest point.
+instead keeps its members (a contiguous run), its radius and its farthest point.
 When centre c is added, a point i of cluster b (centre z_b) can only move if
 d(i, c) < d(i, z_b), which needs d(i, z_b) > d(z_b, c) / 2. A whole cluster is
 skipped when its radius is at most d(z_b, c) / 2. Only provably unchanged
@@ -76,7 +76,7 @@ def farthest_point_clustering(
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
     cdef int n_workers = effective_threads(n_threads)
-    cdef Py_ssize_t i, t, b, k, a, c, n_cand, n_cand_clusters, member, prev_member
+    cdef Py_ssize_t i, t, b, k, a, c, n_cand, n_cand_clusters, member
     cdef float64_t best, half, dist_new
     cdef Py_ssize_t report_every = max(1, max_centers // 100)
     # A parallel region costs a thread wake-up, and far more on a busy
@@ -87,8 +87,14 @@ def farthest_point_clustering(
     centres_arr = np.empty(max_centers, dtype=np.int64)
     assignment_arr = np.zeros(n, dtype=np.int64)
     dist_arr = np.empty(n, dtype=np.float64)
-    next_arr = np.empty(n, dtype=np.int64)
-    head_arr = np.full(max_centers, -1, dtype=np.int64)
+    # Each cluster's members sit in one contiguous run of ``pool``
+    # (start[b], count[b]), in increasing point order, so walking a cluster
+    # reads memory in order. A new cluster's run is appended at pool_end; when
+    # the pool is full, the runs are packed to the front again.
+    pool_arr = np.empty(2 * n + 1, dtype=np.int64)
+    spare_arr = np.empty(2 * n + 1, dtype=np.int64)
+    start_arr = np.zeros(max_centers, dtype=np.int64)
+    count_arr = np.zeros(max_centers, dtype=np.int64)
     radius_arr = np.zeros(max_centers, dtype=np.float64)
     far_arr = np.full(max_centers, -1, dtype=np.int64)
     to_new_arr = np.empty(max_centers, dtype=np.float64)
@@ -99,22 +105,26 @@ def farthest_point_clustering(
     cdef offset_t[::1] centres = centres_arr
     cdef offset_t[::1] assignment = assignment_arr
     cdef float64_t[::1] dist = dist_arr
-    cdef offset_t[::1] next_member = next_arr
-    cdef offset_t[::1] head = head_arr
+    cdef offset_t[::1] pool = pool_arr
+    cdef offset_t[::1] spare = spare_arr
+    cdef offset_t[::1] start = start_arr
+    cdef offset_t[::1] count = count_arr
     cdef float64_t[::1] radius = radius_arr
     cdef offset_t[::1] far = far_arr
     cdef float64_t[::1] to_new = to_new_arr
     cdef offset_t[::1] cand = cand_arr
     cdef float64_t[::1] cand_dist = cand_dist_arr
     cdef offset_t[::1] cand_clusters = cand_clusters_arr
+    cdef offset_t pool_end, pos, keep, needed, new_start
 
     centres[0] = first
     for i in prange(n, nogil=True, num_threads=n_workers, schedule="static"):
         dist[i] = _distance(&X[i, 0], &X[first, 0], d)
-    # Cluster 0 holds every point, linked in index order.
     for i in range(n):
-        next_member[i] = i + 1 if i + 1 < n else -1
-    head[0] = 0
+        pool[i] = i
+    start[0] = 0
+    count[0] = n
+    pool_end = n
     radius[0] = 0.0
     far[0] = first
     for i in range(n):
@@ -139,18 +149,19 @@ def farthest_point_clustering(
 
         n_cand = 0
         n_cand_clusters = 0
+        needed = 0
         for b in range(k):
             if 2.0 * radius[b] <= to_new[b]:
                 continue
             cand_clusters[n_cand_clusters] = b
             n_cand_clusters += 1
+            needed += count[b]
             half = 0.5 * to_new[b]
-            member = head[b]
-            while member != -1:
+            for pos in range(start[b], start[b] + count[b]):
+                member = pool[pos]
                 if dist[member] > half:
                     cand[n_cand] = member
                     n_cand += 1
-                member = next_member[member]
 
         step_workers = n_workers if n_cand * d >= min_parallel_work else 1
         for t in prange(n_cand, nogil=True, num_threads=step_workers, schedule="static"):
@@ -163,37 +174,44 @@ def farthest_point_clustering(
                 dist[i] = sqrt(cand_dist[t])
                 assignment[i] = k
 
-        # Relink: moved points leave their lists (order kept) and join cluster k.
+        if pool_end + needed > pool.shape[0]:
+            # Pack every run to the front (order kept) to make room.
+            pos = 0
+            for b in range(k):
+                for t in range(count[b]):
+                    spare[pos + t] = pool[start[b] + t]
+                start[b] = pos
+                pos += count[b]
+            pool, spare = spare, pool
+            pool_end = pos
+
+        # Stable partition of each touched cluster: members that stay move to
+        # the front of its run, members that moved are appended to cluster k.
+        new_start = pool_end
         radius[k] = 0.0
         far[k] = c
-        head[k] = -1
         for t in range(n_cand_clusters):
             b = cand_clusters[t]
-            member = head[b]
-            prev_member = -1
-            head[b] = -1
+            keep = start[b]
             radius[b] = 0.0
             far[b] = centres[b]
-            while member != -1:
-                i = next_member[member]
+            for pos in range(start[b], start[b] + count[b]):
+                member = pool[pos]
                 if assignment[member] == b:
-                    if prev_member == -1:
-                        head[b] = member
-                    else:
-                        next_member[prev_member] = member
-                    prev_member = member
+                    pool[keep] = member
+                    keep += 1
                     if dist[member] > radius[b]:
                         radius[b] = dist[member]
                         far[b] = member
                 else:
-                    next_member[member] = head[k]
-                    head[k] = member
+                    pool[pool_end] = member
+                    pool_end += 1
                     if dist[member] > radius[k]:
                         radius[k] = dist[member]
                         far[k] = member
-                member = i
-            if prev_member != -1:
-                next_member[prev_member] = -1
+            count[b] = keep - start[b]
+        start[k] = new_start
+        count[k] = pool_end - new_start
         k += 1
         if progress is not None and k % report_every == 0:
             progress(k)

@@ -98,9 +98,9 @@ cdef void _scatter_block(
         for k in range(x_indptr[i0 + b], x_indptr[i0 + b + 1]):
             v = x_indices[k]
             x = 0.0 if clear else x_data[k]
-            q_block[v * BLOCK + b] = x
+            q_block[<Py_ssize_t> v * BLOCK + b] = x
             if kind == 2:
-                q_pow[v * BLOCK + b] = 0.0 if clear else pow(x, p)
+                q_pow[<Py_ssize_t> v * BLOCK + b] = 0.0 if clear else pow(x, p)
             totals[b] += _abs_pow(x, p, kind)
 
 
@@ -147,21 +147,21 @@ cdef void _accumulate_row(
         # |q - y| - |q| - |y| = -2 min(q, y) for q, y >= 0
         for k in range(ys, ye):
             y = y_data[k]
-            q = q_block + y_indices[k] * BLOCK
+            q = q_block + <Py_ssize_t> y_indices[k] * BLOCK
             for b in range(BLOCK):
                 local[b] += q[b] if q[b] < y else y
     elif kind == 1:
         # (q - y)^2 - q^2 - y^2 = -2 q y
         for k in range(ys, ye):
             y = y_data[k]
-            q = q_block + y_indices[k] * BLOCK
+            q = q_block + <Py_ssize_t> y_indices[k] * BLOCK
             for b in range(BLOCK):
                 local[b] += q[b] * y
     else:
         for k in range(ys, ye):
             y = y_data[k]
-            q = q_block + y_indices[k] * BLOCK
-            qp = q_pow + y_indices[k] * BLOCK
+            q = q_block + <Py_ssize_t> y_indices[k] * BLOCK
+            qp = q_pow + <Py_ssize_t> y_indices[k] * BLOCK
             for b in range(BLOCK):
                 local[b] += pow(fabs(q[b] - y), p) - qp[b]
     for b in range(BLOCK):
@@ -536,6 +536,17 @@ def scale_rows(
     cdef int kind = 3 if isinf(p) else (0 if p == 1.0 else (1 if p == 2.0 else 2))
     cdef int n_workers = effective_threads(n_threads)
     cdef float64_t s, x
+    # These arrays come from files: check them before any unchecked access.
+    cdef Py_ssize_t n_cols = col_scale.shape[0]
+    if n < 0 or indices.shape[0] != data.shape[0] or (n >= 0 and indptr[0] != 0) \
+            or indptr[n] != data.shape[0]:
+        raise ValueError("row pointers do not match the stored values")
+    for i in range(n):
+        if indptr[i + 1] < indptr[i]:
+            raise ValueError(f"row pointers decrease at row {i}")
+    for k in range(indices.shape[0]):
+        if indices[k] < 0 or indices[k] >= n_cols:
+            raise ValueError(f"column {indices[k]} at position {k} is outside 0..{n_cols - 1}")
     values_arr = np.empty(data.shape[0], dtype=np.float64)
     norms_arr = np.zeros(n, dtype=np.float64)
     cdef float64_t[::1] values = values_arr

@@ -543,7 +543,7 @@ def _depths(parent):
     """Hop counts to the root by pointer jumping (O(log height) passes)."""
     depth = (parent >= 0).astype(np.int64)
     ancestor = parent.copy()
-    while True:
+    for _ in range(64):  # 2**64 hops: only a cycle gets this far
         active = np.flatnonzero(ancestor >= 0)
         if len(active) == 0:
             return depth
@@ -552,6 +552,7 @@ def _depths(parent):
         ancestor_up = ancestor[up]
         depth[active] += depth_up
         ancestor[active] = ancestor_up
+    raise InvalidGraphError("the parent array has a cycle; it is not a tree")
 
 
 def _random_pairs(m, target, rng):

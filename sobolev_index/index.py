@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import tempfile
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -91,11 +92,30 @@ class _Segment:
     def rows(self):
         return self.data.rows
 
+    def _forget_other_p(self, p):
+        # Scaled copies cost as much memory as the features; keep those of
+        # the two most recent p values (all roots), not one per p ever used.
+        ps = list(dict.fromkeys(key[-1] for key in self._scaled))
+        if p not in ps and len(ps) >= 2:
+            oldest = ps[0]
+            for key in [key for key in self._scaled if key[-1] == oldest]:
+                del self._scaled[key]
+
     def scaled_boxes(self, position, p, tree):
         """Cluster boxes (indptr, indices, lo, hi) scaled like the rows."""
         key = ("boxes", position, p)
         if key not in self._scaled:
+            self._forget_other_p(p)
             indptr, indices, lo, hi = self.data.boxes[position]
+            n_boxes = len(self.data.cluster_offsets) - 1
+            if (len(indptr) != n_boxes + 1 or indptr[0] != 0 or indptr[-1] != len(indices)
+                    or np.any(np.diff(indptr) < 0) or len(lo) != len(indices)
+                    or len(hi) != len(indices)
+                    or (len(indices) and (indices.min() < 0 or indices.max() >= tree.n_nodes))
+                    or self.data.cluster_offsets[-1] != self.rows):
+                raise CorruptIndexError(
+                    f"segment {self.file} has malformed cluster boxes; run verify() and "
+                    "restore the file from a backup")
             factor = 1.0 if math.isinf(p) else tree.length[indices] ** (1.0 / p)
             self._scaled[key] = (np.ascontiguousarray(indptr, dtype=np.int64),
                                  np.ascontiguousarray(indices, dtype=np.int32),
@@ -108,9 +128,13 @@ class _Segment:
         if key not in self._scaled:
             indptr, indices, data = self.data.features[position]
             factor = np.ones(tree.n_nodes) if math.isinf(p) else tree.length ** (1.0 / p)
-            values, norms = _search.scale_rows(indptr, indices, data, factor, p)
-            if len(self._scaled) >= 8:  # keep memory bounded when many p are tried
-                self._scaled.pop(next(iter(self._scaled)))
+            try:
+                values, norms = _search.scale_rows(indptr, indices, data, factor, p)
+            except ValueError as exc:
+                raise CorruptIndexError(
+                    f"segment {self.file} has malformed features for root {position} ({exc}); "
+                    "run verify() and restore the file from a backup") from None
+            self._forget_other_p(p)
             self._scaled[key] = (indptr, indices, values, norms)
         return self._scaled[key]
 
@@ -155,8 +179,12 @@ class SobolevIndex:
             root_nodes, eta = graph.roots(1, strategy="center", seed=seed, eta=eta,
                                           on_violation=on_violation)
         elif isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
+            if roots < 1:
+                raise ValueError(f"roots is {roots}; give a number of roots >= 1 or a list of nodes")
             root_nodes, eta = graph.roots(int(roots), strategy="random", seed=seed, eta=eta,
                                           on_violation=on_violation)
+        elif not isinstance(roots, (list, tuple, np.ndarray)):
+            raise ValueError(f"roots is {roots!r}; expected None, a number of roots or a list of nodes")
         else:
             root_nodes, eta = graph.roots(None, strategy=list(roots), seed=seed, eta=eta,
                                           on_violation=on_violation)
@@ -187,6 +215,7 @@ class SobolevIndex:
             if os.path.isdir(path):
                 os.rmdir(path)
             os.rename(staging, path)
+            storage._fsync_path(parent, directory=True)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -357,12 +386,12 @@ class SobolevIndex:
         data = segment.data
         start, stop = data.indptr[row], data.indptr[row + 1]
         masses = data.masses[start:stop]
-        doc = self._catalog.document(key) or {}
+        doc = self._catalog.document_by_id(doc_id) or {}
         return {
             "key": key,
-            "nodes": data.nodes[start:stop].astype(np.int64),
+            "nodes": np.asarray(data.nodes[start:stop], dtype=np.int64),
             "masses": masses / masses.sum(),
-            "label": doc.get("label"),
+            "label": segment.labels[row],
             "fields": doc.get("fields"),
             "added_at": doc.get("added_at"),
             "id": doc_id,
@@ -371,6 +400,7 @@ class SobolevIndex:
     def features(self, keys, root=0):
         """Stored features (CSR, one row per key) for root position ``root``."""
         self._check_open()
+        root = self._root_positions([root])[0]
         single = isinstance(keys, str)
         keys = [keys] if single else list(keys)
         rows = []
@@ -459,16 +489,20 @@ class SobolevIndex:
             self._key_to_id[key] = int(doc_ids[i])
             self._key_by_id[int(doc_ids[i])] = key
             self._location[int(doc_ids[i])] = (segment_id, int(row_of[i]))
-        self._merge_tiers()
+        try:
+            self._merge_tiers()
+        except Exception as exc:  # the batch is committed; a merge can wait
+            warnings.warn(f"segments were not merged ({exc}); the next add or compact() retries",
+                          RuntimeWarning, stacklevel=3)
         return keys
 
     def _checked_keys(self, keys, n, doc_ids):
         if keys is None:
             keys = []
             for doc_id in doc_ids.tolist():
-                key, n = f"doc-{doc_id}", 1
+                key, suffix = f"doc-{doc_id}", 1
                 while key in self._key_to_id:  # a user chose this key already
-                    key, n = f"doc-{doc_id}.{n}", n + 1
+                    key, suffix = f"doc-{doc_id}.{suffix}", suffix + 1
                 keys.append(key)
         else:
             if isinstance(keys, str):
@@ -558,16 +592,21 @@ class SobolevIndex:
                 storage.remove_files(self.path, [segment_row["file"]])
             raise
         self._meta.update(next_ids)
-        storage.remove_files(self.path, [s.file for s in segments])
         keep = [s for s in self._segments if s.id not in set(old_ids)]
         for seg_id in old_ids:
             self._segment_by_id.pop(seg_id, None)
         if new_segment is not None:
             keep.append(new_segment)
             self._segment_by_id[new_segment.id] = new_segment
-            for row, doc_id in enumerate(new_segment.data.doc_ids.tolist()):
+            for row, doc_id in enumerate(np.asarray(new_segment.data.doc_ids).tolist()):
                 self._location[doc_id] = (new_segment.id, row)
         self._segments = keep
+        # Only now that nothing refers to them; a failed unlink leaves an
+        # orphan that the next writer removes.
+        try:
+            storage.remove_files(self.path, [s.file for s in segments])
+        except OSError as exc:
+            warnings.warn(f"could not remove merged segment files: {exc}", RuntimeWarning)
 
     # ---------------------------------------------------------------- search
     def search(self, queries, k=10, p=None, roots=None, where=None, n_threads=None):
@@ -661,6 +700,8 @@ class SobolevIndex:
                 mask &= np.fromiter((lab in wanted for lab in segment.labels), bool,
                                     count=segment.rows)
         if "keys" in where:
+            if isinstance(where["keys"], str):
+                raise ValueError(f"where['keys'] is the str {where['keys']!r}; expected a list of keys")
             allowed = {}
             for key in where["keys"]:
                 doc_id = self._key_to_id.get(key)
@@ -747,12 +788,27 @@ class SobolevIndex:
                 if not math.isinf(p) and p != 1.0:
                     np.power(out, 1.0 / p, out=out)
                 bounds += eta[r] * out
-        live_per_cluster = np.add.reduceat(mask, offsets[:-1]) if len(mask) else np.zeros(0)
+        sizes = np.diff(offsets)
+        cluster_of_row = np.repeat(np.arange(n_clusters), sizes)
+        # bincount, not reduceat: clusters may be empty (identical seed rows).
+        live_per_cluster = np.bincount(cluster_of_row, weights=mask, minlength=n_clusters)
         empty = live_per_cluster == 0
         bounds[:, empty] = np.inf
         doc_ids = segment.data.doc_ids
-        # Rounding differs between bounds and distances; never prune on a near-tie.
+        # Rounding differs between bounds and distances (both are sums that
+        # cancel terms as large as the query's norm); never prune on a near-tie.
         slack = 1.0 + 1e-9
+        # The bound sums |q|_p^p with terms that cancel it, so it can be off by
+        # about 1e-16 |q|_p^p in p-th-power units, which is at most
+        # (1e-16 |q|_p^p)^(1/p) in distance units.
+        norm_slack = np.zeros(n_q)
+        if not math.isinf(p):
+            for r in range(len(positions)):
+                q_power = _search.row_power_sums(queries[r][0], queries[r][2], p)
+                if single:
+                    norm_slack += 1e-12 * q_power
+                else:
+                    norm_slack += eta[r] * (1e-12 * q_power) ** (1.0 / p)
         probe = None
         for i in range(n_q):
             order = np.argsort(bounds[i], kind="stable")
@@ -771,7 +827,7 @@ class SobolevIndex:
                     rows = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in chosen])
                     rows = rows[mask[rows]].astype(np.int64)
                     probe.offer(distances(segment, (i, i + 1), rows)[0], doc_ids[rows], -1, rows)
-                needed = live_per_cluster[bounds[i] <= probe.kth() * slack].sum()
+                needed = live_per_cluster[bounds[i] <= probe.kth() * slack + norm_slack[i]].sum()
                 if needed > PRUNE_MAX_FRACTION * mask.sum():
                     return False
             scanned = np.zeros(n_clusters, dtype=bool)
@@ -788,7 +844,7 @@ class SobolevIndex:
                 if phase == 1:
                     kth = top.kth()
                     chosen = [c for c in order
-                              if not scanned[c] and bounds[i, c] <= kth * slack]
+                              if not scanned[c] and bounds[i, c] <= kth * slack + norm_slack[i]]
                 if not chosen:
                     continue
                 scanned[chosen] = True
@@ -811,6 +867,8 @@ class SobolevIndex:
         ``orphans``; ``repair=True`` (writers only) removes them.
         """
         self._check_open()
+        if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 1:
+            raise ValueError(f"sample is {sample!r}; expected an integer >= 1")
         if repair:
             self._check_writable()
         problems, repaired = [], []
@@ -830,6 +888,12 @@ class SobolevIndex:
                 continue
             try:
                 data = storage.read_segment(self.path, row["file"], len(self.roots), row["checksum"])
+            except FileNotFoundError:
+                # Merged away after our snapshot: only a problem if still committed.
+                if self._catalog.conn.execute("SELECT 1 FROM segments WHERE id = ?",
+                                              (row["id"],)).fetchone():
+                    problems.append(f"segment {row['file']} is missing")
+                continue
             except CorruptIndexError as exc:
                 problems.append(str(exc))
                 continue
@@ -837,11 +901,15 @@ class SobolevIndex:
                 problems.append(f"segment {row['file']} has {data.rows} rows; the catalog says {row['rows']}")
                 continue
             picks = np.sort(rng.choice(data.rows, min(sample, data.rows), replace=False))
-            batch = as_measure_batch(
-                indptr=np.concatenate([[0], np.cumsum(np.diff(data.indptr)[picks])]),
-                nodes=np.concatenate([data.nodes[data.indptr[i]:data.indptr[i + 1]] for i in picks]),
-                masses=np.concatenate([data.masses[data.indptr[i]:data.indptr[i + 1]] for i in picks]),
-                n_nodes=self.graph.n_nodes)
+            try:
+                batch = as_measure_batch(
+                    indptr=np.concatenate([[0], np.cumsum(np.diff(data.indptr)[picks])]),
+                    nodes=np.concatenate([data.nodes[data.indptr[i]:data.indptr[i + 1]] for i in picks]),
+                    masses=np.concatenate([data.masses[data.indptr[i]:data.indptr[i + 1]] for i in picks]),
+                    n_nodes=self.graph.n_nodes)
+            except InvalidMeasureError as exc:
+                problems.append(f"segment {row['file']} stores an invalid measure: {exc}")
+                continue
             for r, tree in enumerate(self.trees):
                 fresh = tree._features(batch, None)
                 stored = _csr_rows(data.features[r], 0, data.rows)
@@ -935,10 +1003,16 @@ def _with_clusters(data, trees, seed):
     scaled = np.ascontiguousarray(values * tree.length[indices])
     seeds = np.sort(np.random.default_rng(seed).choice(n, n_clusters, replace=False))
     seed_rows = _gather_rows(indptr, (indices, scaled), seeds)
-    dist = np.empty((n_clusters, n))
-    _search.pairwise_powers(seed_rows[0], seed_rows[1], seed_rows[2], indptr, indices, scaled,
-                            tree.n_nodes, 1.0, False, dist)
-    labels = np.argmin(dist, axis=0)
+    norms = _search.row_power_sums(indptr, scaled, 1.0)
+    labels = np.empty(n, dtype=np.int64)
+    # Rows are assigned a block at a time, so memory stays O(seeds x block).
+    block = max(1, (1 << 24) // n_clusters)
+    for lo in range(0, n, block):
+        hi = min(n, lo + block)
+        dist = np.empty((n_clusters, hi - lo))
+        _search.scan_powers(seed_rows[0], seed_rows[1], seed_rows[2], indptr[lo:hi + 1],
+                            indices, scaled, norms[lo:hi], tree.n_nodes, 1.0, dist)
+        labels[lo:hi] = np.argmin(dist, axis=0)
     order = np.lexsort((np.asarray(data.doc_ids), labels))
     out = _take_rows(data, order)
     counts = np.bincount(labels, minlength=n_clusters)

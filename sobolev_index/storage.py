@@ -150,7 +150,7 @@ def read_graph(index_path, n_roots):
                 trees.append(tree)
     except FileNotFoundError:
         raise CorruptIndexError(f"{path} is missing; the index cannot be read without it") from None
-    except (OSError, KeyError) as exc:
+    except (OSError, KeyError, ValueError) as exc:
         raise CorruptIndexError(f"{path} is unreadable ({exc}); restore it from a backup") from None
     return graph, trees
 
@@ -296,15 +296,16 @@ class Catalog:
             raise NotAnIndexError(
                 f"{index_path} is not a sobolev-index directory: it has no {CATALOG}"
             )
-        self.readonly = readonly
         # The format is checked through a read-only connection first, so that
         # a foreign database is never switched to WAL or otherwise touched.
         probe = self._connect_readonly()
         try:
             self._check_format(probe)
-        finally:
-            if not readonly:
-                probe.close()
+        except BaseException:
+            probe.close()
+            raise
+        if not readonly:
+            probe.close()
         self.conn = probe if readonly else self._connect_writer()
         self.db = sqlite_utils.Database(self.conn)
 
@@ -318,6 +319,8 @@ class Catalog:
             # write, that file cannot be made. With no pending log the
             # database file alone is the whole committed state.
             conn.close()
+            if os.access(os.path.dirname(self.path) or ".", os.W_OK):
+                raise
             wal = self.path + "-wal"
             if os.path.exists(wal) and os.path.getsize(wal) > 0:
                 raise CorruptIndexError(
@@ -412,10 +415,10 @@ class Catalog:
             labels=list(labels), deleted=np.asarray(deleted, dtype=bool),
         )
 
-    def document(self, key):
+    def document_by_id(self, doc_id):
         cursor = self.conn.execute(
             "SELECT id, key, segment, row, n_supports, label, fields, added_at FROM documents "
-            "WHERE key = ? AND deleted = 0", (key,)
+            "WHERE id = ?", (int(doc_id),)
         )
         row = cursor.fetchone()
         if row is None:
@@ -424,19 +427,6 @@ class Catalog:
         doc = dict(zip(columns, row))
         doc["fields"] = json.loads(doc["fields"]) if doc["fields"] else None
         return doc
-
-    def live_ids_for_keys(self, keys):
-        """{key: id} for the keys that are live."""
-        found = {}
-        keys = list(keys)
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for key, doc_id in self.conn.execute(
-                f"SELECT key, id FROM documents WHERE deleted = 0 AND key IN ({marks})", chunk
-            ):
-                found[key] = doc_id
-        return found
 
     def meta_value(self, name):
         row = self.conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()

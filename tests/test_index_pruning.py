@@ -80,3 +80,57 @@ def test_pruned_search_with_label_filter_and_threads(clustered_index):
     for i in range(len(queries)):
         np.testing.assert_allclose(one.distances[i], np.sort(D[i])[:5], rtol=1e-10)
         assert all(labels[keys.index(key)] == "2" for key in one.keys[i])
+
+
+def test_near_duplicates_are_found_exactly(tmp_path, monkeypatch):
+    # Rows that differ from the query by 1e-9 relative: the k-th distance is
+    # tiny, and the pruning must not skip their cluster on rounding.
+    monkeypatch.setattr(index_module, "PRUNE_MIN_ROWS", 64)
+    monkeypatch.setattr(index_module, "ROWS_PER_CLUSTER", 16)
+    monkeypatch.setattr(index_module, "PRUNE_MAX_FRACTION", 1.0)
+    rng = np.random.default_rng(11)
+    graph = Graph.from_points(rng.normal(size=(400, 4)), n_nodes=80, seed=2)
+    base_nodes = rng.choice(80, size=10, replace=False)
+    base_masses = rng.random(10) + 0.5
+    measures = [(base_nodes, base_masses * (1 + 1e-9 * rng.normal(size=10))) for _ in range(300)]
+    measures += [(rng.choice(80, size=6), rng.random(6) + 0.1) for _ in range(300)]
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=2, seed=0) as index:
+        keys = index.add(measures)
+        for p in (1, 2, 3):
+            for positions in ([0], [0, 1]):
+                result = index.search([(base_nodes, base_masses)], k=5, p=p, roots=positions)
+                trees = [index.trees[r] for r in positions]
+                D = pairwise_sobolev([t.features_of([(base_nodes, base_masses)]) for t in trees],
+                                     [t.features_of(measures) for t in trees],
+                                     trees=trees, p=p, eta=index.eta[positions])
+                np.testing.assert_allclose(result.distances[0], np.sort(D[0])[:5], rtol=1e-6)
+                assert all(keys.index(k) < 300 for k in result.keys[0])
+
+
+def test_identical_documents_leave_empty_clusters(tmp_path, monkeypatch):
+    # Identical rows make several seeds the same point, so some clusters are empty.
+    monkeypatch.setattr(index_module, "PRUNE_MIN_ROWS", 64)
+    monkeypatch.setattr(index_module, "ROWS_PER_CLUSTER", 8)
+    monkeypatch.setattr(index_module, "PRUNE_MAX_FRACTION", 1.0)
+    rng = np.random.default_rng(5)
+    graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=40, seed=1)
+    measures = [([1, 2, 3], [0.2, 0.3, 0.5])] * 200 + [([4, 5], None)] * 5
+    with SobolevIndex.create(tmp_path / "idx", graph, seed=0) as index:
+        index.add(measures)
+        offsets = np.asarray(index._segments[0].data.cluster_offsets)
+        assert np.any(np.diff(offsets) == 0)
+        result = index.search([([4, 5], None)], k=7, p=1)
+        assert result.distances[0][:5].tolist() == [0.0] * 5
+        assert result.distances[0][5] > 0
+
+
+def test_threads_give_identical_results_above_the_serial_threshold(clustered_index, monkeypatch):
+    # Small scans run serially; lower the threshold so that two threads really run.
+    import sobolev_index._features as features_module
+
+    monkeypatch.setattr(features_module, "SERIAL_BELOW", 1)
+    index, measures, keys = clustered_index
+    one = index.search(measures[:30], k=6, p=2, n_threads=1)
+    two = index.search(measures[:30], k=6, p=2, n_threads=2)
+    assert one.keys == two.keys
+    assert np.array_equal(one.distances, two.distances)

@@ -349,7 +349,10 @@ def helper_script(name):
 
 def child_env(**extra):
     env = dict(os.environ)
-    env["PYTHONPATH"] = TESTS_DIR + os.pathsep + env.get("PYTHONPATH", "")
+    # No empty entry: it would mean the current directory, and from a source
+    # checkout that imports the uncompiled package instead of the installed one.
+    env["PYTHONPATH"] = os.pathsep.join(
+        [TESTS_DIR] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update({k: str(v) for k, v in extra.items()})
     return env
