@@ -13,7 +13,17 @@ from .. import __version__
 __all__ = ["main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    def invoke(self, ctx):
+        from ..errors import SobolevIndexError
+
+        try:
+            return super().invoke(ctx)
+        except (SobolevIndexError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="sobolev-index")
 def main():
     """Exact search and kernels for probability measures under Sobolev transport."""

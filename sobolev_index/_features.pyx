@@ -10,7 +10,6 @@ the root, so the work is the total root-path length of the supports.
 """
 from cython.parallel cimport prange, threadid
 from libc.stdlib cimport qsort
-from libc.string cimport memset
 
 import numpy as np
 
@@ -103,7 +102,8 @@ def edge_masses(
     if nodes.shape[0] < SERIAL_BELOW:
         n_workers = 1
 
-    # Stamps are row numbers + 1, so per-thread scratch never needs clearing.
+    # Stamps are row numbers + 1, so within a pass the scratch needs no clearing
+    # between rows; it is cleared once between the two passes.
     stamps_arr = np.zeros((n_workers, max(n_nodes, 1)), dtype=np.int64)
     acc_arr = np.zeros((n_workers, max(n_nodes, 1)), dtype=np.float64)
     cdef offset_t[:, ::1] stamps = stamps_arr

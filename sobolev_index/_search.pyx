@@ -13,7 +13,7 @@ stored row y then costs only nnz(y), because (DESIGN.md, "identity"):
 The max-norm (p = inf) has no such identity, so it merges the two index lists.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport fabs, pow, INFINITY, isinf
+from libc.math cimport fabs, pow, isinf
 
 import numpy as np
 
@@ -23,6 +23,22 @@ from ._features import SERIAL_BELOW, effective_threads
 # Pairs whose identity-based result is below this fraction of the summed row
 # norms are recomputed exactly (see _finish).
 cdef float64_t REFINE_RTOL = 1e-4
+
+
+cdef inline int _kind(float64_t p) noexcept nogil:
+    """Which loop serves p: 0 for p = 1, 1 for p = 2, 3 for inf, 2 otherwise."""
+    if isinf(p):
+        return 3
+    if p == 1.0:
+        return 0
+    if p == 2.0:
+        return 1
+    return 2
+
+
+def _nonempty(array, dtype):
+    """The array, or a one-element stand-in: empty arrays have no &a[0]."""
+    return np.asarray(array) if len(array) else np.zeros(1, dtype)
 
 
 cdef inline float64_t _abs_pow(float64_t x, float64_t p, int kind) noexcept nogil:
@@ -234,14 +250,7 @@ def pairwise_powers(
     cdef int kind
     cdef Py_ssize_t i, j
     cdef int tid
-    if isinf(p):
-        kind = 3
-    elif p == 1.0:
-        kind = 0
-    elif p == 2.0:
-        kind = 1
-    else:
-        kind = 2
+    kind = _kind(p)
     if n_x == 0 or n_y == 0:
         return
     if n_x * n_y * max(1, x_indices.shape[0] // n_x) < SERIAL_BELOW:
@@ -252,11 +261,10 @@ def pairwise_powers(
     cdef float64_t[:, ::1] q = q_arr
     cdef float64_t[:, ::1] q_pow = q_pow_arr
     cdef float64_t[:, ::1] scratch = scratch_arr
-    # Empty CSR arrays have no element 0 to take an address of.
-    x_indices_arr = np.asarray(x_indices) if x_indices.shape[0] else np.zeros(1, np.int32)
-    x_data_arr = np.asarray(x_data) if x_data.shape[0] else np.zeros(1, np.float64)
-    y_indices_arr = np.asarray(y_indices) if y_indices.shape[0] else np.zeros(1, np.int32)
-    y_data_arr = np.asarray(y_data) if y_data.shape[0] else np.zeros(1, np.float64)
+    x_indices_arr = _nonempty(x_indices, np.int32)
+    x_data_arr = _nonempty(x_data, np.float64)
+    y_indices_arr = _nonempty(y_indices, np.int32)
+    y_data_arr = _nonempty(y_data, np.float64)
     cdef const node_t[::1] xi = x_indices_arr
     cdef const float64_t[::1] xv = x_data_arr
     cdef const node_t[::1] yi = y_indices_arr
@@ -315,7 +323,7 @@ def row_power_sums(const offset_t[::1] indptr, const float64_t[::1] data, float6
     """sum_v |x_v|^p for every CSR row (max |x_v| for p = inf)."""
     cdef Py_ssize_t n = indptr.shape[0] - 1, i
     cdef offset_t k
-    cdef int kind = 3 if isinf(p) else (0 if p == 1.0 else (1 if p == 2.0 else 2))
+    cdef int kind = _kind(p)
     out_arr = np.zeros(n, dtype=np.float64)
     cdef float64_t[::1] out = out_arr
     for i in range(n):
@@ -346,7 +354,7 @@ def scan_powers(
     cdef bint subset = rows is not None
     cdef Py_ssize_t n_y = rows.shape[0] if subset else n_stored
     cdef int n_workers = effective_threads(n_threads)
-    cdef int kind = 3 if isinf(p) else (0 if p == 1.0 else (1 if p == 2.0 else 2))
+    cdef int kind = _kind(p)
     cdef Py_ssize_t i0, nb, j, b, i, t
     cdef int tid
     if n_q == 0 or n_y == 0:
@@ -369,10 +377,10 @@ def scan_powers(
     cdef float64_t[::1] q_pow = q_pow_arr
     cdef float64_t[::1] totals = totals_arr
     cdef float64_t[:, ::1] acc = acc_arr
-    q_indices_arr = np.asarray(q_indices) if q_indices.shape[0] else np.zeros(1, np.int32)
-    q_data_arr = np.asarray(q_data) if q_data.shape[0] else np.zeros(1, np.float64)
-    y_indices_arr = np.asarray(y_indices) if y_indices.shape[0] else np.zeros(1, np.int32)
-    y_data_arr = np.asarray(y_data) if y_data.shape[0] else np.zeros(1, np.float64)
+    q_indices_arr = _nonempty(q_indices, np.int32)
+    q_data_arr = _nonempty(q_data, np.float64)
+    y_indices_arr = _nonempty(y_indices, np.int32)
+    y_data_arr = _nonempty(y_data, np.float64)
     cdef const node_t[::1] qi = q_indices_arr
     cdef const float64_t[::1] qv = q_data_arr
     cdef const node_t[::1] yi = y_indices_arr
@@ -465,7 +473,7 @@ def box_lower_bounds(
     cdef Py_ssize_t n_q = q_indptr.shape[0] - 1
     cdef Py_ssize_t n_b = b_indptr.shape[0] - 1
     cdef int n_workers = effective_threads(n_threads)
-    cdef int kind = 3 if isinf(p) else (0 if p == 1.0 else (1 if p == 2.0 else 2))
+    cdef int kind = _kind(p)
     cdef Py_ssize_t i, c
     cdef offset_t k, qs, qe, bs, be
     cdef float64_t total, s, qv, gap
@@ -476,11 +484,11 @@ def box_lower_bounds(
         n_workers = 1
     q_arr = np.zeros((n_workers, max(n_cols, 1)), dtype=np.float64)
     cdef float64_t[:, ::1] q = q_arr
-    q_indices_arr = np.asarray(q_indices) if q_indices.shape[0] else np.zeros(1, np.int32)
-    q_data_arr = np.asarray(q_data) if q_data.shape[0] else np.zeros(1, np.float64)
-    b_indices_arr = np.asarray(b_indices) if b_indices.shape[0] else np.zeros(1, np.int32)
-    b_lo_arr = np.asarray(b_lo) if b_lo.shape[0] else np.zeros(1, np.float64)
-    b_hi_arr = np.asarray(b_hi) if b_hi.shape[0] else np.zeros(1, np.float64)
+    q_indices_arr = _nonempty(q_indices, np.int32)
+    q_data_arr = _nonempty(q_data, np.float64)
+    b_indices_arr = _nonempty(b_indices, np.int32)
+    b_lo_arr = _nonempty(b_lo, np.float64)
+    b_hi_arr = _nonempty(b_hi, np.float64)
     cdef const node_t[::1] qi = q_indices_arr
     cdef const float64_t[::1] qd = q_data_arr
     cdef const node_t[::1] bi = b_indices_arr
@@ -533,7 +541,7 @@ def scale_rows(
     :func:`row_power_sums` of the result, in one parallel pass."""
     cdef Py_ssize_t n = indptr.shape[0] - 1, i
     cdef offset_t k
-    cdef int kind = 3 if isinf(p) else (0 if p == 1.0 else (1 if p == 2.0 else 2))
+    cdef int kind = _kind(p)
     cdef int n_workers = effective_threads(n_threads)
     cdef float64_t s, x
     # These arrays come from files: check them before any unchecked access.

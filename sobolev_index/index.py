@@ -23,7 +23,7 @@ from .errors import (
     SobolevIndexError,
 )
 from .graph import Graph, normalise_eta
-from .kernels import check_p
+from .kernels import _scaled_rows, check_p
 from .measures import MeasureBatch, as_measure_batch
 
 __all__ = ["SobolevIndex", "SearchResult"]
@@ -82,7 +82,6 @@ class _Segment:
     def __init__(self, row, data, live, labels):
         self.id = int(row["id"])
         self.file = row["file"]
-        self.checksum = row["checksum"]
         self.data = data
         self.live = live
         self.labels = labels
@@ -632,7 +631,7 @@ class SobolevIndex:
         keys = [[] for _ in range(n_queries)]
         labels = [[] for _ in range(n_queries)]
         distances = np.full((n_queries, k), np.inf)
-        scaled_queries = [self._scaled_queries(F, positions[r], p)
+        scaled_queries = [_scaled_rows(F, self.trees[positions[r]], p)
                           for r, F in enumerate(query_features)]
         for start in range(0, n_queries, QUERY_CHUNK):
             stop = min(n_queries, start + QUERY_CHUNK)
@@ -671,18 +670,6 @@ class SobolevIndex:
         if len(batch) == 0:
             raise InvalidMeasureError("no queries were given")
         return [self.trees[r]._features(batch, None) for r in positions]
-
-    def _scaled_queries(self, F, position, p):
-        tree = self.trees[position]
-        if math.isinf(p):
-            data = F.data
-        elif p == 1.0:
-            data = F.data * tree.length[F.indices]
-        else:
-            data = F.data * tree.length[F.indices] ** (1.0 / p)
-        return (np.ascontiguousarray(F.indptr, dtype=np.int64),
-                np.ascontiguousarray(F.indices, dtype=np.int32),
-                np.ascontiguousarray(data, dtype=np.float64))
 
     def _candidate_masks(self, where):
         masks = [s.live.copy() for s in self._segments]
