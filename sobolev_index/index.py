@@ -303,6 +303,10 @@ class SobolevIndex:
         self.eta = np.asarray([r[1] for r in snapshot.roots], dtype=np.float64)
         if not hasattr(self, "graph"):
             self.graph, self.trees = storage.read_graph(self.path, len(self.roots))
+            if [t.root for t in self.trees] != self.roots.tolist():
+                raise CorruptIndexError(
+                    f"{self.path}: graph.h5 has trees for roots {[t.root for t in self.trees]} "
+                    f"but the catalog lists roots {self.roots.tolist()}; restore from a backup")
         self._meta = meta
         # Vectorised: the catalog can hold millions of documents.
         all_ids = snapshot.doc_ids  # sorted by id
