@@ -13,7 +13,7 @@ from .kernels import pairwise_sobolev
 
 
 def synthetic_point_clouds(n_topics=5, per_topic=60, dim=16, anchors_per_topic=8,
-                           points_per_bag=(10, 40), spread=0.35, seed=0):
+                           points_per_bag=(10, 40), spread=1.2, seed=0):
     """Return a dict with ``points`` (all supports), ``indptr`` (bags) and ``labels``."""
     rng = np.random.default_rng(seed)
     anchors = rng.normal(size=(n_topics, anchors_per_topic, dim))
