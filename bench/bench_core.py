@@ -43,8 +43,6 @@ def numpy_features(tree, indptr, nodes, masses):
 
 
 def bench_features(tree, indptr, nodes, masses, n_numpy):
-    from sobolev_index import ShortestPathTree  # noqa: F401  (import cost outside timing)
-
     path_len = int(tree.depth[nodes].sum())
     ours_s, F = median_time(lambda: tree.features(indptr, nodes, masses), repeats=5)
     sub = slice(0, n_numpy + 1)

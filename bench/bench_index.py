@@ -34,7 +34,6 @@ def dir_bytes(path):
 def batches(indptr, nodes, counts, start, stop, size):
     for s in range(start, stop, size):
         e = min(stop, s + size)
-        lo, hi = indptr[s], indptr[e]
         yield s, e, [(nodes[indptr[i]:indptr[i + 1]], counts[indptr[i]:indptr[i + 1]])
                      for i in range(s, e)]
 

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 
 from index_helpers.common import (
     batch_keys,
@@ -20,10 +19,6 @@ from index_helpers.common import (
     pick_roots,
     random_graph,
 )
-
-si = pytest.importorskip("sobolev_index")
-if not hasattr(si, "SobolevIndex"):
-    pytest.skip("sobolev_index.SobolevIndex is not implemented yet", allow_module_level=True)
 
 from sobolev_index import SobolevIndex  # noqa: E402
 

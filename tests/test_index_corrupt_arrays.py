@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-from sobolev_index import CorruptIndexError, Graph, SobolevIndex
+from sobolev_index import Graph, SobolevIndex
 
 
 @pytest.mark.parametrize("dataset,value", [

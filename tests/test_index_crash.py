@@ -30,10 +30,6 @@ from index_helpers.common import (
     random_graph,
 )
 
-si = pytest.importorskip("sobolev_index")
-if not hasattr(si, "SobolevIndex"):
-    pytest.skip("sobolev_index.SobolevIndex is not implemented yet", allow_module_level=True)
-
 from sobolev_index import SobolevIndex, pairwise_sobolev  # noqa: E402
 
 N_KILLS = 24

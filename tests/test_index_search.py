@@ -35,13 +35,8 @@ from index_helpers.common import (
 )
 from conftest import to_csr_input
 
-si = pytest.importorskip("sobolev_index")
-if not hasattr(si, "SobolevIndex"):
-    pytest.skip("sobolev_index.SobolevIndex is not implemented yet", allow_module_level=True)
-
 from sobolev_index import SobolevIndex  # noqa: E402
 
-sklearn = pytest.importorskip("sklearn")
 from sklearn.neighbors import NearestNeighbors  # noqa: E402
 
 import reference as ref  # noqa: E402

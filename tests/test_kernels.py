@@ -19,7 +19,6 @@ from sobolev_index import (
     sobolev_kernel,
 )
 
-sklearn = pytest.importorskip("sklearn")
 from sklearn.neighbors import NearestNeighbors  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
 
