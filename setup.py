@@ -15,7 +15,7 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-EXTENSIONS = ["_cluster", "_features", "_search"]
+EXTENSIONS = ["_cluster", "_features", "_inverted", "_search"]
 
 OPENMP_PROBE = textwrap.dedent(
     """

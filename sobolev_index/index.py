@@ -1,7 +1,7 @@
 """SobolevIndex: a persistent, incrementally updatable, exact k-NN index under S_p.
 
 This is the one module that knows both storage (``storage.py``) and search
-(``_search``). The on-disk protocol is described in ``storage.py`` and in the
+(``inverted.py`` for finite p, ``_search`` for p = inf and verification). The on-disk protocol is described in ``storage.py`` and in the
 README's format section.
 """
 import math
@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from . import _search, storage
+from . import _search, inverted, storage
 from .errors import (
     CorruptIndexError,
     DuplicateKeyError,
@@ -34,13 +34,6 @@ __all__ = ["SobolevIndex", "SearchResult"]
 TIER = 8
 # Queries scanned together; bounds the (queries x rows) distance buffer.
 QUERY_CHUNK = 64
-# Segments with at least this many rows get clusters with bounding boxes,
-# about ROWS_PER_CLUSTER rows each, so that search can skip most of them.
-PRUNE_MIN_ROWS = 4096
-ROWS_PER_CLUSTER = 256
-# Above this fraction of rows left to scan, a query at a time loses to the
-# blocked full scan.
-PRUNE_MAX_FRACTION = 0.25
 # Rows per segment whose features verify() rebuilds from the raw measures.
 VERIFY_SAMPLE = 64
 # How often a reader retries a snapshot whose files a writer just replaced.
@@ -94,32 +87,31 @@ class _Segment:
     def _forget_other_p(self, p):
         # Scaled copies cost as much memory as the features; keep those of
         # the two most recent p values (all roots), not one per p ever used.
-        ps = list(dict.fromkeys(key[-1] for key in self._scaled))
+        ps = list(dict.fromkeys(key[-1] for key in self._scaled if key != "inverted"))
         if p not in ps and len(ps) >= 2:
             oldest = ps[0]
-            for key in [key for key in self._scaled if key[-1] == oldest]:
+            for key in [key for key in self._scaled if key != "inverted" and key[-1] == oldest]:
                 del self._scaled[key]
 
-    def scaled_boxes(self, position, p, tree):
-        """Cluster boxes (indptr, indices, lo, hi) scaled like the rows."""
-        key = ("boxes", position, p)
-        if key not in self._scaled:
-            self._forget_other_p(p)
-            indptr, indices, lo, hi = self.data.boxes[position]
-            n_boxes = len(self.data.cluster_offsets) - 1
-            if (len(indptr) != n_boxes + 1 or indptr[0] != 0 or indptr[-1] != len(indices)
-                    or np.any(np.diff(indptr) < 0) or len(lo) != len(indices)
-                    or len(hi) != len(indices)
-                    or (len(indices) and (indices.min() < 0 or indices.max() >= tree.n_nodes))
-                    or self.data.cluster_offsets[-1] != self.rows):
+    def inverted_file(self, trees):
+        """The segment's inverted file, checked once; and its feature rows,
+        checked too, since exact distances are merged from them."""
+        if "inverted" not in self._scaled:
+            if self.data.inverted is None:
                 raise CorruptIndexError(
-                    f"segment {self.file} has malformed cluster boxes; run verify() and "
-                    "restore the file from a backup")
-            factor = 1.0 if math.isinf(p) else tree.length[indices] ** (1.0 / p)
-            self._scaled[key] = (np.ascontiguousarray(indptr, dtype=np.int64),
-                                 np.ascontiguousarray(indices, dtype=np.int32),
-                                 np.ascontiguousarray(lo * factor), np.ascontiguousarray(hi * factor))
-        return self._scaled[key]
+                    f"segment {self.file} has no inverted file; run verify() and restore "
+                    "the file from a backup")
+            for position, tree in enumerate(trees):
+                indptr, indices, data = self.data.features[position]
+                try:
+                    inverted.check_csr(indptr, indices, len(data), tree.n_nodes)
+                except ValueError as exc:
+                    raise CorruptIndexError(
+                        f"segment {self.file} has malformed features for root {position} "
+                        f"({exc}); run verify() and restore the file from a backup") from None
+            self._scaled["inverted"] = inverted.InvertedFile(
+                self.data.inverted, self.rows, trees, self.file)
+        return self._scaled["inverted"]
 
     def scaled(self, position, p, tree):
         """Row arrays scaled by w^(1/p) for root ``position``, and their norms."""
@@ -459,11 +451,9 @@ class SobolevIndex:
             features=[(f.indptr.astype(np.int64), f.indices.astype(np.int32), f.data)
                       for f in features],
         )
+        data.inverted = inverted.build(data.features, self.graph.n_nodes)
         segment_id = int(self._meta["next_segment_id"])
         row_of = np.arange(n)
-        if n >= PRUNE_MIN_ROWS:
-            data, permutation = _with_clusters(data, self.trees, seed=segment_id)
-            row_of[permutation] = np.arange(n)
         file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
         now = storage._now()
         segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": data.nnz,
@@ -578,9 +568,7 @@ class SobolevIndex:
         if len(doc_ids):
             data = _concat_rows(parts, order, len(self.roots))
             labels = np.concatenate([s.labels[rows] for s, rows in parts])[order]
-            if data.rows >= PRUNE_MIN_ROWS:
-                data, permutation = _with_clusters(data, self.trees, seed=segment_id)
-                labels = labels[permutation]
+            data.inverted = inverted.build(data.features, self.graph.n_nodes)
             file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
             segment_row = {"id": segment_id, "file": file, "rows": data.rows, "nnz": data.nnz,
                            "bytes": nbytes, "checksum": checksum, "created_at": storage._now()}
@@ -635,11 +623,9 @@ class SobolevIndex:
         keys = [[] for _ in range(n_queries)]
         labels = [[] for _ in range(n_queries)]
         distances = np.full((n_queries, k), np.inf)
-        scaled_queries = [_scaled_rows(F, self.trees[positions[r]], p)
-                          for r, F in enumerate(query_features)]
         for start in range(0, n_queries, QUERY_CHUNK):
             stop = min(n_queries, start + QUERY_CHUNK)
-            found = self._search_chunk(scaled_queries, start, stop, k, p, positions, eta,
+            found = self._search_chunk(query_features, start, stop, k, p, positions, eta,
                                        masks, n_threads)
             for i, (dist, segs, rows) in enumerate(found):
                 q = start + i
@@ -705,44 +691,35 @@ class SobolevIndex:
                 mask &= keep
         return masks
 
-    def _search_chunk(self, scaled_queries, start, stop, k, p, positions, eta, masks, n_threads):
+    def _search_chunk(self, query_features, start, stop, k, p, positions, eta, masks, n_threads):
         n_q = stop - start
-        queries = [_csr_rows(q, start, stop) for q in scaled_queries]
         single = len(positions) == 1
         best = [_TopK(k) for _ in range(n_q)]
-
-        def distances(segment, query_rows, rows):
-            """Combined distances (p-th powers for one root) of queries x rows."""
-            total = None
-            for r, position in enumerate(positions):
-                y_indptr, y_indices, y_data, y_norm = segment.scaled(position, p, self.trees[position])
-                q = queries[r] if query_rows is None else _csr_rows(queries[r], *query_rows)
-                out = np.empty((q[0].shape[0] - 1, segment.rows if rows is None else len(rows)))
-                _search.scan_powers(*q, y_indptr, y_indices, y_data, y_norm, self.graph.n_nodes,
-                                    p, out, n_threads=n_threads, rows=rows)
-                if single:
-                    return out
-                if not math.isinf(p) and p != 1.0:
-                    np.power(out, 1.0 / p, out=out)
-                out *= eta[r]
-                total = out if total is None else np.add(total, out, out=total)
-            return total
-
         for s, (segment, mask) in enumerate(zip(self._segments, masks)):
             if not mask.any():
                 continue
-            if segment.data.cluster_offsets is not None and self._search_pruned(
-                    s, segment, mask, queries, best, p, positions, eta, single, distances,
-                    n_threads):
-                continue
-            total = distances(segment, None, None)
-            total[:, ~mask] = np.inf
             doc_ids = segment.data.doc_ids
-            kk = min(k, int(mask.sum()))
-            threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
-            for i in range(n_q):
-                rows = np.flatnonzero(total[i] <= threshold[i])
-                best[i].offer(total[i, rows], doc_ids[rows], s, rows)
+            if math.isinf(p):
+                # No identity splits the max-norm over shared columns, so p =
+                # inf scans every row.
+                total = self._scan_segment(segment, query_features, start, stop, positions,
+                                           eta, n_threads)
+                total[:, ~mask] = np.inf
+                kk = min(k, int(mask.sum()))
+                threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
+                for i in range(n_q):
+                    rows = np.flatnonzero(total[i] <= threshold[i])
+                    best[i].offer(total[i, rows], doc_ids[rows], s, rows)
+                continue
+            queries = [_csr_rows((F.indptr, F.indices, F.data), start, stop)
+                       for F in query_features]
+            limits = np.array([top.kth() for top in best])
+            found = segment.inverted_file(self.trees).search(
+                segment.data.features, queries, positions, eta, mask, limits, k, p,
+                n_threads=n_threads)
+            for top, (rows, values) in zip(best, found):
+                if len(rows):
+                    top.offer(values, doc_ids[rows], s, rows)
         found = []
         for top in best:
             dist, segs, rows = top.result()
@@ -751,101 +728,21 @@ class SobolevIndex:
             found.append((dist, segs, rows))
         return found
 
-    def _search_pruned(self, s, segment, mask, queries, best, p, positions, eta, single,
-                       distances, n_threads):
-        """Scan only the clusters whose bounding box may hold a top-k row.
-
-        The box of a cluster bounds the distance from a query to all of its
-        rows from below, so clusters are visited by increasing bound and the
-        rest are skipped once the bound exceeds the current k-th distance.
-
-        Where the bounds are too weak to skip much (high-dimensional data
-        often makes them so), a query at a time costs more than the blocked
-        full scan; a probe on the first query decides, and False tells the
-        caller to run the full scan instead.
-        """
-        offsets = np.asarray(segment.data.cluster_offsets)
-        n_clusters = len(offsets) - 1
-        n_q = len(best)
-        bounds = np.zeros((n_q, n_clusters))
+    def _scan_segment(self, segment, query_features, start, stop, positions, eta, n_threads):
+        """sum_s eta_s S_inf from every query to every row of a segment."""
+        total = None
         for r, position in enumerate(positions):
-            box = segment.scaled_boxes(position, p, self.trees[position])
-            out = np.empty((n_q, n_clusters))
-            _search.box_lower_bounds(*queries[r], *box, self.graph.n_nodes, p, out,
-                                     n_threads=n_threads)
-            if single:
-                bounds = out
-            else:
-                if not math.isinf(p) and p != 1.0:
-                    np.power(out, 1.0 / p, out=out)
-                bounds += eta[r] * out
-        sizes = np.diff(offsets)
-        cluster_of_row = np.repeat(np.arange(n_clusters), sizes)
-        # bincount, not reduceat: clusters may be empty (identical seed rows).
-        live_per_cluster = np.bincount(cluster_of_row, weights=mask, minlength=n_clusters)
-        empty = live_per_cluster == 0
-        bounds[:, empty] = np.inf
-        doc_ids = segment.data.doc_ids
-        # Rounding differs between bounds and distances (both are sums that
-        # cancel terms as large as the query's norm); never prune on a near-tie.
-        slack = 1.0 + 1e-9
-        # The bound sums |q|_p^p with terms that cancel it, so it can be off by
-        # about 1e-16 |q|_p^p in p-th-power units, which is at most
-        # (1e-16 |q|_p^p)^(1/p) in distance units.
-        norm_slack = np.zeros(n_q)
-        if not math.isinf(p):
-            for r in range(len(positions)):
-                q_power = _search.row_power_sums(queries[r][0], queries[r][2], p)
-                if single:
-                    norm_slack += 1e-12 * q_power
-                else:
-                    norm_slack += eta[r] * (1e-12 * q_power) ** (1.0 / p)
-        probe = None
-        for i in range(n_q):
-            order = np.argsort(bounds[i], kind="stable")
-            top = best[i]
-            if probe is None:
-                # Dry run on a copy: how much would the first query scan?
-                probe = _TopK(top.k)
-                probe.offer(top.dist, top.docs, -1, top.rows)
-                need, chosen = probe.k - probe.size, []
-                for c in order:
-                    if need <= 0 or not np.isfinite(bounds[i, c]):
-                        break
-                    chosen.append(c)
-                    need -= live_per_cluster[c]
-                if chosen:
-                    rows = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in chosen])
-                    rows = rows[mask[rows]].astype(np.int64)
-                    probe.offer(distances(segment, (i, i + 1), rows)[0], doc_ids[rows], -1, rows)
-                needed = live_per_cluster[bounds[i] <= probe.kth() * slack + norm_slack[i]].sum()
-                if needed > PRUNE_MAX_FRACTION * mask.sum():
-                    return False
-            scanned = np.zeros(n_clusters, dtype=bool)
-            # First the nearest clusters until they hold k candidates, so the
-            # k-th distance is finite; then every cluster whose bound is below it.
-            need = top.k - top.size
-            chosen = []
-            for c in order:
-                if need <= 0 or not np.isfinite(bounds[i, c]):
-                    break
-                chosen.append(c)
-                need -= live_per_cluster[c]
-            for phase in range(2):
-                if phase == 1:
-                    kth = top.kth()
-                    chosen = [c for c in order
-                              if not scanned[c] and bounds[i, c] <= kth * slack + norm_slack[i]]
-                if not chosen:
-                    continue
-                scanned[chosen] = True
-                rows = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in chosen])
-                rows = rows[mask[rows]].astype(np.int64)
-                if len(rows) == 0:
-                    continue
-                dist = distances(segment, (i, i + 1), rows)[0]
-                top.offer(dist, doc_ids[rows], s, rows)
-        return True
+            tree = self.trees[position]
+            q = _csr_rows(_scaled_rows(query_features[r], tree, math.inf), start, stop)
+            y_indptr, y_indices, y_data, y_norm = segment.scaled(position, math.inf, tree)
+            out = np.empty((stop - start, segment.rows))
+            _search.scan_powers(*q, y_indptr, y_indices, y_data, y_norm, self.graph.n_nodes,
+                                math.inf, out, n_threads=n_threads)
+            if len(positions) == 1:
+                return out
+            out *= eta[r]
+            total = out if total is None else np.add(total, out, out=total)
+        return total
 
     # ---------------------------------------------------------------- verify
     def verify(self, repair=False, sample=VERIFY_SAMPLE, seed=0):
@@ -976,63 +873,6 @@ def _take_rows(data, order):
     features = [tuple(_gather_rows(f[0], f[1:], order)) for f in data.features]
     return storage.SegmentData(doc_ids=np.asarray(data.doc_ids)[order], indptr=measures[0],
                                nodes=measures[1], masses=measures[2], features=features)
-
-
-def _with_clusters(data, trees, seed):
-    """Group the rows of a large segment into clusters with bounding boxes.
-
-    Seeds are random rows; every row joins its nearest seed under S_1 on the
-    first tree. Returns the reordered SegmentData (rows grouped by cluster,
-    doc-id order within a cluster) and the permutation applied.
-    """
-    n = data.rows
-    n_clusters = max(2, n // ROWS_PER_CLUSTER)
-    tree = trees[0]
-    indptr, indices, values = data.features[0]
-    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-    indices = np.ascontiguousarray(indices, dtype=np.int32)
-    scaled = np.ascontiguousarray(values * tree.length[indices])
-    seeds = np.sort(np.random.default_rng(seed).choice(n, n_clusters, replace=False))
-    seed_rows = _gather_rows(indptr, (indices, scaled), seeds)
-    norms = _search.row_power_sums(indptr, scaled, 1.0)
-    labels = np.empty(n, dtype=np.int64)
-    # Rows are assigned a block at a time, so memory stays O(seeds x block).
-    block = max(1, (1 << 24) // n_clusters)
-    for lo in range(0, n, block):
-        hi = min(n, lo + block)
-        dist = np.empty((n_clusters, hi - lo))
-        _search.scan_powers(seed_rows[0], seed_rows[1], seed_rows[2], indptr[lo:hi + 1],
-                            indices, scaled, norms[lo:hi], tree.n_nodes, 1.0, dist)
-        labels[lo:hi] = np.argmin(dist, axis=0)
-    order = np.lexsort((np.asarray(data.doc_ids), labels))
-    out = _take_rows(data, order)
-    counts = np.bincount(labels, minlength=n_clusters)
-    out.cluster_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    out.boxes = [_cluster_boxes(f, out.cluster_offsets, t.n_nodes)
-                 for f, t in zip(out.features, trees)]
-    return out, order
-
-
-def _cluster_boxes(features, offsets, n_cols):
-    """Per cluster, the elementwise max (support) and min of its rows."""
-    indptr, indices, values = features
-    matrix = sp.csr_matrix((values, indices, indptr), shape=(len(indptr) - 1, n_cols))
-    box_indptr, box_indices, box_lo, box_hi = [0], [], [], []
-    for c in range(len(offsets) - 1):
-        block = matrix[offsets[c]:offsets[c + 1]]
-        if block.shape[0] == 0:
-            box_indptr.append(box_indptr[-1])
-            continue
-        hi = sp.csr_matrix(block.max(axis=0))
-        hi.sort_indices()
-        lo = np.asarray(block.min(axis=0).todense()).ravel()[hi.indices]
-        box_indices.append(hi.indices.astype(np.int32))
-        box_hi.append(hi.data.astype(np.float64))
-        box_lo.append(lo.astype(np.float64))
-        box_indptr.append(box_indptr[-1] + len(hi.indices))
-    cat = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
-    return (np.asarray(box_indptr, dtype=np.int64), cat(box_indices, np.int32),
-            cat(box_lo, np.float64), cat(box_hi, np.float64))
 
 
 def _tier(rows):

@@ -37,7 +37,7 @@ from .errors import (
 )
 from .graph import Graph, ShortestPathTree
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 FORMAT_NAME = "sobolev-index"
 CATALOG = "catalog.sqlite"
 GRAPH_FILE = "graph.h5"
@@ -165,11 +165,8 @@ class SegmentData:
     nodes: np.ndarray
     masses: np.ndarray
     features: list = field(default_factory=list)
-    # Optional pruning structure: rows are grouped into clusters (row ranges
-    # cluster_offsets[c]:cluster_offsets[c+1]) and boxes[r] = (indptr,
-    # indices, lo, hi) holds each cluster's elementwise min and max features.
-    cluster_offsets: np.ndarray = None
-    boxes: list = None
+    # The inverted file over edges (see inverted.py): arrays by name.
+    inverted: dict = None
 
     @property
     def rows(self):
@@ -202,13 +199,8 @@ def write_segment(index_path, segment_id, data):
             f.create_dataset(f"features/{r}/indptr", data=indptr)
             f.create_dataset(f"features/{r}/indices", data=indices)
             f.create_dataset(f"features/{r}/data", data=values)
-        if data.cluster_offsets is not None:
-            f.create_dataset("clusters/offsets", data=data.cluster_offsets)
-            for r, (indptr, indices, lo, hi) in enumerate(data.boxes):
-                f.create_dataset(f"clusters/{r}/indptr", data=indptr)
-                f.create_dataset(f"clusters/{r}/indices", data=indices)
-                f.create_dataset(f"clusters/{r}/lo", data=lo)
-                f.create_dataset(f"clusters/{r}/hi", data=hi)
+        for array, values in (data.inverted or {}).items():
+            f.create_dataset(f"inverted/{array}", data=values)
     _fsync_path(tmp)
     final = os.path.join(directory, name)
     os.replace(tmp, final)
@@ -247,12 +239,8 @@ def read_segment(index_path, name, n_roots, checksum=None):
                     for r in range(n_roots)
                 ],
             )
-            if "clusters" in f:
-                data.cluster_offsets = load(f["clusters/offsets"])
-                data.boxes = [
-                    tuple(load(f[f"clusters/{r}/{name}"]) for name in ("indptr", "indices", "lo", "hi"))
-                    for r in range(n_roots)
-                ]
+            if "inverted" in f:
+                data.inverted = {array: load(dataset) for array, dataset in f["inverted"].items()}
     except (OSError, KeyError) as exc:
         if not os.path.exists(path):
             # Merged away by a writer after the caller read the catalog.

@@ -1,0 +1,270 @@
+"""A segment's inverted file over edges: how it is built, checked and searched.
+
+Each segment stores, next to its feature rows, the same values column by
+column (posting lists) for every root, except for the few columns present in
+most rows, which are kept as a dense block (see ``_inverted.pyx`` for the
+bounds this allows). A query then reads the postings of its own edges only,
+and the dense block only for rows whose lower bound can still reach the top k.
+
+This module knows nothing of files or SQLite: ``storage.py`` writes and reads
+the arrays, ``index.py`` decides which segments to search.
+"""
+import math
+
+import numpy as np
+
+from . import _inverted
+from ._features import effective_threads
+from .errors import CorruptIndexError
+
+# A column goes into the dense block when at least this fraction of the
+# segment's rows have it: its postings would cost more bytes than the dense
+# column, and a query would read most of them anyway. (On the benchmark
+# corpus, 0.25 and 0.35 searched slower: more rows passed the bounds into
+# the wider dense block than the postings saved.)
+DENSE_MIN_FRACTION = 0.5
+DENSE_MAX_COLUMNS = 128
+# Small segments are searched in a blink either way; keep them all postings.
+DENSE_MIN_ROWS = 64
+# Rows per pass of a query over its postings: the accumulator (8 bytes per
+# row and selected root) stays in the L2 cache.
+CHUNK = 8192
+# Candidate slots per (query, row range); more ties than this fall back to
+# taking every row of the range.
+MIN_CANDIDATE_SLOTS = 64
+# Dense columns of a root are cut into this many groups (by frequency rank),
+# and each row keeps its norm per group: a tighter bound than the whole
+# dense norm, read before the row's dense values.
+DENSE_GROUPS = 16
+
+ARRAYS = ("ptr", "rows", "values", "dense", "dense_columns", "dense_ptr")
+
+
+def build(features, n_cols):
+    """The inverted file of one segment's feature rows (one CSR per root).
+
+    Returns a dict of arrays stacked over roots: column c of root r is slot
+    r * n_cols + c; ``dense`` holds the dense columns of all roots side by
+    side, root r's being ``dense_columns[dense_ptr[r]:dense_ptr[r + 1]]``.
+    """
+    ptrs, rows, values, denses, columns = [], [], [], [], []
+    offset = 0
+    n_rows = len(features[0][0]) - 1 if features else 0
+    for indptr, indices, data in features:
+        indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        indices = np.ascontiguousarray(indices, dtype=np.int32)
+        data = np.ascontiguousarray(data, dtype=np.float64)
+        dense_columns = _dense_columns(indices, n_rows, n_cols)
+        ptr, post_rows, post_values, dense = _inverted.build_inverted(
+            indptr, indices, data, n_cols, dense_columns)
+        ptrs.append(ptr[:-1] + offset)
+        offset += int(ptr[-1])
+        rows.append(post_rows)
+        values.append(post_values)
+        denses.append(dense)
+        columns.append(dense_columns)
+    dense_ptr = np.zeros(len(features) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in columns], out=dense_ptr[1:])
+    return {
+        "ptr": np.concatenate(ptrs + [[offset]]).astype(np.int64),
+        "rows": np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32),
+        "values": np.concatenate(values) if values else np.zeros(0),
+        "dense": (np.ascontiguousarray(np.hstack(denses)) if denses
+                  else np.zeros((n_rows, 0))),
+        "dense_columns": (np.concatenate(columns).astype(np.int32) if columns
+                          else np.zeros(0, np.int32)),
+        "dense_ptr": dense_ptr,
+    }
+
+
+def _dense_columns(indices, n_rows, n_cols):
+    if n_rows < DENSE_MIN_ROWS or len(indices) == 0:
+        return np.zeros(0, dtype=np.int32)
+    df = np.bincount(indices, minlength=n_cols)
+    common = np.flatnonzero(df >= DENSE_MIN_FRACTION * n_rows)
+    # Most frequent first: groups of neighbouring ranks bound best.
+    common = common[np.argsort(-df[common], kind="stable")[:DENSE_MAX_COLUMNS]]
+    return common.astype(np.int32)
+
+
+class InvertedFile:
+    """A segment's inverted file, checked, with per-p row norms cached."""
+
+    def __init__(self, arrays, n_rows, trees, name):
+        self.n_rows = n_rows
+        self.n_roots = len(trees)
+        self.n_cols = trees[0].n_nodes
+        self._check(arrays, name)
+        self.ptr = np.ascontiguousarray(arrays["ptr"], dtype=np.int64)
+        self.rows = np.ascontiguousarray(arrays["rows"], dtype=np.int32)
+        self.values = np.ascontiguousarray(arrays["values"], dtype=np.float64)
+        self.dense = np.ascontiguousarray(arrays["dense"], dtype=np.float64)
+        self.dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
+        dense_columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
+        self.weight = np.concatenate([t.length for t in trees]).astype(np.float64)
+        self.col_slot = np.full(self.n_roots * self.n_cols, -1, dtype=np.int32)
+        slots = np.concatenate([
+            r * self.n_cols + dense_columns[self.dense_ptr[r]:self.dense_ptr[r + 1]]
+            for r in range(self.n_roots)])
+        self.col_slot[slots] = np.arange(len(slots), dtype=np.int32)
+        self.dense_weight = np.ascontiguousarray(self.weight[slots])
+        group_ptr, root_groups = [0], [0]
+        for r in range(self.n_roots):
+            start, stop = self.dense_ptr[r], self.dense_ptr[r + 1]
+            n_groups = min(DENSE_GROUPS, stop - start)
+            for g in range(1, n_groups + 1):
+                group_ptr.append(start + (stop - start) * g // n_groups)
+            root_groups.append(root_groups[-1] + n_groups)
+        self.group_ptr = np.asarray(group_ptr, dtype=np.int64)
+        self.root_groups = np.asarray(root_groups, dtype=np.int64)
+        self._norms = {}
+
+    def _check(self, arrays, name):
+        # The arrays come from a file: an inconsistent one would send the
+        # kernel's unchecked loops outside their buffers.
+        def fail(what):
+            raise CorruptIndexError(
+                f"segment {name} has a malformed inverted file ({what}); run verify() and "
+                "restore the file from a backup")
+
+        missing = [a for a in ARRAYS if a not in arrays]
+        if missing:
+            fail(f"missing {', '.join(missing)}")
+        n_roots, n_cols, n_rows = self.n_roots, self.n_cols, self.n_rows
+        ptr, rows = np.asarray(arrays["ptr"]), np.asarray(arrays["rows"])
+        values, dense = np.asarray(arrays["values"]), np.asarray(arrays["dense"])
+        columns, dense_ptr = np.asarray(arrays["dense_columns"]), np.asarray(arrays["dense_ptr"])
+        if ptr.shape != (n_roots * n_cols + 1,) or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
+                or ptr[-1] != len(rows) or len(values) != len(rows):
+            fail("posting pointers do not match the postings")
+        try:
+            _inverted.check_postings(np.ascontiguousarray(ptr, dtype=np.int64),
+                                     np.ascontiguousarray(rows, dtype=np.int32), n_rows)
+        except ValueError as exc:
+            fail(str(exc))
+        if dense_ptr.shape != (n_roots + 1,) or dense_ptr[0] != 0 \
+                or np.any(np.diff(dense_ptr) < 0) or dense_ptr[-1] != len(columns):
+            fail("dense-column pointers do not match the dense columns")
+        if dense.ndim != 2 or dense.shape != (n_rows, len(columns)):
+            fail(f"the dense block has shape {dense.shape}; expected {(n_rows, len(columns))}")
+        if len(columns) and (columns.min() < 0 or columns.max() >= n_cols):
+            fail(f"a dense column is outside 0..{n_cols - 1}")
+        for r in range(n_roots):
+            own = columns[dense_ptr[r]:dense_ptr[r + 1]]
+            if len(np.unique(own)) != len(own):
+                fail(f"root {r} lists a dense column twice")
+            # A dense column keeps no postings.
+            if len(own) and np.any(ptr[r * n_cols + own + 1] != ptr[r * n_cols + own]):
+                fail(f"root {r} has postings for a dense column")
+
+    def norms(self, p, features):
+        """(low, high, high_root, group_root) for this p: per root and row the
+        posted and dense norms and the latter's 1/p power, and per row and
+        dense group the group norm's 1/p power. The two most recent p values
+        are kept."""
+        if p not in self._norms:
+            if len(self._norms) >= 2:
+                del self._norms[next(iter(self._norms))]
+            shape = (self.n_roots, self.n_rows)
+            low, high, high_root = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+            for r, (indptr, indices, data) in enumerate(features):
+                slot = self.col_slot[r * self.n_cols:(r + 1) * self.n_cols]
+                w = self.weight[r * self.n_cols:(r + 1) * self.n_cols]
+                _inverted.split_power_sums(
+                    np.ascontiguousarray(indptr, dtype=np.int64),
+                    np.ascontiguousarray(indices, dtype=np.int32),
+                    np.ascontiguousarray(data, dtype=np.float64),
+                    w, slot, p, low[r], high[r], high_root[r])
+            n_groups = len(self.group_ptr) - 1
+            group_root = np.zeros((self.n_rows, n_groups))
+            if n_groups:
+                starts = self.group_ptr[:-1]
+                block = max(1, (1 << 22) // max(1, self.dense.shape[1]))
+                for lo in range(0, self.n_rows, block):
+                    part = np.abs(self.dense[lo:lo + block]) ** p * self.dense_weight
+                    group_root[lo:lo + block] = np.add.reduceat(part, starts, axis=1) ** (1.0 / p)
+            self._norms[p] = (low, high, high_root, group_root)
+        return self._norms[p]
+
+    def search(self, features, queries, positions, eta, mask, limits, k, p, n_threads=None):
+        """Exact distances of the candidate rows for each query.
+
+        ``features``: the segment's raw feature rows per root (CSR arrays,
+        already checked); ``queries``: raw query rows per selected root, as
+        (indptr, indices, data); ``positions``: the selected roots; ``mask``:
+        rows that may be returned; ``limits``: per query, the k-th value found
+        so far (inf if none), in the units of the result: p-th powers for one
+        root, else sum_s eta_s S_p. Returns, per query, (rows, values).
+        """
+        n_q = len(queries[0][0]) - 1
+        n_rows = self.n_rows
+        positions = np.asarray(positions, dtype=np.int64)
+        eta = np.ascontiguousarray(eta, dtype=np.float64)
+        low, high, high_root, group_root = self.norms(p, features)
+        stacked = _stack_rows(queries)
+        n_workers = effective_threads(n_threads)
+        # Enough row ranges for every thread to have work, few enough that
+        # each range still fills its top k.
+        n_groups = 1
+        if n_q < 2 * n_workers:
+            n_groups = max(1, min(math.ceil(2 * n_workers / n_q), n_rows // CHUNK))
+        slots = max(4 * k, MIN_CANDIDATE_SLOTS)
+        cand_rows = np.zeros((n_q, n_groups, slots), dtype=np.int64)
+        cand_count = np.zeros((n_q, n_groups), dtype=np.int64)
+        _inverted.search(
+            *stacked, n_q, self.ptr, self.rows, self.values, self.col_slot, self.weight,
+            self.dense, self.dense_ptr, self.dense_weight, self.group_ptr, self.root_groups,
+            low, high, high_root, group_root,
+            positions, eta, np.ascontiguousarray(mask).view(np.uint8),
+            np.ascontiguousarray(limits, dtype=np.float64), k, p, n_groups, CHUNK,
+            cand_rows, cand_count, n_threads=n_threads)
+
+        pair_query, pair_row = [], []
+        for i in range(n_q):
+            for g in range(n_groups):
+                count = cand_count[i, g]
+                if count < 0:
+                    lo, hi = g * n_rows // n_groups, (g + 1) * n_rows // n_groups
+                    rows = lo + np.flatnonzero(mask[lo:hi])
+                else:
+                    rows = cand_rows[i, g, :count]
+                pair_row.append(rows)
+                pair_query.append(np.full(len(rows), i, dtype=np.int64))
+        pair_row = np.concatenate(pair_row).astype(np.int64)
+        pair_query = np.concatenate(pair_query)
+        single = len(positions) == 1
+        total = np.zeros(len(pair_row))
+        for s, r in enumerate(positions):
+            indptr, indices, data = features[r]
+            out = np.empty(len(pair_row))
+            _inverted.pair_powers(
+                *queries[s], np.ascontiguousarray(indptr, dtype=np.int64),
+                np.ascontiguousarray(indices, dtype=np.int32),
+                np.ascontiguousarray(data, dtype=np.float64),
+                self.weight[r * self.n_cols:(r + 1) * self.n_cols],
+                pair_query, pair_row, p, out, n_threads=n_threads)
+            if single:
+                total = out
+            else:
+                if p != 1.0:
+                    np.power(out, 1.0 / p, out=out)
+                total += eta[s] * out
+        bounds = np.searchsorted(pair_query, np.arange(n_q + 1))
+        return [(pair_row[bounds[i]:bounds[i + 1]], total[bounds[i]:bounds[i + 1]])
+                for i in range(n_q)]
+
+
+def _stack_rows(blocks):
+    """CSR blocks of the same number of rows, one after the other."""
+    nnz = np.cumsum([0] + [int(b[0][-1]) for b in blocks])
+    indptr = np.concatenate([np.asarray(b[0][:-1], dtype=np.int64) + nnz[s]
+                             for s, b in enumerate(blocks)] + [[nnz[-1]]]).astype(np.int64)
+    indices = np.concatenate([np.asarray(b[1], dtype=np.int32) for b in blocks])
+    data = np.concatenate([np.asarray(b[2], dtype=np.float64) for b in blocks])
+    return indptr, indices, data
+
+
+def check_csr(indptr, indices, n_values, n_cols):
+    """ValueError unless (indptr, indices) is a CSR matrix with sorted columns."""
+    _inverted.check_csr(np.ascontiguousarray(indptr, dtype=np.int64),
+                        np.ascontiguousarray(indices, dtype=np.int32), int(n_values), int(n_cols))

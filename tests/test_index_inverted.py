@@ -1,0 +1,184 @@
+"""The inverted-file search must return exactly what a brute-force scan returns.
+
+The module constants are lowered so that test-sized segments exercise every
+path: dense columns with their group bounds, many row chunks per query,
+several row ranges per query (single queries), candidate overflow, and
+limits carried from one segment to the next. Expected results come from
+``pairwise_sobolev`` on freshly computed features, which shares no code with
+the inverted file.
+"""
+import numpy as np
+import pytest
+
+import sobolev_index._inverted as inverted_kernels
+import sobolev_index.inverted as inverted_module
+from sobolev_index import CorruptIndexError, Graph, SobolevIndex, pairwise_sobolev
+
+LAYOUTS = {
+    # Dense columns in every segment, 4 groups, 64-row chunks.
+    "dense-small-chunks": dict(DENSE_MIN_ROWS=16, DENSE_MIN_FRACTION=0.3, DENSE_GROUPS=4,
+                               CHUNK=64),
+    # Only postings.
+    "postings-only": dict(DENSE_MIN_FRACTION=2.0, CHUNK=128),
+    # One column per group: the group bound is the exact dense part.
+    "dense-exact-groups": dict(DENSE_MIN_ROWS=16, DENSE_MIN_FRACTION=0.1, DENSE_GROUPS=1000),
+}
+
+
+def _apply(monkeypatch, layout):
+    for name, value in LAYOUTS[layout].items():
+        assert hasattr(inverted_module, name), name
+        monkeypatch.setattr(inverted_module, name, value)
+
+
+@pytest.fixture(params=sorted(LAYOUTS))
+def topic_index(tmp_path, monkeypatch, request):
+    _apply(monkeypatch, request.param)
+    rng = np.random.default_rng(7)
+    anchors = rng.normal(size=(6, 5)) * 4
+    points = np.concatenate([a + rng.normal(size=(80, 5)) for a in anchors])
+    graph = Graph.from_points(points, n_nodes=150, edges="log", seed=3)
+    topic_nodes = [np.unique(graph.assignment[i * 80:(i + 1) * 80]) for i in range(6)]
+    measures = []
+    for i in range(700):
+        pick = rng.choice(topic_nodes[i % 6], size=rng.integers(2, 12))
+        measures.append((pick, rng.random(len(pick)) + 0.1))
+    index = SobolevIndex.create(tmp_path / "idx", graph, roots=3, seed=1)
+    keys = index.add(measures[:300], labels=[str(i % 6) for i in range(300)])
+    keys += index.add(measures[300:], labels=[str(i % 6) for i in range(300, 700)])
+    if request.param != "postings-only":
+        assert all(s.data.inverted["dense_ptr"][-1] > 0 for s in index._segments)
+    yield index, measures, keys
+    index.close()
+
+
+def brute_force(index, measures, alive, queries, p, positions):
+    trees = [index.trees[r] for r in positions]
+    F = [t.features_of(measures) for t in trees]
+    Q = [t.features_of(queries) for t in trees]
+    D = pairwise_sobolev(Q, F, trees=trees, p=p, eta=index.eta[positions])
+    D[:, ~alive] = np.inf
+    return D
+
+
+def check(result, D, keys, alive, k):
+    for i in range(D.shape[0]):
+        expected = np.sort(D[i])[:k]
+        np.testing.assert_allclose(result.distances[i], expected, rtol=1e-10, atol=1e-14)
+        for key, dist in zip(result.keys[i], result.distances[i]):
+            j = keys.index(key)
+            assert alive[j]
+            assert D[i, j] == pytest.approx(dist, rel=1e-10, abs=1e-14)
+
+
+@pytest.mark.parametrize("p", [1, 2, 1.5, 3, np.inf])
+@pytest.mark.parametrize("positions", [[0], [0, 1, 2]])
+def test_search_equals_brute_force(topic_index, p, positions):
+    index, measures, keys = topic_index
+    index.delete(keys[::7])
+    alive = np.ones(len(keys), dtype=bool)
+    alive[::7] = False
+    queries = measures[1:40:3] + [(np.array([0, 5, 9]), np.array([1.0, 2.0, 3.0]))]
+    D = brute_force(index, measures, alive, queries, p, positions)
+    check(index.search(queries, k=9, p=p, roots=positions), D, keys, alive, 9)
+    # One query at a time: the rows are split into ranges between threads.
+    for q in range(0, len(queries), 5):
+        result = index.search(queries[q:q + 1], k=4, p=p, roots=positions, n_threads=2)
+        check(result, D[q:q + 1], keys, alive, 4)
+
+
+def test_label_filter_and_thread_counts_agree(topic_index, monkeypatch):
+    # Small searches run serially; lower the threshold so two threads really run.
+    monkeypatch.setattr(inverted_kernels, "SERIAL_BELOW", 1)
+    index, measures, keys = topic_index
+    queries = measures[5:25]
+    labels = np.array([str(i % 6) for i in range(len(keys))])
+    for p in (1, 2):
+        one = index.search(queries, k=5, p=p, where={"label": "2"}, n_threads=1)
+        two = index.search(queries, k=5, p=p, where={"label": "2"}, n_threads=2)
+        assert one.keys == two.keys
+        assert np.array_equal(one.distances, two.distances)
+        D = brute_force(index, measures, labels == "2", queries, p, [0, 1, 2])
+        check(one, D, keys, labels == "2", 5)
+        single_one = index.search(queries[:1], k=5, p=p, n_threads=1)
+        single_two = index.search(queries[:1], k=5, p=p, n_threads=2)
+        assert single_one.keys == single_two.keys
+        assert np.array_equal(single_one.distances, single_two.distances)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_near_duplicates_are_found_exactly(tmp_path, monkeypatch, layout):
+    # Rows 1e-9 (relative) from the query: the k-th distance is tiny next to
+    # the norms that the shared-column identity cancels.
+    _apply(monkeypatch, layout)
+    rng = np.random.default_rng(11)
+    graph = Graph.from_points(rng.normal(size=(400, 4)), n_nodes=80, seed=2)
+    base_nodes = rng.choice(80, size=10, replace=False)
+    base_masses = rng.random(10) + 0.5
+    measures = [(base_nodes, base_masses * (1 + 1e-9 * rng.normal(size=10))) for _ in range(300)]
+    measures += [(rng.choice(80, size=6), rng.random(6) + 0.1) for _ in range(300)]
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=2, seed=0) as index:
+        keys = index.add(measures)
+        for p in (1, 2, 3):
+            for positions in ([0], [0, 1]):
+                result = index.search([(base_nodes, base_masses)], k=5, p=p, roots=positions)
+                D = brute_force(index, measures, np.ones(600, bool),
+                                [(base_nodes, base_masses)], p, positions)
+                order = np.lexsort((np.arange(600), D[0]))[:5]
+                np.testing.assert_allclose(result.distances[0], D[0, order], rtol=1e-6)
+                assert all(keys.index(k) < 300 for k in result.keys[0])
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
+    # 200 identical rows tie at distance 0, far more than the 8 slots a row
+    # range has: the range falls back to all its rows, and ties go to the
+    # lowest document ids.
+    _apply(monkeypatch, "dense-small-chunks")
+    monkeypatch.setattr(inverted_module, "MIN_CANDIDATE_SLOTS", 8)
+    rng = np.random.default_rng(5)
+    graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=40, seed=1)
+    measures = [([4, 5], None)] * 3 + [([1, 2, 3], [0.2, 0.3, 0.5])] * 200 + [([4, 6], None)] * 5
+    with SobolevIndex.create(tmp_path / "idx", graph, seed=0) as index:
+        keys = index.add(measures)
+        result = index.search([([1, 2, 3], [0.2, 0.3, 0.5])], k=7, p=p)
+        assert result.distances[0].tolist() == [0.0] * 7
+        assert result.keys[0] == keys[3:10]
+        single = index.search([([1, 2, 3], [0.2, 0.3, 0.5])], k=7, p=p, n_threads=2)
+        assert single.keys == result.keys
+
+
+@pytest.mark.parametrize("array,damage", [
+    ("rows", "row-out-of-range"),
+    ("rows", "descending"),
+    ("ptr", "decreasing"),
+    ("dense", "wrong-shape"),
+    ("dense_columns", "out-of-range"),
+])
+def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damage):
+    # Arrays read from a file reach unchecked loops; a malformed one must be
+    # a CorruptIndexError, never a crash or a wrong answer.
+    _apply(monkeypatch, "dense-small-chunks")
+    rng = np.random.default_rng(3)
+    graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=40, seed=1)
+    measures = [(rng.choice(40, size=5), None) for _ in range(100)]
+    with SobolevIndex.create(tmp_path / "idx", graph, seed=0) as index:
+        index.add(measures)
+        segment = index._segments[0]
+        arrays = {name: np.array(values) for name, values in segment.data.inverted.items()}
+        if damage == "row-out-of-range":
+            arrays["rows"][3] = 100
+        elif damage == "descending":
+            start = int(np.flatnonzero(np.diff(arrays["ptr"]) >= 2)[0])
+            at = arrays["ptr"][start]
+            arrays["rows"][at], arrays["rows"][at + 1] = arrays["rows"][at + 1], arrays["rows"][at]
+        elif damage == "decreasing":
+            arrays["ptr"][5] = arrays["ptr"][6] + 1
+        elif damage == "wrong-shape":
+            arrays["dense"] = arrays["dense"][:-1]
+        else:
+            arrays["dense_columns"][0] = 40
+        segment.data.inverted = arrays
+        segment._scaled.clear()
+        with pytest.raises(CorruptIndexError, match="inverted file"):
+            index.search(measures[:2], k=3, p=1)
