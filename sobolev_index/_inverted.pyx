@@ -35,6 +35,7 @@ from libc.string cimport memset
 
 import numpy as np
 
+from ._powers cimport abs_pow
 from ._typedefs cimport float64_t, node_t, offset_t
 from ._features import SERIAL_BELOW, effective_threads
 
@@ -52,13 +53,6 @@ cdef inline int _kind(float64_t p) noexcept nogil:
     return 2
 
 
-cdef inline float64_t _pow(float64_t x, float64_t p, int kind) noexcept nogil:
-    """|x|^p."""
-    if kind == 0:
-        return fabs(x)
-    if kind == 1:
-        return x * x
-    return pow(fabs(x), p)
 
 
 cdef inline float64_t _root(float64_t x, float64_t p, int kind) noexcept nogil:
@@ -136,7 +130,7 @@ def split_power_sums(
         lo = 0.0
         hi = 0.0
         for k in range(indptr[i], indptr[i + 1]):
-            term = weight[indices[k]] * _pow(data[k], p, kind)
+            term = weight[indices[k]] * abs_pow(data[k], p, kind)
             if col_slot[indices[k]] >= 0:
                 hi = hi + term
             else:
@@ -271,7 +265,7 @@ cdef float64_t _bound_norm(const Stored* st, const Query* q, Py_ssize_t j) noexc
     cdef float64_t total = 0.0, err, d_low
     for s in range(st.n_sel):
         d_low = _low_part(st, q, s, j, &err)
-        total = _combine(st, s, total, d_low - err + _pow(
+        total = _combine(st, s, total, d_low - err + abs_pow(
             q.norms[4 * s + 2] - st.x_high_root[st.positions[s] * st.n_rows + j],
             st.p, st.kind))
     return total
@@ -286,7 +280,7 @@ cdef float64_t _bound_groups(const Stored* st, const Query* q, Py_ssize_t j) noe
         r = st.positions[s]
         part = _low_part(st, q, s, j, &err) - err
         for g in range(st.root_groups[r], st.root_groups[r + 1]):
-            part = part + _pow(q.qg_root[g] - row[g], st.p, st.kind)
+            part = part + abs_pow(q.qg_root[g] - row[g], st.p, st.kind)
         total = _combine(st, s, total, part)
     return total
 
@@ -516,14 +510,14 @@ cdef void _search_units(
                 if h >= 0:
                     qh[h] = qd_v[t]
                 else:
-                    qnorm[4 * s] += weight[slot] * _pow(qd_v[t], p, kind)
+                    qnorm[4 * s] += weight[slot] * abs_pow(qd_v[t], p, kind)
                     cursor[q_entry] = _first_at_least(&pr_v[0], ptr[slot], ptr[slot + 1],
                                                       <int32_t> row_lo)
                 q_entry = q_entry + 1
             for gg in range(root_groups[r], root_groups[r + 1]):
                 v = 0.0
                 for h in range(group_ptr[gg], group_ptr[gg + 1]):
-                    v = v + dense_weight_v[h] * _pow(qh[h], p, kind)
+                    v = v + dense_weight_v[h] * abs_pow(qh[h], p, kind)
                 qg[gg] = _root(v, p, kind)
                 qnorm[4 * s + 1] += v
             qnorm[4 * s + 2] = _root(qnorm[4 * s + 1], p, kind)
@@ -653,13 +647,13 @@ def pair_powers(
         s = 0.0
         while a < a_end or b < b_end:
             if b >= b_end or (a < a_end and qi[a] < xi[b]):
-                s = s + weight[qi[a]] * _pow(qd[a], p, kind)
+                s = s + weight[qi[a]] * abs_pow(qd[a], p, kind)
                 a = a + 1
             elif a >= a_end or xi[b] < qi[a]:
-                s = s + weight[xi[b]] * _pow(xd[b], p, kind)
+                s = s + weight[xi[b]] * abs_pow(xd[b], p, kind)
                 b = b + 1
             else:
-                s = s + weight[qi[a]] * _pow(qd[a] - xd[b], p, kind)
+                s = s + weight[qi[a]] * abs_pow(qd[a] - xd[b], p, kind)
                 a = a + 1
                 b = b + 1
         out[t] = s

@@ -17,6 +17,7 @@ from libc.math cimport fabs, pow, isinf
 
 import numpy as np
 
+from ._powers cimport abs_pow
 from ._typedefs cimport float64_t, node_t, offset_t
 from ._features import SERIAL_BELOW, effective_threads
 
@@ -41,12 +42,6 @@ def _nonempty(array, dtype):
     return np.asarray(array) if len(array) else np.zeros(1, dtype)
 
 
-cdef inline float64_t _abs_pow(float64_t x, float64_t p, int kind) noexcept nogil:
-    if kind == 0:
-        return fabs(x)
-    if kind == 1:
-        return x * x
-    return pow(fabs(x), p)
 
 
 cdef float64_t _sum_pow_merged(
@@ -58,13 +53,13 @@ cdef float64_t _sum_pow_merged(
     cdef float64_t s = 0.0
     while xs < xe or ys < ye:
         if ys >= ye or (xs < xe and xi[xs] < yi[ys]):
-            s += _abs_pow(xv[xs], p, kind)
+            s += abs_pow(xv[xs], p, kind)
             xs += 1
         elif xs >= xe or yi[ys] < xi[xs]:
-            s += _abs_pow(yv[ys], p, kind)
+            s += abs_pow(yv[ys], p, kind)
             ys += 1
         else:
-            s += _abs_pow(xv[xs] - yv[ys], p, kind)
+            s += abs_pow(xv[xs] - yv[ys], p, kind)
             xs += 1
             ys += 1
     return s
@@ -117,7 +112,7 @@ cdef void _scatter_block(
             q_block[<Py_ssize_t> v * BLOCK + b] = x
             if kind == 2:
                 q_pow[<Py_ssize_t> v * BLOCK + b] = 0.0 if clear else pow(x, p)
-            totals[b] += _abs_pow(x, p, kind)
+            totals[b] += abs_pow(x, p, kind)
 
 
 cdef void _scatter_single(
@@ -136,7 +131,7 @@ cdef void _scatter_single(
         q[v] = x
         if kind == 2:
             q_pow[v] = 0.0 if clear else pow(x, p)
-        totals[0] += _abs_pow(x, p, kind)
+        totals[0] += abs_pow(x, p, kind)
 
 
 cdef void _accumulate_row(
@@ -275,7 +270,7 @@ def pairwise_powers(
     if kind != 3:
         for j in range(n_y):
             for k in range(y_indptr[j], y_indptr[j + 1]):
-                y_norm[j] += _abs_pow(yv[k], p, kind)
+                y_norm[j] += abs_pow(yv[k], p, kind)
 
     cdef Py_ssize_t n_blocks = (n_x + BLOCK - 1) // BLOCK
     cdef Py_ssize_t blk
@@ -332,7 +327,7 @@ def row_power_sums(const offset_t[::1] indptr, const float64_t[::1] data, float6
                 if fabs(data[k]) > out[i]:
                     out[i] = fabs(data[k])
             else:
-                out[i] += _abs_pow(data[k], p, kind)
+                out[i] += abs_pow(data[k], p, kind)
     return out_arr
 
 
@@ -506,7 +501,7 @@ def box_lower_bounds(
                 if qd[k] > total:
                     total = qd[k]
             else:
-                total = total + _abs_pow(qd[k], p, kind)
+                total = total + abs_pow(qd[k], p, kind)
         for c in range(n_b):
             bs = b_indptr[c]
             be = b_indptr[c + 1]
@@ -523,7 +518,7 @@ def box_lower_bounds(
                 s = total
                 for k in range(bs, be):
                     qv = q[tid, bi[k]]
-                    s = s + _abs_pow(_box_gap(qv, blo[k], bhi[k]), p, kind) - _abs_pow(qv, p, kind)
+                    s = s + abs_pow(_box_gap(qv, blo[k], bhi[k]), p, kind) - abs_pow(qv, p, kind)
                 if s < 0.0:
                     s = 0.0
             out[i, c] = s
@@ -570,6 +565,6 @@ def scale_rows(
                 if fabs(x) > s:
                     s = fabs(x)
             else:
-                s = s + _abs_pow(x, p, kind)
+                s = s + abs_pow(x, p, kind)
         norms[i] = s
     return values_arr, norms_arr
