@@ -50,3 +50,11 @@ class NotAnIndexError(CorruptIndexError):
 
 class UnsupportedFormatError(CorruptIndexError):
     """The index was written in a format version this release cannot read."""
+
+
+class VectorFileError(SobolevIndexError, ValueError):
+    """A word-vector file is malformed, truncated or has the wrong dimension."""
+
+
+class CorpusError(SobolevIndexError, ValueError):
+    """A corpus or input file cannot be read as documents or measures."""
