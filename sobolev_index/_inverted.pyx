@@ -511,8 +511,11 @@ cdef void _search_units(
                     qh[h] = qd_v[t]
                 else:
                     qnorm[4 * s] += weight[slot] * abs_pow(qd_v[t], p, kind)
-                    cursor[q_entry] = _first_at_least(&pr_v[0], ptr[slot], ptr[slot + 1],
-                                                      <int32_t> row_lo)
+                    if row_lo == 0:
+                        cursor[q_entry] = ptr[slot]
+                    else:
+                        cursor[q_entry] = _first_at_least(&pr_v[0], ptr[slot], ptr[slot + 1],
+                                                          <int32_t> row_lo)
                 q_entry = q_entry + 1
             for gg in range(root_groups[r], root_groups[r + 1]):
                 v = 0.0

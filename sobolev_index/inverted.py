@@ -29,6 +29,9 @@ DENSE_MIN_ROWS = 64
 # Rows per pass of a query over its postings: the accumulator (8 bytes per
 # row and selected root) stays in the L2 cache.
 CHUNK = 8192
+# A single query's rows are split into ranges that threads search at once;
+# a range smaller than this would spend more on its own top k than it saves.
+MIN_RANGE_ROWS = 2048
 # Candidate slots per (query, row range); more ties than this fall back to
 # taking every row of the range.
 MIN_CANDIDATE_SLOTS = 64
@@ -207,7 +210,7 @@ class InvertedFile:
         # each range still fills its top k.
         n_groups = 1
         if n_q < 2 * n_workers:
-            n_groups = max(1, min(math.ceil(2 * n_workers / n_q), n_rows // CHUNK))
+            n_groups = max(1, min(math.ceil(2 * n_workers / n_q), n_rows // MIN_RANGE_ROWS))
         slots = max(4 * k, MIN_CANDIDATE_SLOTS)
         cand_rows = np.zeros((n_q, n_groups, slots), dtype=np.int64)
         cand_count = np.zeros((n_q, n_groups), dtype=np.int64)
