@@ -1,0 +1,756 @@
+"""Weighted point sets as measures: point clouds and persistence diagrams.
+
+A point set is a finite set of points in R^d with non-negative weights. It
+becomes a measure on a graph's nodes by sending every point to its nearest
+node and adding up the weights per node (:func:`pointsets_to_measures`). The
+graph is usually built from the points of all the sets together with
+:meth:`Graph.from_points <sobolev_index.graph.Graph.from_points>`.
+
+Two readers produce point sets:
+
+* :func:`read_point_clouds` reads JSON Lines, one point set per line::
+
+      {"key": "a", "points": [[0, 1], [2, 3]], "weights": [1, 3], "label": "x"}
+
+* :func:`read_diagrams` reads persistence diagrams, one per file, as CSV or
+  text (``birth, death`` rows) or ``.npy`` arrays (:func:`read_diagram`).
+
+Every malformed input raises :class:`~sobolev_index.errors.CorpusError` naming
+the file, the line (1-based) or array row (0-based), the field and what was
+expected.
+"""
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CorpusError
+
+__all__ = [
+    "PointSet",
+    "pointsets_to_measures",
+    "read_diagram",
+    "read_diagrams",
+    "read_point_clouds",
+]
+
+DIAGRAM_WEIGHTS = ("uniform", "persistence")
+DIAGRAM_COORDINATES = ("birth_death", "birth_persistence")
+# Header names recognised for the dimension column of a diagram file.
+DIMENSION_NAMES = ("dimension", "dim", "homology_dimension")
+# Numbers as json.loads returns them; bool is excluded on purpose, because
+# isinstance(True, int) would let `true` pass as the coordinate 1.
+_JSON_NUMBER = (int, float)
+
+
+# ---------------------------------------------------------------- record type
+@dataclass(eq=False)  # arrays make the generated __eq__ ambiguous
+class PointSet:
+    """A finite weighted point set in R^d: one future measure.
+
+    Parameters
+    ----------
+    key : str
+        Unique name of the point set (becomes the document key).
+    points : array-like of shape (n, d)
+        Finite coordinates, n >= 1 and d >= 1. Stored as C-contiguous float64.
+    weights : array-like of shape (n,), default=None
+        Finite, non-negative weights, not all zero. ``None`` means the uniform
+        weights 1 / n.
+    label : str or None, default=None
+        Optional class label.
+    fields : dict, default={}
+        Any other JSON-serialisable data kept with the point set.
+
+    Raises
+    ------
+    ValueError
+        If the key, shapes or values are invalid. The readers check their
+        input first, with file and line in the message, so they never get
+        here with bad values.
+    """
+
+    key: str
+    points: np.ndarray
+    weights: np.ndarray = None
+    label: str = None
+    fields: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.key, str) or not self.key:
+            raise ValueError(f"key is {self.key!r}; expected a non-empty str")
+        points = np.ascontiguousarray(self.points, dtype=np.float64)
+        if points.ndim != 2 or points.shape[0] < 1 or points.shape[1] < 1:
+            raise ValueError(
+                f"point set {self.key!r} has points of shape {points.shape}; "
+                "expected (n, d) with n >= 1 and d >= 1"
+            )
+        if not np.isfinite(points).all():
+            row = int(np.flatnonzero(~np.isfinite(points).all(axis=1))[0])
+            raise ValueError(f"point set {self.key!r} has a non-finite coordinate in row {row}")
+        n = points.shape[0]
+        if self.weights is None:
+            weights = np.full(n, 1.0 / n)
+        else:
+            weights = np.ascontiguousarray(self.weights, dtype=np.float64)
+        if weights.shape != (n,):
+            raise ValueError(
+                f"point set {self.key!r} has weights of shape {weights.shape}; expected ({n},), one per point"
+            )
+        if not np.isfinite(weights).all() or (weights < 0).any() or not weights.sum() > 0:
+            raise ValueError(
+                f"point set {self.key!r} has weights {weights!r:.80}; "
+                "expected finite values >= 0 with a positive, finite sum"
+            )
+        if self.label is not None and not isinstance(self.label, str):
+            raise ValueError(f"point set {self.key!r} has label {self.label!r}; expected a str or None")
+        if self.fields is None:
+            self.fields = {}
+        elif not isinstance(self.fields, dict):
+            raise ValueError(f"point set {self.key!r} has fields {self.fields!r:.60}; expected a dict")
+        self.points = points
+        self.weights = weights
+
+    def __len__(self):
+        return self.points.shape[0]
+
+    @property
+    def dim(self):
+        """Dimension d of the points."""
+        return self.points.shape[1]
+
+
+# ------------------------------------------------------------- shared helpers
+def _describe(value):
+    """A JSON value as a user would name it in their own file."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"the string {value!r:.40}"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return f"a list of {len(value)} items"
+    return repr(value)
+
+
+def _source_name(source):
+    if source == "-":
+        return "<stdin>"
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    name = getattr(source, "name", None)
+    return name if isinstance(name, str) else "<stream>"
+
+
+def _check_source(source):
+    """Fail at call time, not at the first next(), for a missing file."""
+    if isinstance(source, (str, os.PathLike)):
+        if source == "-":
+            return
+        if not os.path.exists(source):
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(source))
+        if os.path.isdir(source):
+            raise IsADirectoryError(21, "Is a directory", os.fspath(source))
+    elif not hasattr(source, "__iter__"):
+        raise TypeError(
+            f"source is {type(source).__name__}; expected a path, '-' for stdin, or a file object"
+        )
+
+
+def _decoded_lines(handle, name):
+    """(line number, text) pairs; decoding per line so that a bad byte is
+    reported on its own line instead of somewhere in a buffer."""
+    for number, line in enumerate(handle, 1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorpusError(
+                    f"{name} line {number}: byte {exc.start + 1} is not UTF-8; expected UTF-8 text"
+                ) from None
+        if number == 1:
+            line = line.removeprefix("\ufeff")  # editors on Windows add a BOM
+        yield number, line
+
+
+def _lines_of(source):
+    """Generator of (number, text) for a path, '-' or an open file object.
+
+    Files opened here are closed when the generator finishes or is closed;
+    streams given by the caller are left open.
+    """
+    name = _source_name(source)
+    if source == "-":
+        # Looked up at read time so that a replaced sys.stdin is honoured.
+        stream = getattr(sys.stdin, "buffer", sys.stdin)
+        yield from _decoded_lines(stream, name)
+    elif isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as handle:
+            yield from _decoded_lines(handle, name)
+    else:
+        yield from _decoded_lines(source, name)
+
+
+# ---------------------------------------------------------- point cloud JSONL
+class _DuplicateName(Exception):
+    pass
+
+
+def _unique_names(pairs):
+    # json.loads would silently keep the last of two equal names, which hides
+    # a broken export; refuse instead.
+    obj = {}
+    for name, value in pairs:
+        if name in obj:
+            raise _DuplicateName(name)
+        obj[name] = value
+    return obj
+
+
+def _finite_array(values, where, field_name, shape_hint):
+    try:
+        array = np.array(values, dtype=np.float64)
+    except OverflowError:
+        # Integers beyond float64's range are the only way json can get here.
+        raise CorpusError(
+            f"{where}: {field_name} holds an integer too large for a float64; expected finite numbers"
+        ) from None
+    bad = np.argwhere(~np.isfinite(array))
+    if len(bad):
+        index = "".join(f"[{int(i)}]" for i in bad[0])
+        raise CorpusError(
+            f"{where}: {field_name}{index} is {array[tuple(bad[0])]}; expected a finite number{shape_hint}"
+        )
+    return array
+
+
+def _json_points(value, where):
+    if not isinstance(value, list):
+        raise CorpusError(
+            f"{where}: 'points' is {_describe(value)}; expected a list of points, each a list of numbers"
+        )
+    if not value:
+        raise CorpusError(f"{where}: 'points' is empty; expected at least one point")
+    dim = None
+    for i, row in enumerate(value):
+        if not isinstance(row, list):
+            raise CorpusError(
+                f"{where}: 'points'[{i}] is {_describe(row)}; expected a list of coordinates"
+            )
+        if dim is None:
+            dim = len(row)
+            if dim == 0:
+                raise CorpusError(f"{where}: 'points'[0] has no coordinates; expected at least one")
+        elif len(row) != dim:
+            raise CorpusError(
+                f"{where}: 'points'[{i}] has {len(row)} coordinates; expected {dim} like 'points'[0]"
+            )
+        if not all(type(v) in _JSON_NUMBER for v in row):
+            j = next(j for j, v in enumerate(row) if type(v) not in _JSON_NUMBER)
+            raise CorpusError(
+                f"{where}: 'points'[{i}][{j}] is {_describe(row[j])}; expected a number"
+            )
+    return _finite_array(value, where, "'points'", "")
+
+
+def _json_weights(value, n, where):
+    if value is None:
+        return np.full(n, 1.0 / n)
+    if not isinstance(value, list):
+        raise CorpusError(
+            f"{where}: 'weights' is {_describe(value)}; expected a list of {n} numbers (one per point)"
+        )
+    if len(value) != n:
+        raise CorpusError(
+            f"{where}: 'weights' has {len(value)} values; expected {n} (one per point)"
+        )
+    for i, v in enumerate(value):
+        if type(v) not in _JSON_NUMBER:
+            raise CorpusError(f"{where}: 'weights'[{i}] is {_describe(v)}; expected a number")
+    weights = _finite_array(value, where, "'weights'", " >= 0")
+    negative = np.flatnonzero(weights < 0)
+    if len(negative):
+        i = int(negative[0])
+        raise CorpusError(f"{where}: 'weights'[{i}] is {weights[i]}; expected a number >= 0")
+    with np.errstate(over="ignore"):  # an infinite total is reported below
+        total = weights.sum()
+    if total == 0:
+        raise CorpusError(f"{where}: 'weights' are all zero; expected at least one positive weight")
+    if not np.isfinite(total):
+        raise CorpusError(f"{where}: 'weights' add up to {total}; expected a finite total")
+    return weights
+
+
+def _json_label(value, where):
+    if value is None or isinstance(value, str):
+        return value
+    if type(value) in _JSON_NUMBER and np.isfinite(value):
+        return str(value)
+    raise CorpusError(f"{where}: 'label' is {_describe(value)}; expected a string or a number")
+
+
+def read_point_clouds(source):
+    """Read weighted point clouds from JSON Lines.
+
+    Each non-blank line is one JSON object:
+
+    - ``"key"`` (required): a non-empty string, unique within the file.
+    - ``"points"`` (required): a list of n >= 1 points, each a list of d >= 1
+      finite numbers; d is the same on every line of the file.
+    - ``"weights"`` (optional): n finite numbers >= 0, not all zero. Missing
+      or ``null`` means the uniform weights 1 / n.
+    - ``"label"`` (optional): a string or a number (kept as its string form);
+      missing or ``null`` means no label.
+    - any other name goes, unchanged, to :attr:`PointSet.fields`.
+
+    Parameters
+    ----------
+    source : str, path-like or file object
+        A path to a UTF-8 file, ``"-"`` for standard input, or an open file
+        object (text or binary) yielding lines. A file object is read from its
+        current position and not closed.
+
+    Returns
+    -------
+    iterator of PointSet
+        Lazily, one per non-blank line, in file order. A malformed line raises
+        when it is reached; the lines before it have been yielded.
+
+    Raises
+    ------
+    CorpusError
+        On malformed input, e.g. ``"points.jsonl line 7: 'weights' has 3
+        values; expected 4 (one per point)"``.
+    FileNotFoundError
+        At call time, if ``source`` is a path that does not exist.
+    """
+    _check_source(source)
+    return _iter_point_clouds(source)
+
+
+def _iter_point_clouds(source):
+    name = _source_name(source)
+    first_dim = None  # (dimension, line) of the first point set
+    key_lines = {}
+    for number, line in _lines_of(source):
+        if not line.strip():
+            continue
+        where = f"{name} line {number}"
+        try:
+            record = json.loads(line, object_pairs_hook=_unique_names)
+        except _DuplicateName as exc:
+            raise CorpusError(
+                f"{where}: the name {exc.args[0]!r} appears twice in one object; expected each name once"
+            ) from None
+        except json.JSONDecodeError as exc:
+            raise CorpusError(
+                f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); expected one JSON object per line"
+            ) from None
+        if not isinstance(record, dict):
+            raise CorpusError(
+                f"{where}: the line holds {_describe(record)}; expected a JSON object with 'key' and 'points'"
+            )
+
+        if "key" not in record:
+            raise CorpusError(f"{where}: 'key' is missing; expected a non-empty string")
+        key = record.pop("key")
+        if not isinstance(key, str) or not key:
+            raise CorpusError(f"{where}: 'key' is {_describe(key)}; expected a non-empty string")
+        if key in key_lines:
+            raise CorpusError(
+                f"{where}: 'key' {key!r} was already used on line {key_lines[key]}; expected unique keys"
+            )
+
+        if "points" not in record:
+            raise CorpusError(f"{where}: 'points' is missing; expected a list of points")
+        points = _json_points(record.pop("points"), where)
+        if first_dim is None:
+            first_dim = (points.shape[1], number)
+        elif points.shape[1] != first_dim[0]:
+            raise CorpusError(
+                f"{where}: 'points' have dimension {points.shape[1]}, but line {first_dim[1]} has "
+                f"dimension {first_dim[0]}; expected one dimension for the whole file"
+            )
+        weights = _json_weights(record.pop("weights", None), len(points), where)
+        label = _json_label(record.pop("label", None), where)
+        key_lines[key] = number
+        yield PointSet(key=key, points=points, weights=weights, label=label, fields=record)
+
+
+# -------------------------------------------------------- persistence diagrams
+def _is_real(value, kinds):
+    return isinstance(value, kinds) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_diagram_options(dimension, max_death):
+    if dimension is not None and not (_is_real(dimension, (int, np.integer)) and dimension >= 0):
+        raise ValueError(f"dimension is {dimension!r}; expected an integer >= 0 or None")
+    if max_death is not None and not (
+        _is_real(max_death, (int, float, np.integer, np.floating)) and np.isfinite(max_death)
+    ):
+        raise ValueError(f"max_death is {max_death!r}; expected a finite number or None")
+
+
+def _split_fields(line):
+    # A comma anywhere makes the line comma-separated (spaces around the
+    # commas allowed); otherwise any run of spaces or tabs separates.
+    if "," in line:
+        return [part.strip() for part in line.split(",")]
+    return line.split()
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _text_diagram(path, name):
+    """Columns (birth, death, dimension or None) and 1-based line numbers."""
+    header, header_line = None, None
+    rows, lines = [], []
+    for number, line in _lines_of(path):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        fields = _split_fields(text)
+        if header is None and not rows and not any(_is_number(f) for f in fields):
+            header, header_line = [f.lower() for f in fields], number
+            continue
+        rows.append(fields)
+        lines.append(number)
+
+    if header is not None and "birth" in header and "death" in header:
+        n_cols = len(header)
+        columns = {"birth": header.index("birth"), "death": header.index("death")}
+        dim_name = next((d for d in DIMENSION_NAMES if d in header), None)
+        if dim_name is not None:
+            columns["dimension"] = header.index(dim_name)
+        reference = f"the header on line {header_line}"
+    else:
+        # Without names the columns are positional: birth, death[, dimension].
+        if header is not None:
+            n_cols, reference = len(header), f"the header on line {header_line}"
+        elif rows:
+            n_cols, reference = len(rows[0]), f"line {lines[0]}"
+        else:
+            n_cols, reference = 2, None
+        if n_cols not in (2, 3):
+            where = f"line {header_line}" if header is not None else f"line {lines[0]}"
+            raise CorpusError(
+                f"{name} {where}: {n_cols} columns; expected 2 (birth, death) or "
+                "3 (birth, death, dimension), or a header naming 'birth' and 'death'"
+            )
+        columns = {"birth": 0, "death": 1}
+        if n_cols == 3:
+            columns["dimension"] = 2
+
+    values = np.empty((len(rows), len(columns)), dtype=np.float64)
+    order = list(columns.items())
+    for r, (fields, number) in enumerate(zip(rows, lines)):
+        if len(fields) != n_cols:
+            raise CorpusError(
+                f"{name} line {number}: {len(fields)} fields; expected {n_cols} like {reference}"
+            )
+        for c, (column, position) in enumerate(order):
+            try:
+                values[r, c] = float(fields[position])
+            except ValueError:
+                raise CorpusError(
+                    f"{name} line {number}: '{column}' (column {position + 1}) is "
+                    f"{fields[position]!r:.40}; expected a number"
+                ) from None
+    dims = values[:, 2] if "dimension" in columns else None
+    return values[:, 0], values[:, 1], dims, np.asarray(lines, dtype=np.int64), "line"
+
+
+def _npy_diagram(path, name):
+    """Columns (birth, death, dimension or None) and 0-based row indices."""
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CorpusError(f"{name}: cannot be read as a .npy array ({exc})") from None
+    if not isinstance(array, np.ndarray):  # an .npz archive
+        raise CorpusError(f"{name}: holds several arrays; expected one (n, 2) array")
+    if array.ndim != 2 or array.shape[1] not in (2, 3):
+        raise CorpusError(
+            f"{name}: array of shape {array.shape}; expected (n, 2) rows of (birth, death) "
+            "or (n, 3) rows of (birth, death, dimension)"
+        )
+    if array.dtype.kind not in "iuf":
+        raise CorpusError(f"{name}: array of dtype {array.dtype}; expected real numbers")
+    array = array.astype(np.float64)
+    dims = array[:, 2] if array.shape[1] == 3 else None
+    return array[:, 0], array[:, 1], dims, np.arange(len(array)), "row"
+
+
+def _load_diagram(path, dimension, max_death):
+    name = _source_name(path)
+    if Path(path).suffix.lower() == ".npy":
+        birth, death, dims, positions, unit = _npy_diagram(path, name)
+    else:
+        birth, death, dims, positions, unit = _text_diagram(path, name)
+
+    def at(i):
+        return f"{name} {unit} {int(positions[i])}"
+
+    bad = np.flatnonzero(~np.isfinite(birth))
+    if len(bad):
+        i = bad[0]
+        raise CorpusError(f"{at(i)}: 'birth' is {birth[i]}; expected a finite number")
+    bad = np.flatnonzero(np.isnan(death) | (death == -np.inf))
+    if len(bad):
+        i = bad[0]
+        raise CorpusError(f"{at(i)}: 'death' is {death[i]}; expected a finite number or inf")
+    bad = np.flatnonzero(death < birth)
+    if len(bad):
+        i = bad[0]
+        raise CorpusError(
+            f"{at(i)}: 'death' {death[i]} is less than 'birth' {birth[i]}; expected death >= birth"
+        )
+
+    if dims is not None:
+        bad = np.flatnonzero(~np.isfinite(dims) | (dims != np.round(dims)) | (dims < 0))
+        if len(bad):
+            i = bad[0]
+            raise CorpusError(f"{at(i)}: 'dimension' is {dims[i]}; expected a whole number >= 0")
+        if dimension is None:
+            present = np.unique(dims).astype(np.int64)
+            if len(present) > 1:
+                # Mixing homology dimensions in one measure is almost always
+                # a mistake, so the caller must choose.
+                raise CorpusError(
+                    f"{name}: points of dimensions {', '.join(map(str, present))}; "
+                    "pass dimension= to choose one"
+                )
+        else:
+            keep = dims == dimension
+            birth, death, positions = birth[keep], death[keep], positions[keep]
+    elif dimension is not None:
+        raise CorpusError(
+            f"{name}: no dimension column, but dimension={dimension} was given; "
+            "expected a third column (or a header naming 'dimension')"
+        )
+
+    infinite = death == np.inf
+    n_infinite = int(infinite.sum())
+    if max_death is None:
+        birth, death = birth[~infinite], death[~infinite]
+    else:
+        bad = np.flatnonzero(infinite & (birth > max_death))
+        if len(bad):
+            i = bad[0]
+            raise CorpusError(
+                f"{at(i)}: 'birth' {birth[i]} is above max_death={max_death}, so its infinite "
+                "death cannot be clipped; expected max_death >= every birth"
+            )
+        death = np.where(infinite, float(max_death), death)
+    return np.column_stack([birth, death]), n_infinite
+
+
+def read_diagram(path, *, dimension=None, max_death=None, return_n_infinite=False):
+    """Read one persistence diagram as an (n, 2) array of (birth, death).
+
+    Formats, chosen by the file suffix:
+
+    - ``.npy``: an (n, 2) array of (birth, death), or (n, 3) with the
+      homology dimension in the third column. Errors name 0-based rows.
+    - anything else: text, one point per line, fields separated by commas
+      (spaces around them allowed) or by spaces/tabs. Blank lines and lines
+      starting with ``#`` are skipped. The first other line is a header if
+      none of its fields is a number. A header naming ``birth`` and ``death``
+      (any case, any order; ``dimension``/``dim`` optional) locates the
+      columns by name; otherwise the columns are positional: ``birth,
+      death`` or ``birth, death, dimension``. ``inf`` is read as infinity.
+      Errors name 1-based line numbers.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The diagram file.
+    dimension : int or None, default=None
+        Keep only the points of this homology dimension; the file must then
+        have a dimension column. With ``None`` a dimension column is allowed
+        only if it holds a single value.
+    max_death : float or None, default=None
+        What to do with points that never die (death = inf): ``None`` drops
+        them; a number replaces their death by ``max_death`` (finite deaths
+        are left as they are).
+    return_n_infinite : bool, default=False
+        Also return how many points (in the chosen dimension) had death = inf.
+
+    Returns
+    -------
+    diagram : ndarray of shape (n, 2), float64
+        The (birth, death) rows in file order; n may be 0.
+    n_infinite : int
+        Only if ``return_n_infinite``: the number of infinite points dropped
+        or clipped.
+
+    Raises
+    ------
+    CorpusError
+        If a value is not a number, a birth is not finite, a death is NaN or
+        below its birth, the columns are inconsistent, or the dimension
+        column does not fit ``dimension``.
+    """
+    _check_diagram_options(dimension, max_death)
+    if not isinstance(path, (str, os.PathLike)) or path == "-":
+        raise TypeError(f"path is {path!r:.60}; expected a file path")
+    _check_source(path)
+    diagram, n_infinite = _load_diagram(path, dimension, max_death)
+    return (diagram, n_infinite) if return_n_infinite else diagram
+
+
+def read_diagrams(paths, *, dimension=None, max_death=None, weights="uniform",
+                  coordinates="birth_death", labels=None, label_from_dir=False):
+    """Read persistence diagrams, one :class:`PointSet` per file.
+
+    Parameters
+    ----------
+    paths : str, path-like or iterable of them
+        Diagram files, in the formats of :func:`read_diagram`. A single path
+        is one file (not an iterable of characters).
+    dimension, max_death :
+        As in :func:`read_diagram`.
+    weights : {"uniform", "persistence"}, default="uniform"
+        ``"uniform"`` gives every point weight 1 / n; ``"persistence"`` gives
+        weight death - birth, so points near the diagonal (noise) count less.
+    coordinates : {"birth_death", "birth_persistence"}, default="birth_death"
+        The point coordinates: (birth, death) or (birth, death - birth).
+    labels : mapping or None, default=None
+        Label per key (file stem); keys not in it get no label. Values are
+        turned into str.
+    label_from_dir : bool, default=False
+        Label each diagram with the name of the directory holding it, as in a
+        ``root/<class>/<sample>.csv`` layout. Exclusive with ``labels``.
+
+    Returns
+    -------
+    iterator of PointSet
+        Lazily, in the order of ``paths``. ``key`` is the file stem;
+        ``fields`` holds ``"path"`` and ``"n_infinite"`` (points with death =
+        inf that were dropped, or clipped when ``max_death`` is given).
+
+    Raises
+    ------
+    CorpusError
+        As :func:`read_diagram`; also if a diagram has no point left after
+        filtering, if ``weights="persistence"`` and every point has zero
+        persistence, or if two files share a stem (their keys would clash).
+    """
+    _check_diagram_options(dimension, max_death)
+    if weights not in DIAGRAM_WEIGHTS:
+        raise ValueError(f"weights is {weights!r}; expected one of {', '.join(map(repr, DIAGRAM_WEIGHTS))}")
+    if coordinates not in DIAGRAM_COORDINATES:
+        raise ValueError(
+            f"coordinates is {coordinates!r}; expected one of {', '.join(map(repr, DIAGRAM_COORDINATES))}"
+        )
+    if labels is not None and label_from_dir:
+        raise ValueError("give labels or label_from_dir=True, not both")
+    if labels is not None and not hasattr(labels, "get"):
+        raise ValueError(f"labels is {type(labels).__name__}; expected a mapping from key to label")
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, label_from_dir)
+
+
+def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, label_from_dir):
+    seen = {}
+    for path in paths:
+        name = _source_name(path)
+        key = Path(path).stem
+        if key in seen:
+            raise CorpusError(
+                f"{name}: its key {key!r} (the file stem) is also the key of {seen[key]}; "
+                "expected unique file stems"
+            )
+        diagram, n_infinite = read_diagram(
+            path, dimension=dimension, max_death=max_death, return_n_infinite=True
+        )
+        seen[key] = name
+        if len(diagram) == 0:
+            chosen = "" if dimension is None else f" in dimension {dimension}"
+            dropped = "" if max_death is not None or not n_infinite else \
+                f" after dropping {n_infinite} with death = inf (max_death= would keep them)"
+            raise CorpusError(
+                f"{name}: no points{chosen}{dropped}; expected at least one point per diagram"
+            )
+        birth, death = diagram[:, 0], diagram[:, 1]
+        persistence = death - birth
+        if weights == "uniform":
+            w = np.full(len(diagram), 1.0 / len(diagram))
+        else:
+            w = persistence
+            if not w.sum() > 0:
+                raise CorpusError(
+                    f"{name}: every point has death = birth, so weights='persistence' gives no mass; "
+                    "expected at least one point off the diagonal"
+                )
+        points = diagram if coordinates == "birth_death" else np.column_stack([birth, persistence])
+        if label_from_dir:
+            label = Path(path).absolute().parent.name
+        elif labels is not None:
+            label = labels.get(key)
+            label = None if label is None else str(label)
+        else:
+            label = None
+        yield PointSet(key=key, points=points, weights=w, label=label,
+                       fields={"path": name, "n_infinite": n_infinite})
+
+
+# ------------------------------------------------------------------- measures
+def pointsets_to_measures(pointsets, graph):
+    """Map point sets to measures on the nodes of ``graph``.
+
+    Every point goes to its nearest node coordinate
+    (:meth:`Graph.nearest_nodes <sobolev_index.graph.Graph.nearest_nodes>`),
+    and the weights of the points that share a node add up. Masses are left
+    unnormalised: the index normalises them when asked to.
+
+    Parameters
+    ----------
+    pointsets : iterable of PointSet
+    graph : Graph
+        A graph with node coordinates of the same dimension as the points,
+        e.g. from :meth:`Graph.from_points` on all the points.
+
+    Returns
+    -------
+    list of (nodes, masses)
+        One pair per point set, in order: ``nodes`` is a sorted int64 array of
+        distinct node ids, ``masses`` the float64 sums of weights per node. The
+        masses of a point set add up to the sum of its weights.
+
+    Raises
+    ------
+    CorpusError
+        If a point set's dimension differs from the graph's.
+    ValueError
+        If the graph has no node coordinates.
+    """
+    if graph.coords is None:
+        raise ValueError("the graph has no node coordinates; build it with Graph.from_points")
+    graph_dim = graph.coords.shape[1]
+    measures = []
+    for i, pointset in enumerate(pointsets):
+        if not isinstance(pointset, PointSet):
+            raise TypeError(f"pointsets[{i}] is {type(pointset).__name__}; expected a PointSet")
+        if pointset.dim != graph_dim:
+            raise CorpusError(
+                f"point set {pointset.key!r} has points of dimension {pointset.dim}; "
+                f"the graph's nodes have dimension {graph_dim}"
+            )
+        nearest = graph.nearest_nodes(pointset.points)
+        nodes, inverse = np.unique(nearest, return_inverse=True)
+        masses = np.bincount(inverse.ravel(), weights=pointset.weights, minlength=len(nodes))
+        measures.append((nodes.astype(np.int64, copy=False), masses))
+    return measures
