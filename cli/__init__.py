@@ -1,16 +1,35 @@
 """The ``sobolev-index`` command line (installed as ``sobolev_index.cli``).
 
 Commands hold no logic of their own: they parse options, call the Python
-API, and print. Library errors become one ``Error: ...`` line.
+API, and print. Data goes to stdout (a table, or JSON with ``--json``);
+progress bars and notes go to stderr. A library error becomes one
+``Error: ...`` line with a hint and exit code 1.
 """
+import csv
+import io
 import json
+import math
+import os
+import sys
 import time
+import warnings
 
 import click
 
 from .. import __version__
 
 __all__ = ["main"]
+
+# What to try next, by error class name; the message itself says what was wrong.
+_HINTS = {
+    "NotAnIndexError": "build one with `sobolev-index build INDEX --corpus FILE --vectors FILE`",
+    "IndexLockedError": "another command is writing to this index; wait for it and retry",
+    "KeyNotFoundError": "list keys with `sobolev-index sql INDEX \"SELECT key FROM documents "
+                        "WHERE deleted = 0\"`",
+    "CorruptIndexError": "run `sobolev-index verify INDEX` to see what is damaged",
+    "UnsupportedFormatError": "rebuild the index with this release",
+    "VectorFileError": "check the --vectors file and its format",
+}
 
 
 class _Group(click.Group):
@@ -19,52 +38,552 @@ class _Group(click.Group):
 
         try:
             return super().invoke(ctx)
-        except (SobolevIndexError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from None
+        except (SobolevIndexError, ValueError, FileExistsError, FileNotFoundError,
+                PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+            message = str(exc) if not isinstance(exc, OSError) or not exc.filename \
+                else f"{exc.strerror}: {exc.filename}"
+            hint = _HINTS.get(type(exc).__name__)
+            raise click.ClickException(message + (f" (hint: {hint})" if hint else "")) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="sobolev-index")
 def main():
-    """Exact search and kernels for probability measures under Sobolev transport."""
+    """Exact nearest-neighbour search for bags of words and points under
+    Sobolev transport.
+
+    Start with `sobolev-index quickstart DIR`, which builds an index from
+    Python's own documentation and shows every command at work.
+    """
+
+
+# ------------------------------------------------------------------ helpers
+def _progress(silent):
+    """A progress(stage, done, total) callback drawing one bar per stage on
+    stderr; silent, or when stderr is not a terminal, it draws nothing."""
+    state = {"bar": None, "stage": None, "done": 0}
+
+    def update(stage, done, total):
+        if silent:
+            return
+        if stage != state["stage"]:
+            finish()
+            state["stage"] = stage
+            state["done"] = 0
+            state["bar"] = click.progressbar(length=max(int(total), 1), label=f"{stage:<9}",
+                                             file=sys.stderr, show_pos=True)
+            state["bar"].__enter__()
+        step = int(done) - state["done"]
+        if step > 0:
+            state["bar"].update(step)
+            state["done"] = int(done)
+
+    def finish():
+        if state["bar"] is not None:
+            state["bar"].__exit__(None, None, None)
+            state["bar"] = None
+
+    update.finish = finish
+    return update
+
+
+def _note(message, silent=False):
+    if not silent:
+        click.echo(message, err=True)
+
+
+def _echo_json(value):
+    click.echo(json.dumps(value, indent=2, default=_json_default))
+
+
+def _json_default(value):
+    import numpy as np
+
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _table(headers, rows):
+    """Plain aligned columns."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _parse_p(value):
+    if value is None:
+        return None
+    if value.lower() in ("inf", "infinity"):
+        return math.inf
+    try:
+        return float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a number; expected p >= 1 or 'inf'") from None
+
+
+def _parse_roots(value):
+    if value is None:
+        return None
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}; expected root positions like 0,2,3") from None
+
+
+def _open(path, mode="r", timeout=None):
+    from ..index import SobolevIndex
+
+    return SobolevIndex.open(path, mode=mode, timeout=timeout)
+
+
+def _snippet(text, width=60):
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+_p_option = click.option("-p", "p", default=None, metavar="P",
+                         help="Order p of S_p: a number >= 1 or 'inf' (default: the index's).")
+_roots_option = click.option("--roots", "roots", default=None, metavar="0,1,..",
+                             help="Root positions to slice over (default: all).")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+_silent_option = click.option("--silent", is_flag=True, help="No progress bars or notes.")
+_format_option = click.option(
+    "--format", "corpus_format", default="auto", show_default=True,
+    type=click.Choice(["auto", "jsonl", "lines", "text", "dir"]),
+    help="Corpus format: JSONL, '\"label\"<TAB>text' lines, one text file, or a directory of .txt.")
+
+
+# ------------------------------------------------------------------- build
+@main.command()
+@click.argument("index", type=click.Path())
+@click.option("--corpus", "corpus", required=True, multiple=True, metavar="FILE",
+              help="Corpus file or directory ('-' for stdin); repeat for several.")
+@click.option("--vectors", required=True, metavar="FILE",
+              help="Word vectors: word2vec .bin, .vec/.txt (word2vec or GloVe text), or .npy "
+                   "with a .vocab file.")
+@click.option("--nodes", default=1000, show_default=True, type=click.IntRange(2),
+              help="Graph nodes M: clusters of the corpus's word vectors.")
+@click.option("--edges", default="log", show_default=True, type=click.Choice(["log", "sqrt", "knn"]),
+              help="Graph edges: M ln M random pairs, M^1.5 random pairs, or k nearest nodes.")
+@click.option("--roots", default=1, show_default=True, type=click.IntRange(1),
+              help="Number of tree roots; more than 1 slices S_p over random roots.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed for clustering and roots.")
+@click.option("-p", "p", default="1", show_default=True, metavar="P",
+              help="Default p of searches.")
+@click.option("--weighting", default="count", show_default=True,
+              type=click.Choice(["count", "tfidf"]), help="Word weights in a document.")
+@click.option("--stopwords", default="none", show_default=True, metavar="none|english|FILE",
+              help="Words to drop: none, a built-in English list, or a file (one per line).")
+@click.option("--token-pattern", default=None, metavar="REGEX",
+              help=r"Regex of a word, matched on lowercased text [default: [a-z0-9][a-z0-9']*].")
+@click.option("--fold-case", is_flag=True,
+              help="Match vector-file words case-insensitively (for cased vectors like GoogleNews).")
+@click.option("--skip-empty", is_flag=True, help="Skip documents with no known word instead of failing.")
+@click.option("--no-text", is_flag=True, help="Do not keep document texts in the catalog.")
+@_format_option
+@_silent_option
+@_json_option
+def build(index, corpus, vectors, nodes, edges, roots, seed, p, weighting, stopwords,
+          token_pattern, fold_case, skip_empty, no_text, corpus_format, silent, as_json):
+    """Build INDEX (a new directory) from a corpus and word vectors."""
+    from ..documents import TextSettings, build_index, read_corpus
+    from ..text import DEFAULT_TOKEN_PATTERN, stopwords_from
+
+    started = time.perf_counter()
+    settings = TextSettings(pattern=token_pattern or DEFAULT_TOKEN_PATTERN,
+                            stopwords=tuple(stopwords_from(stopwords)), weighting=weighting)
+    if os.path.exists(index) and (not os.path.isdir(index) or os.listdir(index)):
+        raise FileExistsError(f"{index} exists and is not an empty directory; choose a new path")
+    documents = list(read_corpus(list(corpus), corpus_format))
+    progress = _progress(silent)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            built, report = build_index(
+                index, documents, vectors, nodes=nodes, edges=edges,
+                roots=None if roots == 1 else roots, p=_parse_p(p), seed=seed, settings=settings,
+                fold_case=fold_case, skip_empty=skip_empty, store_text=not no_text,
+                progress=progress)
+        finally:
+            progress.finish()
+    for w in caught:
+        _note(f"warning: {w.message}", silent)
+    with built:
+        info = built.info()
+    report = {"index": info["path"], "documents": info["documents"],
+              "skipped": len(report["skipped"]), "vocabulary": report["vocabulary"],
+              "words_with_vectors": report["words_with_vectors"],
+              "token_coverage": round(report["token_coverage"], 4), "nodes": info["nodes"],
+              "edges": info["edges"], "roots": info["roots"], "bytes": info["bytes"],
+              "seconds": round(time.perf_counter() - started, 3)}
+    if as_json:
+        _echo_json(report)
+        return
+    click.echo(f"built {report['index']}: {report['documents']:,} documents"
+               + (f" ({report['skipped']} skipped: no known word)" if report["skipped"] else ""))
+    click.echo(f"  words: {report['words_with_vectors']:,} of {report['vocabulary']:,} have vectors "
+               f"({report['token_coverage']:.1%} of tokens)")
+    click.echo(f"  graph: {report['nodes']:,} nodes, {report['edges']:,} edges, "
+               f"root(s) {report['roots']}")
+    click.echo(f"  {report['bytes'] / 1e6:.1f} MB on disk, {report['seconds']:.1f} s")
+
+
+# --------------------------------------------------------------------- add
+@main.command()
+@click.argument("index", type=click.Path())
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--vectors", default=None, metavar="FILE",
+              help="Vectors for words the index does not know yet (default: the build's file, "
+                   "if it still exists).")
+@click.option("--upsert", is_flag=True, help="Replace documents whose keys exist.")
+@click.option("--skip-empty", is_flag=True, help="Skip documents with no known word instead of failing.")
+@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1),
+              help="Documents per committed batch.")
+@click.option("--no-text", is_flag=True, help="Do not keep document texts in the catalog.")
+@_format_option
+@_silent_option
+@_json_option
+def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_format, silent,
+        as_json):
+    """Add documents from FILEs, directories, JSONL or stdin ('-') to INDEX.
+
+    Each batch is committed on its own: after Ctrl-C, the batches already
+    added stay, and the index is consistent.
+    """
+    from ..documents import add_documents, read_corpus, stored_vectors_path
+
+    started = time.perf_counter()
+    documents = list(read_corpus(list(files), corpus_format))
+    progress = _progress(silent)
+    with _open(index, "a") as opened:
+        if vectors is None:
+            vectors = stored_vectors_path(opened)
+            if vectors:
+                _note(f"new words get nodes from {vectors}", silent)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                report = add_documents(opened, documents, vectors, skip_empty=skip_empty,
+                                       batch_size=batch_size, progress=progress, upsert=upsert,
+                                       store_text=not no_text)
+        except KeyboardInterrupt as exc:
+            progress.finish()
+            done = getattr(exc, "added", None)
+            count = "" if done is None else f"{len(done):,} documents were committed before it; "
+            click.echo(f"Interrupted: {count}the index is consistent.", err=True)
+            sys.exit(130)
+        finally:
+            progress.finish()
+        for w in caught:
+            _note(f"warning: {w.message}", silent)
+        total = len(opened)
+    out = {"added": len(report["added"]), "skipped": report["skipped"],
+           "new_words": report["new_words"], "documents": total,
+           "seconds": round(time.perf_counter() - started, 3)}
+    if as_json:
+        _echo_json(out)
+        return
+    click.echo(f"added {out['added']:,} documents ({out['new_words']} new words); "
+               f"{total:,} in the index; {out['seconds']:.1f} s")
+    if out["skipped"]:
+        click.echo(f"skipped {len(out['skipped'])} with no known word: "
+                   f"{', '.join(map(str, out['skipped'][:5]))}" + (" ..." if len(out["skipped"]) > 5 else ""))
+
+
+# ------------------------------------------------------------------ search
+@main.command()
+@click.argument("index", type=click.Path())
+@click.option("--text", "texts", multiple=True, metavar="TEXT", help="Query text (repeatable).")
+@click.option("--key", "keys", multiple=True, metavar="KEY", help="A stored document as query (repeatable).")
+@click.option("--file", "query_file", default=None, metavar="F",
+              help="Queries from a corpus file ('-' for stdin): one query per document.")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1), help="Neighbours per query.")
+@_p_option
+@_roots_option
+@click.option("--label", "labels", multiple=True, help="Only documents with this label (repeatable).")
+@click.option("--vectors", default=None, metavar="FILE",
+              help="Vectors to place query words the index does not know.")
+@_json_option
+def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json):
+    """The k nearest documents of each query, by ascending S_p."""
+    from ..documents import read_corpus, text_measures
+
+    if not (texts or keys or query_file):
+        raise click.UsageError("give a query: --text TEXT, --key KEY or --file F")
+    where = {"label": list(labels)} if labels else None
+    with _open(index) as opened:
+        query_names, results = [], []
+        options = dict(k=k, p=_parse_p(p), roots=_parse_roots(roots), where=where)
+        if keys:
+            results.append(opened.search(list(keys), **options))
+            query_names += [f"key {key}" for key in keys]
+        query_texts = list(texts)
+        if query_file:
+            query_texts += [doc["text"] for doc in read_corpus(query_file)]
+        if query_texts:
+            results.append(opened.search(text_measures(opened, query_texts, vectors), **options))
+            query_names += [_snippet(t, 50) for t in query_texts]
+        records = [r for result in results for r in result.to_records()]
+        if not as_json:
+            texts_of = _stored_texts(opened, {hit["key"] for hits in records for hit in hits})
+    if as_json:
+        _echo_json(records)
+        return
+    for name, hits in zip(query_names, records):
+        click.echo(f"query: {name}")
+        click.echo(_table(["rank", "distance", "key", "label", "text"],
+                          [[j + 1, f"{hit['distance']:.4f}", hit["key"], hit["label"],
+                            _snippet(texts_of.get(hit["key"], ""), 50)]
+                           for j, hit in enumerate(hits)]))
+        click.echo("")
+
+
+def _stored_texts(index, keys):
+    out = {}
+    for key in keys:
+        fields = index.get(key).get("fields") or {}
+        if isinstance(fields.get("text"), str):
+            out[key] = fields["text"]
+    return out
+
+
+# --------------------------------------------------------- get and delete
+@main.command()
+@click.argument("index", type=click.Path())
+@click.argument("keys", nargs=-1, required=True, metavar="KEY...")
+def get(index, keys):
+    """Print stored documents as JSON: measure, label, fields."""
+    with _open(index) as opened:
+        docs = []
+        for key in keys:
+            doc = opened.get(key)
+            docs.append({"key": doc["key"], "label": doc["label"], "fields": doc["fields"],
+                         "added_at": doc["added_at"], "nodes": doc["nodes"].tolist(),
+                         "masses": doc["masses"].tolist()})
+    _echo_json(docs if len(docs) > 1 else docs[0])
 
 
 @main.command()
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for data and graph.")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
-def quickstart(seed, as_json):
-    """Run the core on synthetic point clouds the package makes itself.
-
-    Makes bags of points from a few topics, builds a graph metric by
-    farthest-point clustering, maps each bag to its Sobolev features, and
-    classifies bags by their nearest neighbour under S_1 and sliced S_1.
-    """
-    from ..demo import synthetic_point_clouds, nearest_neighbour_report
-
-    started = time.perf_counter()
-    data = synthetic_point_clouds(seed=seed)
-    report = nearest_neighbour_report(data, seed=seed)
-    report["seconds_total"] = round(time.perf_counter() - started, 3)
+@click.argument("index", type=click.Path())
+@click.argument("keys", nargs=-1, required=True, metavar="KEY...")
+@_json_option
+def delete(index, keys, as_json):
+    """Delete documents by key (all or none)."""
+    with _open(index, "a") as opened:
+        count = opened.delete(list(keys))
+        left = len(opened)
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        _echo_json({"deleted": count, "documents": left})
+    else:
+        click.echo(f"deleted {count} document(s); {left:,} left")
+
+
+@main.command()
+@click.argument("index", type=click.Path())
+@_json_option
+def compact(index, as_json):
+    """Merge all segments into one and drop deleted documents."""
+    started = time.perf_counter()
+    with _open(index, "a") as opened:
+        before = opened.info()
+        opened.compact()
+        after = opened.info()
+    out = {"segments_before": before["segments"], "segments": after["segments"],
+           "deleted_dropped": before["deleted"], "bytes_before": before["bytes"],
+           "bytes": after["bytes"], "seconds": round(time.perf_counter() - started, 3)}
+    if as_json:
+        _echo_json(out)
+    else:
+        click.echo(f"compacted: {out['segments_before']} -> {out['segments']} segment(s), "
+                   f"{out['deleted_dropped']} deleted document(s) dropped, "
+                   f"{out['bytes_before'] / 1e6:.1f} -> {out['bytes'] / 1e6:.1f} MB")
+
+
+@main.command()
+@click.argument("index", type=click.Path())
+@click.option("--repair", is_flag=True, help="Remove files no commit refers to (left by a crash).")
+@_json_option
+def verify(index, repair, as_json):
+    """Check checksums, the catalog and a sample of features; exit 1 if a problem is found."""
+    with _open(index, "a" if repair else "r") as opened:
+        report = opened.verify(repair=repair)
+    if as_json:
+        _echo_json(report)
+    else:
+        state = "ok" if report["ok"] else "PROBLEMS FOUND"
+        click.echo(f"{state}: {report['documents']:,} documents in {report['segments']} segment(s), "
+                   f"{report['checked_rows']} rows recomputed")
+        for problem in report.get("problems", []):
+            click.echo(f"  problem: {problem}")
+        for orphan in report.get("orphans", []):
+            click.echo(f"  orphan file: {orphan}" + (" (removed)" if repair else ""))
+    if not report["ok"]:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("index", type=click.Path())
+@_json_option
+def info(index, as_json):
+    """Counts, graph, roots, segments and size on disk."""
+    from ..documents import text_info
+
+    with _open(index) as opened:
+        out = opened.info()
+        out.update(text_info(opened))
+    if as_json:
+        _echo_json(out)
         return
-    click.echo(f"sobolev-index {__version__} quickstart (synthetic data, seed {seed})")
-    click.echo(
-        f"  {report['measures']} bags of {report['dim']}-d points, {report['topics']} topics, "
-        f"{report['support_points']} support points in all"
-    )
-    click.echo(
-        f"  graph: {report['nodes']} nodes, {report['edges']} edges "
-        f"({report['graph_seconds']:.3f} s, farthest-point clustering + 'log' edges)"
-    )
-    click.echo(f"  features: {report['feature_nnz_per_measure']:.1f} nonzeros per measure "
-               f"({report['feature_seconds']:.3f} s)")
-    click.echo("  leave-one-out nearest-neighbour accuracy (chance is "
-               f"{1 / report['topics']:.2f}):")
-    for row in report["results"]:
-        click.echo(f"    {row['distance']:<22} accuracy {row['accuracy']:.3f}   "
-                   f"{row['pairs']} pairs in {row['seconds']:.3f} s")
-    click.echo(f"done in {report['seconds_total']:.2f} s")
+    rows = [["documents", f"{out['documents']:,}"], ["deleted", f"{out['deleted']:,}"],
+            ["segments", out["segments"]], ["nodes", f"{out['nodes']:,}"],
+            ["edges", f"{out['edges']:,}"], ["roots", ", ".join(map(str, out["roots"]))],
+            ["default p", out["p"]], ["bytes", f"{out['bytes']:,}"]]
+    if out.get("words") is not None:
+        rows += [["words", f"{out['words']:,}"], ["weighting", out["weighting"]]]
+    click.echo(_table(["", out["path"]], rows))
+
+
+# --------------------------------------------------------- distance, gram
+@main.command()
+@click.argument("index", type=click.Path())
+@click.argument("a")
+@click.argument("b")
+@click.option("--text", "as_text", is_flag=True, help="A and B are texts, not keys.")
+@_p_option
+@_roots_option
+@_json_option
+def distance(index, a, b, as_text, p, roots, as_json):
+    """S_p between two stored keys (or, with --text, two texts)."""
+    from ..documents import text_measures
+
+    with _open(index) as opened:
+        if as_text:
+            a_item, b_item = text_measures(opened, [a, b])
+        else:
+            a_item, b_item = a, b
+        value = opened.distance(a_item, b_item, p=_parse_p(p), roots=_parse_roots(roots))
+        used_p = opened.p if p is None else _parse_p(p)
+    if as_json:
+        _echo_json({"a": a, "b": b, "p": "inf" if math.isinf(used_p) else used_p, "distance": value})
+    else:
+        click.echo(f"{value:.10g}")
+
+
+@main.command()
+@click.argument("index", type=click.Path())
+@click.argument("output", type=click.Path())
+@click.option("--keys", "keys", multiple=True, metavar="KEY", help="Documents (repeatable).")
+@click.option("--keys-file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="A file with one key per line.")
+@click.option("--label", "labels", multiple=True, help="All documents with this label (repeatable).")
+@_p_option
+@_roots_option
+@click.option("--kernel", "kernel_t", default=None, type=float, metavar="T",
+              help="Write the kernel exp(-T d) instead of distances d.")
+@click.option("--power", is_flag=True,
+              help="Use d = S_p^p (sum over roots of eta S_p^p): positive definite kernels for p <= 2.")
+@_silent_option
+@_json_option
+def gram(index, output, keys, keys_file, labels, p, roots, kernel_t, power, silent, as_json):
+    """Write the distance (or kernel) matrix of documents to OUTPUT (.npy or .h5).
+
+    An .h5 file also holds the keys and labels in row order.
+    """
+    import numpy as np
+
+    if not output.endswith((".npy", ".h5", ".hdf5")):
+        raise click.BadParameter(f"{output!r}; expected a .npy or .h5 file name", param_hint="OUTPUT")
+    wanted = list(keys)
+    if keys_file:
+        with open(keys_file, encoding="utf-8") as handle:
+            wanted += [line.strip() for line in handle if line.strip()]
+    started = time.perf_counter()
+    with _open(index) as opened:
+        matrix, row_keys, row_labels = opened.gram(wanted, list(labels), p=_parse_p(p),
+                                                   roots=_parse_roots(roots), t=kernel_t,
+                                                   power=power)
+    if output.endswith(".npy"):
+        np.save(output, matrix)
+    else:
+        import h5py
+
+        with h5py.File(output, "w") as f:
+            f.create_dataset("matrix", data=matrix)
+            f.create_dataset("keys", data=np.array(row_keys, dtype=object), dtype=h5py.string_dtype())
+            f.create_dataset("labels", data=np.array([lab or "" for lab in row_labels], dtype=object),
+                             dtype=h5py.string_dtype())
+            f.attrs["kind"] = "kernel" if kernel_t else "distance"
+    out = {"output": output, "rows": len(row_keys), "kind": "kernel" if kernel_t else "distance",
+           "seconds": round(time.perf_counter() - started, 3)}
+    if as_json:
+        _echo_json(out)
+    else:
+        click.echo(f"wrote a {len(row_keys)} x {len(row_keys)} {out['kind']} matrix to {output} "
+                   f"({out['seconds']:.2f} s)")
+
+
+# --------------------------------------------------------------------- sql
+@main.command()
+@click.argument("index", type=click.Path())
+@click.argument("query")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
+@click.option("--table", "as_table", is_flag=True, help="Print an aligned table.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the default).")
+def sql(index, query, as_csv, as_table, as_json):
+    """Run a read-only SQL QUERY on the catalog, with S_p functions.
+
+    Tables: documents (id, key, label, fields, deleted, ...), segments,
+    roots, meta, words. Functions: sobolev_distance(key_a, key_b[, p]) and
+    sobolev_knn(query_key, k[, p]) (a JSON list). Example:
+
+        SELECT key, label, sobolev_distance(key, 'doc-17') AS d FROM documents
+        WHERE deleted = 0 ORDER BY d LIMIT 10
+    """
+    from ..sql import run_query
+
+    if as_csv and as_table:
+        raise click.UsageError("choose one of --csv and --table")
+    with _open(index) as opened:
+        columns, rows = run_query(opened, query)
+    if as_csv:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(columns)
+        writer.writerows(rows)
+        click.echo(buffer.getvalue(), nl=False)
+    elif as_table:
+        click.echo(_table(columns, rows))
+    else:
+        _echo_json([dict(zip(columns, row)) for row in rows])
+
+
+# -------------------------------------------------------------- quickstart
+@main.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0), help="Seed for the graph.")
+@_silent_option
+@_json_option
+def quickstart(directory, seed, silent, as_json):
+    """Build and search an index of Python's own documentation.
+
+    The corpus is the standard library's docstrings (read with ast, nothing
+    imported) and pydoc topics; the word vectors are learned from it (PPMI +
+    SVD). Everything is written to DIRECTORY (default: a temporary folder,
+    removed at the end), so you can go on with the other commands there.
+    """
+    from ..quickstart import run_quickstart
+
+    log = (lambda line: None) if (as_json or silent) else click.echo
+    report = run_quickstart(directory, seed=seed, log=log)
+    if as_json:
+        _echo_json(report)
 
 
 if __name__ == "__main__":  # pragma: no cover

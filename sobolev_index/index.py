@@ -23,7 +23,7 @@ from .errors import (
     SobolevIndexError,
 )
 from .graph import Graph, normalise_eta
-from .kernels import _scaled_rows, check_p
+from .kernels import _scaled_rows, _sliced, check_p, pairwise_sobolev, sobolev_kernel
 from .measures import MeasureBatch, as_measure_batch
 
 __all__ = ["SobolevIndex", "SearchResult"]
@@ -408,6 +408,131 @@ class SobolevIndex:
         out = sp.vstack(rows, format="csr") if rows else sp.csr_matrix((0, self.graph.n_nodes))
         out.has_sorted_indices = True
         return out
+
+    def _features_of(self, item, positions):
+        """Features per selected root of a stored key or a (nodes, masses) measure."""
+        if isinstance(item, str):
+            return [self.features([item], root=r) for r in positions]
+        return self._query_features([item], positions)
+
+    def distance(self, a, b, p=None, roots=None):
+        """S_p (sliced over ``roots``, default all) between two stored keys or
+        (nodes, masses) measures, from a direct sparse difference: exact even
+        for nearly equal measures."""
+        self._check_open()
+        p = self.p if p is None else check_p(p)
+        positions = self._root_positions(roots)
+        eta = normalise_eta(self.eta[positions], len(positions))
+        fa, fb = self._features_of(a, positions), self._features_of(b, positions)
+        total = 0.0
+        for s, position in enumerate(positions):
+            diff = (fa[s] - fb[s]).tocsr()
+            values = np.abs(diff.data)
+            if math.isinf(p):
+                part = float(values.max(initial=0.0))
+            else:
+                weights = self.trees[position].length[diff.indices]
+                part = float(np.sum(weights * values ** p)) ** (1.0 / p)
+            total += eta[s] * part
+        return total
+
+    def pairwise(self, keys, other_keys=None, p=None, roots=None, n_threads=None):
+        """Matrix of S_p between stored documents: ``keys`` x ``other_keys``
+        (``keys`` with themselves by default; then exactly symmetric with a
+        zero diagonal)."""
+        self._check_open()
+        p = self.p if p is None else check_p(p)
+        positions = self._root_positions(roots)
+        eta = normalise_eta(self.eta[positions], len(positions))
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        FX = [self.features(keys, root=r) for r in positions]
+        FY = None
+        if other_keys is not None:
+            other_keys = [other_keys] if isinstance(other_keys, str) else list(other_keys)
+            FY = [self.features(other_keys, root=r) for r in positions]
+        return pairwise_sobolev(FX, FY, trees=[self.trees[r] for r in positions], p=p, eta=eta,
+                                n_threads=n_threads)
+
+    def keys_with_labels(self, labels):
+        """Live keys whose label is one of ``labels``, in insertion order."""
+        self._check_open()
+        wanted = {labels} if isinstance(labels, str) else set(labels)
+        found = []
+        for segment in self._segments:
+            for row in np.flatnonzero(segment.live):
+                if segment.labels[row] in wanted:
+                    found.append(int(segment.data.doc_ids[row]))
+        return [self._key_by_id[i] for i in sorted(found)]
+
+    def gram(self, keys=None, labels=None, p=None, roots=None, t=None, power=False,
+             n_threads=None):
+        """Distance matrix (or kernel exp(-t d) with ``t``) of stored documents.
+
+        The documents are ``keys`` plus every live document with one of
+        ``labels``. ``power=True`` uses d = sum_r eta_r S_p^p, which keeps
+        exp(-t d) positive definite for p <= 2. Returns (matrix, keys, labels).
+        """
+        self._check_open()
+        chosen = [] if keys is None else ([keys] if isinstance(keys, str) else list(keys))
+        if labels:
+            seen = set(chosen)
+            chosen += [k for k in self.keys_with_labels(labels) if k not in seen]
+        if not chosen:
+            raise ValueError("no documents were chosen; give keys, or labels that some "
+                             "documents have")
+        p = self.p if p is None else check_p(p)
+        positions = self._root_positions(roots)
+        eta = normalise_eta(self.eta[positions], len(positions))
+        F = [self.features(chosen, root=r) for r in positions]
+        trees = [self.trees[r] for r in positions]
+        if t is None:
+            if power and math.isinf(p):
+                raise ValueError("power=True needs a finite p; S_inf has no p-th power")
+            matrix = _sliced(F, None, trees, p, eta, n_threads, power=power)
+        else:
+            matrix = sobolev_kernel(F, None, trees, p=p, t=t, power=power, eta=eta,
+                                    n_threads=n_threads)
+        row_labels = [self.get(k)["label"] for k in chosen]
+        return matrix, chosen, row_labels
+
+    def info(self):
+        """Counts and sizes: documents (live), deleted, segments, nodes,
+        edges, roots, p, bytes on disk, and the graph's parameters."""
+        self._check_open()
+        deleted = sum(int((~s.live).sum()) for s in self._segments)
+        size = 0
+        for directory, _, files in os.walk(self.path):
+            for name in files:
+                try:
+                    size += os.path.getsize(os.path.join(directory, name))
+                except OSError:  # a file merged away while we walk
+                    pass
+        return {
+            "path": os.path.abspath(self.path),
+            "documents": len(self),
+            "deleted": deleted,
+            "segments": len(self._segments),
+            "nodes": int(self.graph.n_nodes),
+            "edges": int(self.graph.n_edges),
+            "roots": self.roots.tolist(),
+            "eta": self.eta.tolist(),
+            "p": "inf" if math.isinf(self.p) else self.p,
+            "bytes": size,
+            "graph": self.graph.params,
+            "format_version": int(self._meta["format_version"]),
+            "created_at": self._meta.get("created_at"),
+        }
+
+    @property
+    def catalog(self):
+        """The SQLite catalog (``storage.Catalog``): its ``db`` is a
+        sqlite-utils Database on the index's connection."""
+        self._check_open()
+        return self._catalog
+
+    @property
+    def writable(self):
+        return not self._closed and self.mode == "a"
 
     # --------------------------------------------------------------- writing
     def add(self, measures, keys=None, labels=None, fields=None):

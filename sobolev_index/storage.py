@@ -3,6 +3,7 @@
 Layout of an index directory::
 
     catalog.sqlite      the commit point (WAL): meta, roots, segments, documents
+                        (and words, word -> node, for an index built from text)
     graph.h5            written once: nodes, edges, lengths, one tree per root
     segments/NNNNNN.h5  written once, never modified: raw measures + features
     write.lock          flock()ed by the one writer
@@ -420,7 +421,30 @@ class Catalog:
         row = self.conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return None if row is None else json.loads(row[0])
 
+    def words(self):
+        """The word -> node table of a text index, as {word: (node, df)};
+        empty for an index of plain measures."""
+        try:
+            rows = self.conn.execute("SELECT word, node, df FROM words").fetchall()
+        except sqlite3.OperationalError:  # no such table: not a text index
+            return {}
+        return {word: (node, df) for word, node, df in rows}
+
     # -------------------------------------------------------------- writing
+    def add_words(self, rows, meta=None):
+        """One transaction: insert (word, node, df) rows that are not there
+        yet, and set ``meta`` values. A word keeps the node it got first."""
+        with self._transaction():
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS words (word TEXT PRIMARY KEY, "
+                "node INTEGER NOT NULL, df INTEGER NOT NULL DEFAULT 0, added_at TEXT)")
+            now = _now()
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO words (word, node, df, added_at) VALUES (?, ?, ?, ?)",
+                [(str(w), int(n), int(d), now) for w, n, d in rows])
+            if meta:
+                self._set_meta(meta)
+
     def commit_segment(self, segment_row, documents, tombstone_ids=(), next_ids=None):
         """One transaction: new segment + its documents (+ tombstones for upsert)."""
         with self._transaction():

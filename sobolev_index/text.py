@@ -2,7 +2,7 @@
 quickstart corpus so that both see the same vocabulary."""
 import re
 
-__all__ = ["DEFAULT_TOKEN_PATTERN", "read_stopwords", "tokenize"]
+__all__ = ["DEFAULT_TOKEN_PATTERN", "ENGLISH_STOPWORDS", "read_stopwords", "stopwords_from", "tokenize"]
 
 # Lowercase words and numbers with inner apostrophes ("don't", "o'clock"):
 # the pattern the shared TWITTER vectors were made with.
@@ -45,3 +45,33 @@ def read_stopwords(path):
             if line and not line.startswith("#"):
                 words.update(w.lower() for w in line.split())
     return frozenset(words)
+
+
+# Common English function words: articles, pronouns, auxiliaries,
+# prepositions and conjunctions. They carry little topic, and in short texts
+# their mass would otherwise dominate the distance.
+ENGLISH_STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been
+before being below between both but by can could did do does doing down during
+each few for from further had has have having he her here hers herself him
+himself his how i if in into is it its itself just me more most my myself no
+nor not now of off on once only or other our ours ourselves out over own same
+she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what
+when where which while who whom why will with would you your yours yourself
+yourselves
+""".split())
+
+
+def stopwords_from(spec):
+    """Stop words from a CLI-style spec: None or "none" (no list),
+    "english" (:data:`ENGLISH_STOPWORDS`), or a file path."""
+    if spec is None or spec == "none":
+        return frozenset()
+    if spec == "english":
+        return ENGLISH_STOPWORDS
+    try:
+        return read_stopwords(spec)
+    except FileNotFoundError:
+        raise ValueError(f"stop-word file {spec!r} does not exist; give a file with one word "
+                         "per line, 'english' or 'none'") from None

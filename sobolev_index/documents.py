@@ -1,0 +1,509 @@
+"""Documents as measures: corpus files in, an index of bags of words out.
+
+A document becomes a measure on the graph's nodes: its words are tokenized
+(:mod:`sobolev_index.text`), weighted by normalised counts or tf-idf, and
+each word sits at the node of its word vector's cluster. The word -> node
+table is made when the index is built (farthest-point clustering of the
+corpus's word vectors) and kept in the index's catalog, so that queries and
+later additions need no vectors for words the index already knows. A word
+first seen later goes to the node nearest its vector, when vectors are given.
+
+Corpus files (see :func:`read_corpus`): JSONL (``key``, ``text``, optional
+``label`` and other fields), a directory of ``.txt`` files, a
+``"label"<TAB>text`` line file (the TWITTER format), or one plain text file.
+"""
+import json
+import math
+import os
+import sys
+import warnings
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .embeddings import WordVectors
+from .errors import CorpusError, InvalidMeasureError
+from .graph import Graph
+from .index import SobolevIndex
+from .text import DEFAULT_TOKEN_PATTERN, tokenize
+
+__all__ = [
+    "TextSettings",
+    "TextEncoder",
+    "read_corpus",
+    "build_index",
+    "add_documents",
+    "text_measures",
+    "stored_vectors_path",
+    "text_info",
+]
+
+WEIGHTINGS = ("count", "tfidf")
+TEXT_META = "text"
+CORPUS_FORMATS = ("auto", "jsonl", "lines", "text", "dir")
+
+
+@dataclass(frozen=True)
+class TextSettings:
+    """How text becomes words and weights; stored with the index so that
+    every later document and query is read the same way."""
+
+    pattern: str = DEFAULT_TOKEN_PATTERN
+    lowercase: bool = True
+    stopwords: tuple = ()
+    weighting: str = "count"
+    # Documents the idf was counted over (tf-idf only).
+    n_documents: int = 0
+    vectors: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting is {self.weighting!r}; expected one of {WEIGHTINGS}")
+        tokenize("", self.pattern)  # a bad pattern fails here, before anything is written
+        object.__setattr__(self, "stopwords", tuple(sorted(set(self.stopwords))))
+
+    def to_json(self):
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, value):
+        value = dict(value)
+        value["stopwords"] = tuple(value.get("stopwords", ()))
+        return cls(**value)
+
+    def tokens(self, text):
+        return tokenize(text, self.pattern, self.lowercase, frozenset(self.stopwords))
+
+
+# ------------------------------------------------------------------ corpus
+def _document(key, text, label, fields, where):
+    if not isinstance(text, str):
+        raise CorpusError(f"{where}: 'text' is {type(text).__name__}; expected a string")
+    if key is not None and (not isinstance(key, str) or not key):
+        if isinstance(key, (int, float)) and not isinstance(key, bool):
+            key = str(key)
+        else:
+            raise CorpusError(f"{where}: 'key' is {key!r}; expected a non-empty string")
+    if label is not None and not isinstance(label, str):
+        label = str(label)
+    return {"key": key, "text": text, "label": label, "fields": fields or None}
+
+
+def _read_jsonl(handle, name):
+    for lineno, line in enumerate(handle, 1):
+        if not line.strip():
+            continue
+        where = f"{name} line {lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{where} is not JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(record, dict):
+            raise CorpusError(f"{where} is a JSON {type(record).__name__}; expected an object "
+                              'like {"key": ..., "text": ..., "label": ...}')
+        if "text" not in record:
+            raise CorpusError(f"{where} has no 'text' field (it has {sorted(record)})")
+        fields = {k: v for k, v in record.items() if k not in ("key", "text", "label")}
+        yield _document(record.get("key"), record["text"], record.get("label"), fields, where)
+
+
+def _as_document(doc, position):
+    """A document dict in the shape :func:`read_corpus` makes: names other
+    than key, text and label go into ``fields``."""
+    if isinstance(doc, str):
+        return _document(None, doc, None, None, f"document {position}")
+    if not isinstance(doc, dict) or "text" not in doc:
+        raise CorpusError(f"document {position} is {doc!r:.60}; expected a str or a dict with 'text'")
+    fields = dict(doc.get("fields") or {})
+    fields.update({k: v for k, v in doc.items() if k not in ("key", "text", "label", "fields")})
+    return _document(doc.get("key"), doc["text"], doc.get("label"), fields, f"document {position}")
+
+
+def _is_labelled_line(line):
+    return line.startswith('"') and '"\t' in line
+
+
+def _read_lines(handle, name, stem):
+    """``"label"<TAB>text`` per line; key ``<stem>-<line number>``."""
+    for lineno, line in enumerate(handle, 1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        if not _is_labelled_line(line):
+            raise CorpusError(f'{name} line {lineno} does not start with "label"<TAB>; '
+                              f"got {line[:40]!r}")
+        label, text = line[1:].split('"\t', 1)
+        yield _document(f"{stem}-{lineno}", text, label, None, f"{name} line {lineno}")
+
+
+def _sniff(path):
+    """The corpus format of a file from its name and first line."""
+    if path.endswith((".jsonl", ".ndjson", ".json")):
+        return "jsonl"
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        first = ""
+        for line in handle:
+            if line.strip():
+                first = line
+                break
+    if first.lstrip().startswith("{"):
+        return "jsonl"
+    if _is_labelled_line(first):
+        return "lines"
+    return "text"
+
+
+def read_corpus(source, format="auto"):
+    """Documents of a corpus file, directory or stream, one dict at a time:
+    ``{"key", "text", "label", "fields"}`` (key None: the index names it).
+
+    ``source``: a path, ``"-"`` for stdin (JSONL or labelled lines), or a
+    list of them. Formats: ``jsonl``; ``lines`` (``"label"<TAB>text``, keys
+    ``<file stem>-<line>``); ``text`` (the whole file is one document, key
+    its stem); ``dir`` (every ``.txt`` below, key its relative path without
+    ``.txt``, label its first folder). ``auto`` tells them apart.
+    """
+    if format not in CORPUS_FORMATS:
+        raise ValueError(f"format is {format!r}; expected one of {', '.join(CORPUS_FORMATS)}")
+    if isinstance(source, (list, tuple)):
+        for item in source:
+            yield from read_corpus(item, format)
+        return
+    source = os.fspath(source)
+    if source == "-":
+        lines = iter(sys.stdin)
+        first = next(lines, "")
+        chain = _chain(first, lines)
+        if format == "lines" or (format == "auto" and _is_labelled_line(first)):
+            yield from _read_lines(chain, "<stdin>", "stdin")
+        elif format == "text":
+            yield _document("stdin", "".join(chain), None, None, "<stdin>")
+        else:
+            yield from _read_jsonl(chain, "<stdin>")
+        return
+    if not os.path.exists(source):
+        raise CorpusError(f"{source} does not exist; expected a corpus file or directory")
+    if os.path.isdir(source):
+        if format not in ("auto", "dir"):
+            raise CorpusError(f"{source} is a directory; format {format!r} needs a file")
+        yield from _read_directory(source)
+        return
+    if format == "auto":
+        format = _sniff(source)
+    name = os.path.basename(source)
+    stem = os.path.splitext(name)[0]
+    try:
+        with open(source, encoding="utf-8") as handle:
+            if format == "jsonl":
+                yield from _read_jsonl(handle, name)
+            elif format == "lines":
+                yield from _read_lines(handle, name, stem)
+            else:
+                yield _document(stem, handle.read(), None, None, name)
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{source} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+
+
+def _chain(first, rest):
+    if first:
+        yield first
+    yield from rest
+
+
+def _read_directory(root):
+    paths = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs.sort()
+        paths.extend(os.path.join(directory, f) for f in sorted(files) if f.endswith(".txt"))
+    if not paths:
+        raise CorpusError(f"{root} holds no .txt files")
+    for path in paths:
+        relative = os.path.relpath(path, root)
+        parts = relative.split(os.sep)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except UnicodeDecodeError as exc:
+            raise CorpusError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        yield _document(relative[:-4], text, parts[0] if len(parts) > 1 else None, None, path)
+
+
+# ----------------------------------------------------------------- encoder
+class TextEncoder:
+    """Turns texts into (nodes, masses) measures with a word -> node table."""
+
+    def __init__(self, settings, word_nodes, document_frequency=None):
+        self.settings = settings
+        self.word_nodes = dict(word_nodes)
+        self.document_frequency = dict(document_frequency or {})
+
+    @classmethod
+    def of_index(cls, index):
+        """The encoder stored with a text index (see :func:`build_index`)."""
+        stored = index.catalog.meta_value(TEXT_META)
+        if stored is None:
+            raise CorpusError(
+                f"the index at {index.path} was not built from text (it has no word table); "
+                "add measures through the Python API, or build a text index with "
+                "`sobolev-index build`")
+        words = index.catalog.words()
+        return cls(TextSettings.from_json(stored), {w: n for w, (n, _) in words.items()},
+                   {w: df for w, (_, df) in words.items()})
+
+    def unknown_words(self, texts):
+        """Words of ``texts`` without a node, in first-seen order."""
+        seen = {}
+        for text in texts:
+            for word in self.settings.tokens(text):
+                if word not in self.word_nodes:
+                    seen.setdefault(word, None)
+        return list(seen)
+
+    def _weights(self, counts):
+        words = list(counts)
+        weights = np.array([counts[w] for w in words], dtype=np.float64)
+        if self.settings.weighting == "tfidf":
+            n = self.settings.n_documents
+            idf = np.array([math.log((1 + n) / (1 + self.document_frequency.get(w, 0))) + 1.0
+                            for w in words])
+            weights *= idf
+        return words, weights
+
+    def measure(self, text):
+        """(nodes, masses) of one text, or None when none of its words has a
+        node. Masses are the word weights summed per node (not normalised:
+        the index normalises)."""
+        counts = Counter(w for w in self.settings.tokens(text) if w in self.word_nodes)
+        if not counts:
+            return None
+        words, weights = self._weights(counts)
+        nodes = np.fromiter((self.word_nodes[w] for w in words), dtype=np.int64, count=len(words))
+        unique, inverse = np.unique(nodes, return_inverse=True)
+        return unique, np.bincount(inverse, weights=weights, minlength=len(unique))
+
+
+def _vectors_for(vectors, words, fold_case=False, progress=None):
+    """The vectors of ``words``: from a WordVectors or read from a file."""
+    if vectors is None:
+        return None
+    if isinstance(vectors, WordVectors):
+        return vectors.subset(words)
+    from .embeddings import load_vectors
+
+    return load_vectors(vectors, words=words, fold_case=fold_case, progress=progress)
+
+
+def _vectors_meta(vectors, fold_case):
+    if isinstance(vectors, WordVectors):
+        return {"path": None, "dim": vectors.dim, "fold_case": fold_case}
+    return {"path": os.path.abspath(os.fspath(vectors)), "fold_case": fold_case}
+
+
+# ------------------------------------------------------------------- build
+def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None, p=1,
+                seed=0, settings=None, fold_case=False, skip_empty=False, store_text=True,
+                batch_size=1000, progress=None, on_violation="perturb"):
+    """Build a text index at ``path`` from ``documents`` and word vectors.
+
+    ``documents``: dicts as from :func:`read_corpus` (or an iterable of
+    them); ``vectors``: a :class:`WordVectors` or a vector file path (only
+    the corpus's words are read). The graph is made from the vectors of the
+    corpus's words: farthest-point clustering into at most ``nodes`` nodes,
+    ``edges`` "log", "sqrt" or "knn". ``roots``: as
+    :meth:`SobolevIndex.create`. ``progress(stage, done, total)`` is called
+    as work advances. Returns (index open for writing, report dict).
+    """
+    settings = settings or TextSettings()
+    documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
+    if not documents:
+        raise CorpusError("the corpus has no documents")
+    _progress = progress or (lambda stage, done, total: None)
+
+    _progress("reading", 0, len(documents))
+    tokens = [settings.tokens(doc["text"]) for doc in documents]
+    frequency = Counter()
+    document_frequency = Counter()
+    for words in tokens:
+        frequency.update(words)
+        document_frequency.update(set(words))
+    if not frequency:
+        raise CorpusError(f"no document has a word matching the token pattern {settings.pattern!r}")
+    vocabulary = sorted(frequency, key=lambda w: (-frequency[w], w))
+
+    _progress("vectors", 0, len(vocabulary))
+    found = _vectors_for(vectors, vocabulary, fold_case)
+    if found is None or len(found) == 0:
+        raise CorpusError(
+            f"none of the corpus's {len(vocabulary):,} distinct words has a vector in {vectors}; "
+            "check that the vectors match the corpus's language and case (try fold_case)")
+    _progress("graph", 0, min(nodes, len(found)))
+    graph = Graph.from_points(found.vectors, n_nodes=nodes, edges=edges, seed=seed)
+    settings = TextSettings(**{**settings.to_json(), "stopwords": settings.stopwords,
+                               "n_documents": len(documents),
+                               "vectors": _vectors_meta(vectors, fold_case)})
+    index = SobolevIndex.create(path, graph, roots=roots, p=p, seed=seed, on_violation=on_violation)
+    try:
+        rows = [(w, int(graph.assignment[i]), document_frequency[w])
+                for i, w in enumerate(found.words)]
+        index.catalog.add_words(rows, meta={TEXT_META: settings.to_json()})
+        report = add_documents(index, documents, skip_empty=skip_empty, batch_size=batch_size,
+                               progress=progress, store_text=store_text)
+    except BaseException:
+        index.close()
+        raise
+    covered = sum(frequency[w] for w in found.words)
+    report.update({
+        "vocabulary": len(vocabulary),
+        "words_with_vectors": len(found),
+        "token_coverage": covered / sum(frequency.values()),
+        "nodes": graph.n_nodes,
+        "edges": graph.n_edges,
+        "roots": index.roots.tolist(),
+    })
+    return index, report
+
+
+def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_size=1000,
+                  progress=None, upsert=False, store_text=True):
+    """Add documents to a text index, in committed batches of ``batch_size``.
+
+    Words the index does not know go to the node nearest their vector when
+    ``vectors`` (a WordVectors or a path) has one; the others are ignored. A
+    document with no known word raises :class:`CorpusError`, or is skipped
+    with a warning when ``skip_empty``. Every batch is all-or-nothing, and
+    the ones before an interruption stay committed (a KeyboardInterrupt
+    carries their keys as ``added``). ``store_text`` keeps each text in its
+    fields (``fields["text"]``). Returns a report with ``added`` (keys),
+    ``skipped`` (keys or positions) and ``new_words``.
+    """
+    if not index.writable:
+        raise CorpusError(f"the index at {index.path} is open for reading; open it with mode='a'")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size is {batch_size!r}; expected an integer >= 1")
+    encoder = TextEncoder.of_index(index)
+    documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
+    _progress = progress or (lambda stage, done, total: None)
+    new_words = 0
+    if vectors is not None:
+        new_words = _learn_words(index, encoder, encoder.unknown_words(d["text"] for d in documents),
+                                 vectors)
+
+    measures, keys, labels, fields, skipped = [], [], [], [], []
+    for position, doc in enumerate(documents):
+        measure = encoder.measure(doc["text"])
+        name = doc["key"] if doc["key"] is not None else f"document {position}"
+        if measure is None:
+            if not skip_empty:
+                raise CorpusError(
+                    f"{name} has no word the index knows ({len(encoder.settings.tokens(doc['text']))} "
+                    "tokens); pass vectors for new words, or skip such documents "
+                    "(skip_empty=True, --skip-empty)")
+            skipped.append(name)
+            continue
+        measures.append(measure)
+        keys.append(doc["key"])
+        labels.append(doc["label"])
+        fields.append({**(doc["fields"] or {}), "text": doc["text"]} if store_text
+                      else doc["fields"])
+    if skipped:
+        warnings.warn(f"skipped {len(skipped)} document(s) with no known word, e.g. {skipped[0]!r}",
+                      RuntimeWarning, stacklevel=2)
+    if any(k is None for k in keys) and not all(k is None for k in keys):
+        raise CorpusError("some documents have keys and some do not; give every document a key "
+                          "or none")
+    _check_new_keys(index, keys, upsert)
+    added = []
+    _progress("adding", 0, len(measures))
+    write = index.upsert if upsert else index.add
+    try:
+        for start in range(0, len(measures), batch_size):
+            stop = start + batch_size
+            batch_keys = None if keys[start] is None else keys[start:stop]
+            added.extend(write(measures[start:stop], keys=batch_keys, labels=labels[start:stop],
+                               fields=fields[start:stop]))
+            _progress("adding", len(added), len(measures))
+    except KeyboardInterrupt as exc:
+        exc.added = added
+        raise
+    return {"added": added, "skipped": skipped, "new_words": new_words}
+
+
+def _check_new_keys(index, keys, upsert):
+    """Every key problem is found before the first batch is written."""
+    seen = set()
+    for key in keys:
+        if key is None:
+            continue
+        if key in seen:
+            raise CorpusError(f"key {key!r} appears twice in the input; keys must be unique")
+        seen.add(key)
+        if not upsert and key in index:
+            raise CorpusError(f"key {key!r} is already in the index; delete it first, or upsert")
+
+
+def _learn_words(index, encoder, words, vectors):
+    """Give unknown ``words`` the node nearest their vector; store them."""
+    if not words:
+        return 0
+    stored = encoder.settings.vectors or {}
+    found = _vectors_for(vectors, words, bool(stored.get("fold_case", False)))
+    if found is None or len(found) == 0:
+        return 0
+    if found.dim != index.graph.coords.shape[1]:
+        raise CorpusError(
+            f"the vectors have dimension {found.dim}; this index was built with "
+            f"{index.graph.coords.shape[1]}-dimensional vectors")
+    nodes = index.graph.nearest_nodes(found.vectors)
+    index.catalog.add_words([(w, int(n), 0) for w, n in zip(found.words, nodes)])
+    encoder.word_nodes.update(zip(found.words, nodes.tolist()))
+    return len(found)
+
+
+def text_measures(index, texts, vectors=None):
+    """Query measures for ``texts`` on a text index. Unknown words go to the
+    node nearest their vector when ``vectors`` is given (nothing is stored),
+    and are ignored otherwise. A text with no usable word raises
+    :class:`CorpusError`."""
+    encoder = TextEncoder.of_index(index)
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    if vectors is not None:
+        unknown = encoder.unknown_words(texts)
+        stored = encoder.settings.vectors or {}
+        found = _vectors_for(vectors, unknown, bool(stored.get("fold_case", False))) if unknown else None
+        if found is not None and len(found):
+            if found.dim != index.graph.coords.shape[1]:
+                raise CorpusError(
+                    f"the vectors have dimension {found.dim}; this index was built with "
+                    f"{index.graph.coords.shape[1]}-dimensional vectors")
+            encoder.word_nodes.update(zip(found.words,
+                                          index.graph.nearest_nodes(found.vectors).tolist()))
+    measures = []
+    for i, text in enumerate(texts):
+        measure = encoder.measure(text)
+        if measure is None:
+            tokens = encoder.settings.tokens(text)
+            raise InvalidMeasureError(
+                f"query {i} ({text[:40]!r}) has no word the index knows "
+                f"({len(tokens)} token(s)); try other words, or pass vectors for new ones")
+        measures.append(measure)
+    return measures
+
+
+def stored_vectors_path(index):
+    """The vector file a text index was built with, if it still exists."""
+    stored = index.catalog.meta_value(TEXT_META) or {}
+    path = (stored.get("vectors") or {}).get("path")
+    return path if path and os.path.exists(path) else None
+
+
+def text_info(index):
+    """What :meth:`SobolevIndex.info` leaves out for a text index: the word
+    count, weighting and tokenizer; ``{"words": None}`` for other indexes."""
+    stored = index.catalog.meta_value(TEXT_META)
+    if stored is None:
+        return {"words": None}
+    settings = TextSettings.from_json(stored)
+    return {"words": len(index.catalog.words()), "weighting": settings.weighting,
+            "token_pattern": settings.pattern, "stopwords": len(settings.stopwords),
+            "vectors": (settings.vectors or {}).get("path")}

@@ -1,0 +1,165 @@
+"""``sobolev-index quickstart``: the whole pipeline on data the package makes.
+
+The corpus is the Python standard library's documentation (docstrings read
+with ast, and the pydoc topics), and the word vectors are learned from it
+with PPMI and truncated SVD, so nothing is downloaded. The run writes the
+corpus and vectors as ordinary files, builds an index from most of the
+corpus through the same code as ``sobolev-index build``, searches it, adds
+the rest incrementally, deletes, compacts and verifies, and reports timings.
+"""
+import json
+import os
+import shutil
+import tempfile
+import time
+
+from .documents import (
+    TextSettings,
+    add_documents,
+    build_index,
+    read_corpus,
+    text_measures,
+)
+from .embeddings import write_word2vec_binary
+from .index import SobolevIndex
+from .stdlib_corpus import nearest_words, ppmi_svd_vectors, stdlib_documents
+from .text import ENGLISH_STOPWORDS, tokenize
+
+__all__ = ["run_quickstart", "EXAMPLE_QUERIES"]
+
+EXAMPLE_QUERIES = (
+    "read a file line by line",
+    "send data over a network socket",
+    "current date and time",
+    "compress data with gzip",
+)
+EXAMPLE_KEY = "json.dumps"
+# Documents held back from the build and added afterwards, to show
+# incremental updates.
+HELD_BACK = 0.1
+NODES = 1000
+ROOTS = 4
+
+
+def _first_line(text, width=70):
+    line = " ".join(text.strip().split("\n\n")[0].split())
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def run_quickstart(directory=None, seed=0, log=print):
+    """Run the quickstart into ``directory`` (a new or empty folder; default
+    a temporary one, removed at the end). ``log`` receives each line of the
+    report as it is made. Returns the report as a dict."""
+    keep = directory is not None
+    if keep:
+        directory = os.path.abspath(os.fspath(directory))
+        if os.path.exists(directory) and os.listdir(directory):
+            raise FileExistsError(f"{directory} is not empty; give a new or empty folder")
+        os.makedirs(directory, exist_ok=True)
+    else:
+        directory = tempfile.mkdtemp(prefix="sobolev-quickstart-")
+    try:
+        return _run(directory, seed, log, keep)
+    finally:
+        if not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run(directory, seed, log, keep):
+    report = {"directory": directory if keep else None, "seed": seed, "timings": {}}
+    timings = report["timings"]
+    started = time.perf_counter()
+
+    def timed(name, since):
+        timings[name] = round(time.perf_counter() - since, 3)
+        return timings[name]
+
+    log("sobolev-index quickstart: Python's own documentation as a searchable corpus")
+    t = time.perf_counter()
+    documents = stdlib_documents()
+    n_build = int(len(documents) * (1 - HELD_BACK))
+    corpus_file = os.path.join(directory, "stdlib-docs.jsonl")
+    more_file = os.path.join(directory, "stdlib-docs-more.jsonl")
+    for path, part in ((corpus_file, documents[:n_build]), (more_file, documents[n_build:])):
+        with open(path, "w", encoding="utf-8") as handle:
+            for doc in part:
+                handle.write(json.dumps({"key": doc["key"], "text": doc["text"],
+                                         "label": doc["label"], "source": doc.get("source")}) + "\n")
+    log(f"  corpus: {len(documents):,} docstrings and pydoc topics "
+        f"({timed('corpus', t):.1f} s) -> {os.path.basename(corpus_file)} "
+        f"({n_build:,}) and {os.path.basename(more_file)} ({len(documents) - n_build:,})")
+
+    t = time.perf_counter()
+    vectors = ppmi_svd_vectors([tokenize(doc["text"]) for doc in documents], seed=seed)
+    vectors_file = os.path.join(directory, "stdlib-vectors.bin")
+    write_word2vec_binary(vectors_file, vectors.words, vectors.vectors)
+    log(f"  word vectors: {len(vectors):,} words x {vectors.dim} dims by PPMI + SVD "
+        f"({timed('vectors', t):.1f} s) -> {os.path.basename(vectors_file)}")
+    shown = {}
+    for word in ("file", "socket", "json"):
+        if word in vectors:
+            shown[word] = [w for w, _ in nearest_words(vectors, word, n=4)]
+    log("    nearest words: " + "; ".join(f"{w} -> {', '.join(n)}" for w, n in shown.items()))
+    report.update(documents=len(documents), words=len(vectors), dim=vectors.dim,
+                  nearest_words=shown)
+
+    t = time.perf_counter()
+    index_dir = os.path.join(directory, "index")
+    settings = TextSettings(weighting="tfidf", stopwords=tuple(ENGLISH_STOPWORDS))
+    index, built = build_index(index_dir, read_corpus(corpus_file), vectors_file, nodes=NODES,
+                               roots=ROOTS, seed=seed, settings=settings, skip_empty=True)
+    with index:
+        log(f"  build: {len(index):,} documents, a {index.graph.n_nodes:,}-node graph with "
+            f"{index.graph.n_edges:,} edges, sliced over {len(index.roots)} roots "
+            f"({timed('build', t):.1f} s)")
+        report.update(build={k: v for k, v in built.items() if k != "added"} |
+                      {"added": len(built["added"]), "skipped": len(built["skipped"])})
+
+        log("  searches (k = 3, S_1):")
+        searches = []
+        t = time.perf_counter()
+        found = index.search(text_measures(index, list(EXAMPLE_QUERIES)), k=3)
+        for query, hits in zip(EXAMPLE_QUERIES, found.to_records()):
+            log(f"    {query!r}")
+            for hit in hits:
+                text = (index.get(hit["key"])["fields"] or {}).get("text", "")
+                log(f"      {hit['distance']:.3f}  {hit['key']:<34} {_first_line(text, 60)}")
+            searches.append({"query": query, "results": hits})
+        if EXAMPLE_KEY in index:
+            hits = index.search(EXAMPLE_KEY, k=4).to_records()[0]
+            log(f"    neighbours of the stored document {EXAMPLE_KEY!r}: "
+                + ", ".join(f"{h['key']} ({h['distance']:.3f})" for h in hits[1:]))
+            searches.append({"query": EXAMPLE_KEY, "results": hits})
+        timed("searches", t)
+        report["searches"] = searches
+
+        t = time.perf_counter()
+        added = add_documents(index, read_corpus(more_file), vectors_file, skip_empty=True)
+        log(f"  add: {len(added['added']):,} more documents, {added['new_words']} new words "
+            f"placed by their vectors; {len(index):,} in all ({timed('add', t):.2f} s)")
+        victims = [k for k in added["added"][:5]]
+        t = time.perf_counter()
+        index.delete(victims)
+        segments_before = len(index.segments)
+        index.compact()
+        log(f"  delete {len(victims)} + compact: {segments_before} -> {len(index.segments)} "
+            f"segment(s), {len(index):,} documents ({timed('delete_compact', t):.2f} s)")
+        t = time.perf_counter()
+        verified = index.verify()
+        log(f"  verify: {'ok' if verified['ok'] else 'PROBLEMS: ' + str(verified['problems'])} "
+            f"({timed('verify', t):.2f} s)")
+        report.update(added=len(added["added"]), new_words=added["new_words"],
+                      deleted=len(victims), final_documents=len(index), verify_ok=verified["ok"])
+    total = timed("total", started)
+    log(f"done in {total:.1f} s")
+    if keep:
+        log("")
+        log("Go on from here:")
+        log(f"  sobolev-index info {index_dir}")
+        log(f"  sobolev-index search {index_dir} --text \"parse command line arguments\" -k 5")
+        log(f"  sobolev-index search {index_dir} --key {EXAMPLE_KEY} --json")
+        log(f"  sobolev-index sql {index_dir} \"SELECT key, sobolev_distance(key, '{EXAMPLE_KEY}') "
+            f"AS d FROM documents WHERE label = 'json' ORDER BY d LIMIT 5\" --table")
+    else:
+        log("(pass a DIRECTORY to keep the index, corpus and vectors)")
+    return report
