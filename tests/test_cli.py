@@ -1,37 +1,257 @@
-"""The command line as it stands before the index commands: version, help,
-the quickstart, and one-line errors."""
+"""Every command of the ``sobolev-index`` CLI through click's CliRunner, on a
+small synthetic text corpus (tests/text_corpus.py)."""
 import json
+import os
+import shutil
 
+import h5py
+import numpy as np
+import pytest
 from click.testing import CliRunner
 
-from sobolev_index import __version__
+from sobolev_index import SobolevIndex, __version__
 from sobolev_index.cli import main
+from sobolev_index.documents import text_measures
+
+import text_corpus as tc
 
 
-def test_version_and_help():
-    runner = CliRunner()
-    result = runner.invoke(main, ["--version"])
-    assert result.exit_code == 0
-    assert __version__ in result.output
-    result = runner.invoke(main, ["--help"])
-    assert result.exit_code == 0
-    assert "quickstart" in result.output
+def run(*args, input=None, ok=True):
+    result = CliRunner().invoke(main, [str(a) for a in args], input=input)
+    if ok:
+        assert result.exit_code == 0, result.output + repr(result.exception)
+    return result
 
 
-def test_quickstart_json_reports_a_working_pipeline():
-    result = CliRunner().invoke(main, ["quickstart", "--json", "--seed", "3"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
-    assert report["nodes"] <= 300 and report["edges"] >= report["nodes"] - 1
-    assert len(report["results"]) == 2
-    chance = 1 / report["topics"]
-    for row in report["results"]:
-        assert row["pairs"] == report["measures"] * (report["measures"] - 1) // 2
-        # Bags of one topic sit around the same anchors: S_1 must beat chance clearly.
-        assert row["accuracy"] > 2 * chance
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A built index (not to be modified: copy it first)."""
+    directory = tmp_path_factory.mktemp("cli")
+    corpus_path, vectors_path = tc.make_files(str(directory))
+    index = directory / "index"
+    result = run("build", index, "--corpus", corpus_path, "--vectors", vectors_path,
+                 "--nodes", 12, "--roots", 2, "--json", "--silent")
+    return index, corpus_path, vectors_path, json.loads(result.stdout)
 
 
-def test_library_errors_become_one_line():
-    result = CliRunner().invoke(main, ["quickstart", "--seed", "-1"])
+@pytest.fixture
+def writable(built, tmp_path):
+    index, corpus_path, vectors_path, _ = built
+    copy = tmp_path / "index"
+    shutil.copytree(index, copy)
+    return copy, corpus_path, vectors_path
+
+
+def test_version_and_help_list_every_command():
+    assert __version__ in run("--version").output
+    out = run("--help").output
+    for command in ("build", "add", "search", "get", "delete", "compact", "verify", "info",
+                    "distance", "gram", "sql", "quickstart"):
+        assert command in out
+
+
+def test_build_reports_and_info_agree(built):
+    index, _, _, report = built
+    assert report["documents"] == 60 and report["skipped"] == 0
+    assert report["nodes"] == 12 and len(report["roots"]) == 2
+    info = json.loads(run("info", index, "--json").stdout)
+    for name in ("documents", "deleted", "segments", "nodes", "edges", "roots", "bytes"):
+        assert name in info
+    assert info["documents"] == 60 and info["deleted"] == 0
+    assert info["nodes"] == 12 and info["roots"] == report["roots"]
+    assert info["bytes"] == sum(os.path.getsize(os.path.join(d, f))
+                                for d, _, files in os.walk(index) for f in files)
+    table = run("info", index).stdout
+    assert "documents" in table and "60" in table
+
+
+def test_search_json_shape_and_agreement_with_the_api(built):
+    index, _, _, _ = built
+    out = json.loads(run("search", index, "--text", "space1 space2", "--text", "music3",
+                         "-k", 4, "--json").stdout)
+    assert len(out) == 2 and all(len(hits) == 4 for hits in out)
+    assert set(out[0][0]) >= {"key", "distance", "label"}
+    with SobolevIndex.open(index) as reader:
+        expected = reader.search(text_measures(reader, ["space1 space2", "music3"]), k=4)
+    assert [[h["key"] for h in hits] for hits in out] == expected.keys
+    assert np.allclose([[h["distance"] for h in hits] for hits in out], expected.distances)
+    assert {h["label"] for h in out[0]} == {"space"}
+
+
+def test_search_by_key_returns_it_first_at_distance_zero(built):
+    index, _, _, _ = built
+    out = json.loads(run("search", index, "--key", "cooking-3", "-k", 3, "-p", 2,
+                         "--json").stdout)
+    assert out[0][0]["key"] == "cooking-3" and out[0][0]["distance"] == 0.0
+    table = run("search", index, "--key", "cooking-3", "-k", 3).stdout
+    assert "query: key cooking-3" in table and "cooking-3" in table
+
+
+def test_search_from_a_file_with_label_filter_and_roots(built, tmp_path):
+    index, _, _, _ = built
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"text": "space1 music2"}\n{"text": "cooking5"}\n', encoding="utf-8")
+    out = json.loads(run("search", index, "--file", queries, "--label", "music", "--roots", "1",
+                         "-k", 3, "--json").stdout)
+    assert len(out) == 2
+    assert all(h["label"] == "music" for hits in out for h in hits)
+
+
+def test_search_needs_a_query_and_known_words(built):
+    index, _, _, _ = built
+    result = run("search", index, ok=False)
+    assert result.exit_code == 2 and "give a query" in result.output
+    result = run("search", index, "--text", "zzz", ok=False)
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: query 0") and result.output.count("\n") == 1
+
+
+def test_get_prints_the_stored_document(built):
+    index, corpus_path, _, _ = built
+    doc = json.loads(run("get", index, "space-2").stdout)
+    first = [json.loads(line) for line in open(corpus_path, encoding="utf-8")][2]
+    assert doc["key"] == "space-2" and doc["label"] == "space"
+    assert doc["fields"]["text"] == first["text"]
+    assert sum(doc["masses"]) == pytest.approx(1.0)
+    result = run("get", index, "missing-key", ok=False)
+    assert result.exit_code == 1 and "missing-key" in result.output and "hint:" in result.output
+
+
+def test_add_delete_compact_verify_cycle(writable, tmp_path):
+    index, _, vectors_path = writable
+    more = tmp_path / "more.txt"
+    more.write_text('"space"\tspace99 space1\n"music"\tmusic99 music2\n', encoding="utf-8")
+    out = json.loads(run("add", index, more, "--vectors", vectors_path, "--json",
+                         "--silent").stdout)
+    assert out["added"] == 2 and out["new_words"] == 2 and out["documents"] == 62
+    found = json.loads(run("search", index, "--text", "space99", "-k", 1, "--json").stdout)
+    assert found[0][0]["key"] == "more-1"
+
+    out = json.loads(run("delete", index, "more-1", "space-0", "--json").stdout)
+    assert out == {"deleted": 2, "documents": 60}
+    info = json.loads(run("info", index, "--json").stdout)
+    assert info["deleted"] == 2
+    out = json.loads(run("compact", index, "--json").stdout)
+    assert out["segments"] == 1 and out["deleted_dropped"] == 2
+    assert json.loads(run("info", index, "--json").stdout)["deleted"] == 0
+    report = json.loads(run("verify", index, "--json").stdout)
+    assert report["ok"] and report["documents"] == 60
+    assert run("verify", index).stdout.startswith("ok:")
+
+
+def test_add_from_stdin_and_skip_empty(writable):
+    index, _, _ = writable
+    result = run("add", index, "-", "--skip-empty", "--json", "--silent",
+                 input='{"key": "s1", "text": "cooking1 cooking2"}\n{"key": "s2", "text": "qqq"}\n')
+    out = json.loads(result.stdout)
+    assert out["added"] == 1 and out["skipped"] == ["s2"]
+    result = run("add", index, "-", input='{"key": "s3", "text": "qqq"}\n', ok=False)
+    assert result.exit_code == 1 and "s3 has no word the index knows" in result.output
+
+
+def test_add_refuses_duplicates_and_writes_nothing(writable, tmp_path):
+    index, _, _ = writable
+    before = json.loads(run("info", index, "--json").stdout)
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text('{"key": "x1", "text": "space1"}\n{"key": "space-1", "text": "space2"}\n',
+                   encoding="utf-8")
+    result = run("add", index, dup, ok=False)
+    assert result.exit_code == 1 and "space-1" in result.output
+    after = json.loads(run("info", index, "--json").stdout)
+    assert after["documents"] == before["documents"] and after["segments"] == before["segments"]
+
+
+def test_verify_reports_a_damaged_segment(writable):
+    index, _, _ = writable
+    segment = next((index / "segments").iterdir())
+    raw = bytearray(segment.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    segment.write_bytes(bytes(raw))
+    result = run("verify", index, ok=False)
+    assert result.exit_code == 1 and "PROBLEMS FOUND" in result.stdout
+
+
+def test_distance_between_keys_and_texts(built):
+    index, _, _, _ = built
+    with SobolevIndex.open(index) as reader:
+        expected = reader.distance("space-1", "music-1", p=2)
+        expected_text = reader.distance(*text_measures(reader, ["space1", "music1"]))
+    value = float(run("distance", index, "space-1", "music-1", "-p", 2).stdout)
+    assert value == pytest.approx(expected, rel=1e-9)
+    out = json.loads(run("distance", index, "space1", "music1", "--text", "--json").stdout)
+    assert out["distance"] == pytest.approx(expected_text) and out["p"] == 1.0
+
+
+def test_gram_writes_npy_and_h5(built, tmp_path):
+    index, _, _, _ = built
+    npy = tmp_path / "d.npy"
+    run("gram", index, npy, "--keys", "space-1", "--keys", "music-1", "--keys", "cooking-1")
+    matrix = np.load(npy)
+    with SobolevIndex.open(index) as reader:
+        expected = reader.pairwise(["space-1", "music-1", "cooking-1"])
+        n_music = len(reader.keys_with_labels("music"))
+    assert np.allclose(matrix, expected) and np.all(np.diag(matrix) == 0)
+
+    h5 = tmp_path / "k.h5"
+    run("gram", index, h5, "--label", "music", "--kernel", 0.5)
+    with h5py.File(h5, "r") as f:
+        kernel = f["matrix"][...]
+        labels = [v.decode() for v in f["labels"][...]]
+    assert kernel.shape == (n_music, n_music) and set(labels) == {"music"}
+    assert np.allclose(np.diag(kernel), 1.0) and np.all((kernel > 0) & (kernel <= 1))
+    result = run("gram", index, tmp_path / "x.csv", "--label", "music", ok=False)
+    assert result.exit_code == 2 and ".npy or .h5" in result.output
+
+
+def test_sql_formats(built):
+    index, _, _, _ = built
+    query = ("SELECT key, label, sobolev_distance(key, 'space-1') AS d FROM documents "
+             "WHERE deleted = 0 AND label = 'space' ORDER BY d LIMIT 3")
+    rows = json.loads(run("sql", index, query).stdout)
+    assert rows[0] == {"key": "space-1", "label": "space", "d": 0.0}
+    assert [r["d"] for r in rows] == sorted(r["d"] for r in rows)
+    csv_out = run("sql", index, query, "--csv").stdout.splitlines()
+    assert csv_out[0] == "key,label,d" and csv_out[1].startswith("space-1,space,0")
+    assert "space-1" in run("sql", index, query, "--table").stdout
+    result = run("sql", index, "DELETE FROM documents", ok=False)
+    assert result.exit_code == 1 and "read-only" in result.output
+
+
+def test_errors_are_one_line_with_a_hint(tmp_path):
+    result = run("info", tmp_path / "nowhere", ok=False)
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and result.output.count("\n") == 1
+    assert "hint: build one" in result.output
+
+
+def test_build_refuses_bad_inputs_and_leaves_nothing(tmp_path):
+    corpus_path, vectors_path = tc.make_files(str(tmp_path))
+    bad_vectors = tmp_path / "bad.vec"
+    bad_vectors.write_text("2 3\nspace1 1 2 3\nspace2 1 2\n", encoding="utf-8")
+    result = run("build", tmp_path / "ix", "--corpus", corpus_path, "--vectors", bad_vectors,
+                 ok=False)
+    assert result.exit_code == 1 and "line 3" in result.output
+    assert not (tmp_path / "ix").exists()
+    result = run("build", tmp_path / "ix", "--corpus", tmp_path / "none.jsonl", "--vectors",
+                 vectors_path, ok=False)
+    assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_quickstart_into_a_directory(tmp_path):
+    result = run("quickstart", tmp_path / "qs", "--json")
+    report = json.loads(result.stdout)
+    assert report["verify_ok"] is True
+    assert report["documents"] > 1000 and report["final_documents"] > 1000
+    for search in report["searches"]:
+        assert len(search["results"]) >= 3
+    # The stored document's nearest neighbour is itself.
+    by_key = [s for s in report["searches"] if s["query"] == "json.dumps"]
+    assert by_key and by_key[0]["results"][0] == {"key": "json.dumps", "distance": 0.0,
+                                                  "label": "json"}
+    # The files it leaves work with the other commands.
+    index = tmp_path / "qs" / "index"
+    info = json.loads(run("info", index, "--json").stdout)
+    assert info["documents"] == report["final_documents"]
+    hits = json.loads(run("search", index, "--text", "compress data with gzip", "-k", 5,
+                          "--json").stdout)[0]
+    assert any("gzip" in h["key"] or "zlib" in h["key"] or "compress" in h["key"] for h in hits)
