@@ -732,7 +732,9 @@ class SobolevIndex:
         stored key, or a list of stored keys. ``roots``: positions into
         ``self.roots`` to use (default all), their eta renormalised. ``where``:
         ``{"label": value_or_list}`` and/or ``{"keys": [...]}`` restricts the
-        candidates. Returns a :class:`SearchResult`.
+        candidates. Returns a :class:`SearchResult`. Ties go to the earlier
+        document, except that a stored key used as a query comes first among
+        the documents at distance 0 from it.
         """
         self._check_open()
         p = self.p if p is None else check_p(p)
@@ -759,7 +761,34 @@ class SobolevIndex:
                     segment = self._segments[seg]
                     keys[q].append(self._key_by_id[int(segment.data.doc_ids[row])])
                     labels[q].append(segment.labels[row])
+        if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
+                                        and isinstance(queries[0], str)):
+            self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
+                                distances, labels, masks)
         return SearchResult(keys, distances, labels, p)
+
+    def _own_key_first(self, query_keys, keys, distances, labels, masks):
+        """A stored document used as the query comes first among the
+        documents at distance 0 from it (duplicates), not after those with
+        lower ids, as long as ``where`` admits it."""
+        position = {s.id: i for i, s in enumerate(self._segments)}
+        for q, key in enumerate(query_keys):
+            if not keys[q] or distances[q, 0] != 0.0:
+                continue
+            if key in keys[q]:
+                j = keys[q].index(key)
+                label = labels[q][j]
+                del keys[q][j], labels[q][j]
+            else:
+                seg_id, row = self._location[self._key_to_id[key]]
+                if not masks[position[seg_id]][row] or distances[q, len(keys[q]) - 1] != 0.0:
+                    continue
+                label = self._segment_by_id[seg_id].labels[row]
+                if len(keys[q]) == distances.shape[1]:
+                    keys[q].pop()
+                    labels[q].pop()
+            keys[q].insert(0, key)
+            labels[q].insert(0, label)
 
     def _root_positions(self, roots):
         if roots is None:

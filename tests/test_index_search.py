@@ -246,3 +246,23 @@ def test_where_restricts_candidates_exactly(small):
             sub = {k: small["a3"][k] for k in allowed}
             _check_ref(res.keys, res.distances, small["m3"], small["q3"], sub, p, small["eta"], 5,
                        what=f"where keys p={p}")
+
+
+def test_a_stored_key_comes_first_among_its_duplicates(tmp_path):
+    from sobolev_index import Graph, SobolevIndex
+
+    rng = np.random.default_rng(4)
+    graph = Graph.from_points(rng.normal(size=(60, 2)), n_nodes=12, seed=0)
+    same = ([1, 4, 7], [0.2, 0.3, 0.5])
+    other = ([2, 3], [0.5, 0.5])
+    with SobolevIndex.create(str(tmp_path / "ix"), graph) as index:
+        index.add([same, same, other, same, same], keys=["a", "b", "c", "d", "e"],
+                  labels=["x", "y", "x", "x", "y"])
+        # Plain ties go by insertion order...
+        assert index.search([same], k=3).keys[0] == ["a", "b", "d"]
+        # ...but the query document leads its duplicates, even when k would cut it off.
+        assert index.search("e", k=2).keys[0] == ["e", "a"]
+        assert index.search(["d", "c"], k=3).keys == [["d", "a", "b"], ["c", "a", "b"]]
+        assert index.search("e", k=2).labels[0] == ["y", "x"]
+        # A where filter that excludes the query is obeyed.
+        assert index.search("e", k=2, where={"label": "x"}).keys[0] == ["a", "d"]

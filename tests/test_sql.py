@@ -1,0 +1,91 @@
+"""The SQL functions agree with SobolevIndex.search and .distance."""
+import json
+import math
+import sqlite3
+
+import pytest
+
+from sobolev_index import SobolevIndex
+from sobolev_index.documents import build_index
+from sobolev_index.errors import SobolevIndexError
+from sobolev_index.sql import register_functions, run_query
+
+import text_corpus as tc
+
+
+@pytest.fixture(scope="module")
+def index_path(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("sql")
+    corpus_path, vectors_path = tc.make_files(str(directory))
+    from sobolev_index.documents import read_corpus
+
+    index, _ = build_index(str(directory / "ix"), read_corpus(corpus_path), vectors_path,
+                           nodes=10, roots=3, seed=2)
+    index.delete(["music-0"])
+    index.close()
+    return str(directory / "ix")
+
+
+@pytest.fixture
+def reader(index_path):
+    with SobolevIndex.open(index_path) as opened:
+        yield opened
+
+
+@pytest.mark.parametrize("p", [None, 1, 2, 1.5, "inf"])
+def test_sobolev_knn_equals_search(reader, p):
+    for key in ("space-3", "cooking-7", "music-9"):
+        args = [key, 7] + ([] if p is None else [p])
+        marks = ", ".join("?" * len(args))
+        _, rows = run_query(reader, f"SELECT sobolev_knn({marks})", args)
+        got = json.loads(rows[0][0])
+        expected = reader.search(key, k=7, p=None if p is None else
+                                 (math.inf if p == "inf" else p)).to_records()[0]
+        assert [h["key"] for h in got] == [h["key"] for h in expected]
+        assert [h["distance"] for h in got] == pytest.approx([h["distance"] for h in expected],
+                                                              rel=1e-12)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_sobolev_distance_ranks_like_search(reader, p):
+    """ORDER BY sobolev_distance gives the same neighbours and distances (to
+    1e-10) as an exact search."""
+    _, rows = run_query(
+        reader,
+        "SELECT key, sobolev_distance(key, 'space-5', ?) AS d FROM documents "
+        "WHERE deleted = 0 ORDER BY d, id LIMIT 10", [p])
+    expected = reader.search("space-5", k=10, p=p)
+    assert [r[0] for r in rows] == expected.keys[0]
+    assert [r[1] for r in rows] == pytest.approx(expected.distances[0].tolist(), rel=1e-10,
+                                                 abs=1e-12)
+
+
+def test_deleted_and_unknown_keys_give_null(reader):
+    _, rows = run_query(reader, "SELECT sobolev_distance('music-0', 'space-1'), "
+                                "sobolev_knn('nope', 3), sobolev_distance('space-1', 'space-1')")
+    assert rows == [(None, None, 0.0)]
+
+
+def test_sql_is_read_only(reader, index_path):
+    with pytest.raises(SobolevIndexError, match="read-only"):
+        run_query(reader, "UPDATE documents SET label = 'x'")
+    with SobolevIndex.open(index_path, "a") as writer:
+        with pytest.raises(SobolevIndexError, match="mode='r'"):
+            run_query(writer, "SELECT 1")
+
+
+def test_bad_sql_and_bad_k_are_errors(reader):
+    with pytest.raises(SobolevIndexError, match="no such table"):
+        run_query(reader, "SELECT * FROM nowhere")
+    with pytest.raises(SobolevIndexError, match="SQL error"):
+        run_query(reader, "SELECT sobolev_knn('space-1', 0)")
+
+
+def test_functions_on_another_connection(reader):
+    """Registered on any sqlite-utils Database, e.g. one that attaches the catalog."""
+    import sqlite_utils
+
+    db = sqlite_utils.Database(sqlite3.connect(":memory:"))
+    register_functions(reader, db)
+    value = db.execute("SELECT sobolev_distance('space-1', 'music-2', 2)").fetchone()[0]
+    assert value == pytest.approx(reader.distance("space-1", "music-2", p=2), rel=1e-12)
