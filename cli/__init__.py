@@ -63,6 +63,8 @@ def _progress(silent):
     stderr; silent, or when stderr is not a terminal, it draws nothing."""
     state = {"bar": None, "stage": None, "done": 0}
 
+    silent = silent or not sys.stderr.isatty()
+
     def update(stage, done, total):
         if silent:
             return
@@ -394,6 +396,7 @@ def compact(index, as_json):
     with _open(index, "a") as opened:
         before = opened.info()
         opened.compact()
+    with _open(index) as opened:  # after close: the catalog's log is folded in
         after = opened.info()
     out = {"segments_before": before["segments"], "segments": after["segments"],
            "deleted_dropped": before["deleted"], "bytes_before": before["bytes"],
