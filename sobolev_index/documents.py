@@ -15,6 +15,7 @@ Corpus files (see :func:`read_corpus`): JSONL (``key``, ``text``, optional
 import json
 import math
 import os
+import shutil
 import sys
 import warnings
 from collections import Counter
@@ -331,17 +332,25 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
         raise CorpusError(f"no document has a word matching the token pattern {settings.pattern!r}")
     vocabulary = sorted(frequency, key=lambda w: (-frequency[w], w))
 
-    _progress("vectors", 0, len(vocabulary))
-    found = _vectors_for(vectors, vocabulary, fold_case)
+    if isinstance(vectors, WordVectors):
+        found = vectors.subset(vocabulary)
+    else:
+        size = os.path.getsize(vectors) if os.path.isfile(vectors) else 0
+        _progress("vectors", 0, size)
+        found = _vectors_for(vectors, vocabulary, fold_case,
+                             progress=lambda done: _progress("vectors", done, size))
     if found is None or len(found) == 0:
         raise CorpusError(
             f"none of the corpus's {len(vocabulary):,} distinct words has a vector in {vectors}; "
             "check that the vectors match the corpus's language and case (try fold_case)")
-    _progress("graph", 0, min(nodes, len(found)))
-    graph = Graph.from_points(found.vectors, n_nodes=nodes, edges=edges, seed=seed)
+    n_centres = min(nodes, len(found))
+    _progress("graph", 0, n_centres)
+    graph = Graph.from_points(found.vectors, n_nodes=nodes, edges=edges, seed=seed,
+                              progress=lambda done: _progress("graph", done, n_centres))
     settings = TextSettings(**{**settings.to_json(), "stopwords": settings.stopwords,
                                "n_documents": len(documents),
                                "vectors": _vectors_meta(vectors, fold_case)})
+    existed = os.path.isdir(path)
     index = SobolevIndex.create(path, graph, roots=roots, p=p, seed=seed, on_violation=on_violation)
     try:
         rows = [(w, int(graph.assignment[i]), document_frequency[w])
@@ -350,7 +359,12 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
         report = add_documents(index, documents, skip_empty=skip_empty, batch_size=batch_size,
                                progress=progress, store_text=store_text)
     except BaseException:
+        # A build is not incremental: a failed one leaves nothing behind (an
+        # empty folder the caller gave stays, empty).
         index.close()
+        shutil.rmtree(path, ignore_errors=True)
+        if existed:
+            os.makedirs(path, exist_ok=True)
         raise
     covered = sum(frequency[w] for w in found.words)
     report.update({

@@ -237,3 +237,27 @@ def test_plain_measure_index_is_not_a_text_index(tmp_path):
     with SobolevIndex.create(str(tmp_path / "plain"), graph) as index:
         with pytest.raises(CorpusError, match="was not built from text"):
             add_documents(index, ["some text"])
+
+
+def test_a_failed_build_leaves_nothing_behind(tmp_path):
+    words, rows = tc.vectors()
+    docs = tc.corpus()[:5] + [{"key": "hollow", "text": "only unknown tokens"}]
+    with pytest.raises(CorpusError, match="hollow has no word the index knows"):
+        build_index(str(tmp_path / "ix"), docs, WordVectors(words, rows), nodes=5)
+    assert not (tmp_path / "ix").exists()
+    (tmp_path / "given").mkdir()
+    with pytest.raises(CorpusError):
+        build_index(str(tmp_path / "given"), docs, WordVectors(words, rows), nodes=5)
+    assert (tmp_path / "given").is_dir() and not list((tmp_path / "given").iterdir())
+
+
+def test_build_reports_progress_by_stage(tmp_path, files):
+    corpus_path, vectors_path = files
+    seen = {}
+    index, _ = build_index(str(tmp_path / "ix"), read_corpus(corpus_path), vectors_path, nodes=8,
+                           progress=lambda stage, done, total: seen.setdefault(stage, []).append(
+                               (done, total)))
+    index.close()
+    assert list(seen) == ["reading", "vectors", "graph", "adding"]
+    assert seen["adding"][-1] == (60, 60)
+    assert seen["vectors"][-1][0] <= seen["vectors"][-1][1] == os.path.getsize(vectors_path)
