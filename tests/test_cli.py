@@ -255,3 +255,28 @@ def test_quickstart_into_a_directory(tmp_path):
     hits = json.loads(run("search", index, "--text", "compress data with gzip", "-k", 5,
                           "--json").stdout)[0]
     assert any("gzip" in h["key"] or "zlib" in h["key"] or "compress" in h["key"] for h in hits)
+
+
+def test_ctrl_c_during_add_keeps_committed_batches(writable, tmp_path, monkeypatch):
+    index, _, _ = writable
+    more = tmp_path / "more.jsonl"
+    tc.write_jsonl(more, [{"key": f"n{i}", "text": f"space{i % 12} cooking{i % 7}"}
+                          for i in range(25)])
+    real_add = SobolevIndex.add
+    calls = []
+
+    def interrupted_add(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_add(self, *args, **kwargs)
+
+    monkeypatch.setattr(SobolevIndex, "add", interrupted_add)
+    result = run("add", index, more, "--batch-size", 10, ok=False)
+    monkeypatch.undo()
+    assert result.exit_code == 130
+    assert "20 documents were committed" in result.output and "consistent" in result.output
+    with SobolevIndex.open(index) as reader:
+        assert {f"n{i}" for i in range(20)} <= set(reader)
+        assert not {f"n{i}" for i in range(20, 25)} & set(reader)
+        assert reader.verify()["ok"]
