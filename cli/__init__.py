@@ -29,6 +29,11 @@ _HINTS = {
     "CorruptIndexError": "run `sobolev-index verify INDEX` to see what is damaged",
     "UnsupportedFormatError": "rebuild the index with this release",
     "VectorFileError": "check the --vectors file and its format",
+    "CorpusError": "check the corpus file; --format names its format, --skip-empty skips "
+                   "documents without known words",
+    "InvalidMeasureError": "use words the index knows (see the words table with `sobolev-index sql`)",
+    "DuplicateKeyError": "keys must be unique; delete the old document or use --upsert",
+    "FileExistsError": "choose a new directory",
 }
 
 
@@ -107,6 +112,8 @@ def _json_default(value):
         return float(value)
     if isinstance(value, np.ndarray):
         return value.tolist()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()  # SQLite BLOBs
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
@@ -201,9 +208,7 @@ def build(index, corpus, vectors, nodes, edges, roots, seed, p, weighting, stopw
     started = time.perf_counter()
     settings = TextSettings(pattern=token_pattern or DEFAULT_TOKEN_PATTERN,
                             stopwords=tuple(stopwords_from(stopwords)), weighting=weighting)
-    if os.path.exists(index) and (not os.path.isdir(index) or os.listdir(index)):
-        raise FileExistsError(f"{index} exists and is not an empty directory; choose a new path")
-    documents = list(read_corpus(list(corpus), corpus_format))
+    documents = read_corpus(list(corpus), corpus_format)
     progress = _progress(silent)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -241,9 +246,9 @@ def build(index, corpus, vectors, nodes, edges, roots, seed, p, weighting, stopw
 @main.command()
 @click.argument("index", type=click.Path())
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option("--vectors", default=None, metavar="FILE",
+@click.option("--vectors", default=None, metavar="FILE|none",
               help="Vectors for words the index does not know yet (default: the build's file, "
-                   "if it still exists).")
+                   "if it still exists; 'none': ignore new words).")
 @click.option("--upsert", is_flag=True, help="Replace documents whose keys exist.")
 @click.option("--skip-empty", is_flag=True, help="Skip documents with no known word instead of failing.")
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1),
@@ -268,7 +273,9 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
         if vectors is None:
             vectors = stored_vectors_path(opened)
             if vectors:
-                _note(f"new words get nodes from {vectors}", silent)
+                _note(f"new words get nodes from {vectors} (--vectors none to skip)", silent)
+        elif vectors == "none":
+            vectors = None
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -314,7 +321,12 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
               help="Vectors to place query words the index does not know.")
 @_json_option
 def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json):
-    """The k nearest documents of each query, by ascending S_p."""
+    """The k nearest documents of each query, by ascending S_p.
+
+    Queries are answered in this order: --key ones, then --text ones, then
+    those of --file. --json prints one list of {"key", "distance", "label"}
+    per query, in that order.
+    """
     from ..documents import read_corpus, text_measures
 
     if not (texts or keys or query_file):
@@ -361,7 +373,7 @@ def _stored_texts(index, keys):
 @click.argument("index", type=click.Path())
 @click.argument("keys", nargs=-1, required=True, metavar="KEY...")
 def get(index, keys):
-    """Print stored documents as JSON: measure, label, fields."""
+    """Print stored documents as a JSON list: measure, label, fields."""
     with _open(index) as opened:
         docs = []
         for key in keys:
@@ -369,7 +381,7 @@ def get(index, keys):
             docs.append({"key": doc["key"], "label": doc["label"], "fields": doc["fields"],
                          "added_at": doc["added_at"], "nodes": doc["nodes"].tolist(),
                          "masses": doc["masses"].tolist()})
-    _echo_json(docs if len(docs) > 1 else docs[0])
+    _echo_json(docs)
 
 
 @main.command()
@@ -497,7 +509,8 @@ def distance(index, a, b, as_text, p, roots, as_json):
 def gram(index, output, keys, keys_file, labels, p, roots, kernel_t, power, silent, as_json):
     """Write the distance (or kernel) matrix of documents to OUTPUT (.npy or .h5).
 
-    An .h5 file also holds the keys and labels in row order.
+    An .h5 file also holds the keys and labels in row order; for .npy,
+    --json prints them.
     """
     import numpy as np
 
@@ -524,6 +537,7 @@ def gram(index, output, keys, keys_file, labels, p, roots, kernel_t, power, sile
                              dtype=h5py.string_dtype())
             f.attrs["kind"] = "kernel" if kernel_t else "distance"
     out = {"output": output, "rows": len(row_keys), "kind": "kernel" if kernel_t else "distance",
+           "keys": row_keys, "labels": row_labels,
            "seconds": round(time.perf_counter() - started, 3)}
     if as_json:
         _echo_json(out)

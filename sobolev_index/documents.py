@@ -99,7 +99,8 @@ def _read_jsonl(handle, name):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise CorpusError(f"{where} is not JSON ({exc.msg} at column {exc.colno})") from None
+            raise CorpusError(f"{where} is not JSON ({exc.msg} at column {exc.colno}); expected "
+                              "JSON Lines: one object per line") from None
         if not isinstance(record, dict):
             raise CorpusError(f"{where} is a JSON {type(record).__name__}; expected an object "
                               'like {"key": ..., "text": ..., "label": ...}')
@@ -190,6 +191,8 @@ def read_corpus(source, format="auto"):
             raise CorpusError(f"{source} is a directory; format {format!r} needs a file")
         yield from _read_directory(source)
         return
+    if format == "dir":
+        raise CorpusError(f"{source} is a file; format 'dir' needs a directory of .txt files")
     if format == "auto":
         format = _sniff(source)
     name = os.path.basename(source)
@@ -290,6 +293,8 @@ def _vectors_for(vectors, words, fold_case=False, progress=None):
         return None
     if isinstance(vectors, WordVectors):
         return vectors.subset(words)
+    if not os.path.exists(os.fspath(vectors)):
+        raise CorpusError(f"vector file {vectors} does not exist")
     from .embeddings import load_vectors
 
     return load_vectors(vectors, words=words, fold_case=fold_case, progress=progress)
@@ -316,6 +321,9 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
     as work advances. Returns (index open for writing, report dict).
     """
     settings = settings or TextSettings()
+    path = os.fspath(path)
+    if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+        raise FileExistsError(f"{path} exists and is not an empty directory; choose a new path")
     documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
     if not documents:
         raise CorpusError("the corpus has no documents")
@@ -383,12 +391,14 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     """Add documents to a text index, in committed batches of ``batch_size``.
 
     Words the index does not know go to the node nearest their vector when
-    ``vectors`` (a WordVectors or a path) has one; the others are ignored. A
-    document with no known word raises :class:`CorpusError`, or is skipped
-    with a warning when ``skip_empty``. Every batch is all-or-nothing, and
-    the ones before an interruption stay committed (a KeyboardInterrupt
-    carries their keys as ``added``). ``store_text`` keeps each text in its
-    fields (``fields["text"]``). Returns a report with ``added`` (keys),
+    ``vectors`` (a WordVectors, a path, or ``"stored"`` for the file the
+    index was built with, if it still exists) has one; the others are
+    ignored. A document with no known word raises :class:`CorpusError`, or
+    is skipped with a warning when ``skip_empty``. All input is checked
+    before anything is written. Every batch is all-or-nothing, and the ones
+    before an interruption stay committed (a KeyboardInterrupt carries their
+    keys as ``added``). ``store_text`` keeps each text in its fields
+    (``fields["text"]``). Returns a report with ``added`` (keys),
     ``skipped`` (keys or positions) and ``new_words``.
     """
     if not index.writable:
@@ -398,10 +408,12 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     encoder = TextEncoder.of_index(index)
     documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
     _progress = progress or (lambda stage, done, total: None)
-    new_words = 0
+    if isinstance(vectors, str) and vectors == "stored":
+        vectors = stored_vectors_path(index)
+    new_rows = []
     if vectors is not None:
-        new_words = _learn_words(index, encoder, encoder.unknown_words(d["text"] for d in documents),
-                                 vectors)
+        new_rows = _place_words(index, encoder, encoder.unknown_words(d["text"] for d in documents),
+                                vectors, _progress)
 
     measures, keys, labels, fields, skipped = [], [], [], [], []
     for position, doc in enumerate(documents):
@@ -415,32 +427,49 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
                     "(skip_empty=True, --skip-empty)")
             skipped.append(name)
             continue
+        record = {**(doc["fields"] or {}), "text": doc["text"]} if store_text else doc["fields"]
+        try:
+            json.dumps(record, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise CorpusError(f"{name}: its fields cannot be stored as JSON ({exc})") from None
         measures.append(measure)
         keys.append(doc["key"])
         labels.append(doc["label"])
-        fields.append({**(doc["fields"] or {}), "text": doc["text"]} if store_text
-                      else doc["fields"])
+        fields.append(record)
     if skipped:
         warnings.warn(f"skipped {len(skipped)} document(s) with no known word, e.g. {skipped[0]!r}",
                       RuntimeWarning, stacklevel=2)
     if any(k is None for k in keys) and not all(k is None for k in keys):
         raise CorpusError("some documents have keys and some do not; give every document a key "
                           "or none")
+    if upsert and keys and keys[0] is None:
+        raise CorpusError("upsert needs a key on every document: the documents to replace are "
+                          "found by key")
     _check_new_keys(index, keys, upsert)
+
+    # Only now, with the input known to be good, is anything written.
+    if new_rows:
+        index.catalog.add_words(new_rows)
     added = []
     _progress("adding", 0, len(measures))
     write = index.upsert if upsert else index.add
+    batch_keys = None
     try:
         for start in range(0, len(measures), batch_size):
             stop = start + batch_size
             batch_keys = None if keys[start] is None else keys[start:stop]
             added.extend(write(measures[start:stop], keys=batch_keys, labels=labels[start:stop],
                                fields=fields[start:stop]))
+            batch_keys = None
             _progress("adding", len(added), len(measures))
     except KeyboardInterrupt as exc:
+        # The batch in flight may have committed before the interrupt (for
+        # instance during the merge that follows a commit).
+        if batch_keys is not None:
+            added.extend(k for k in batch_keys if k in index)
         exc.added = added
         raise
-    return {"added": added, "skipped": skipped, "new_words": new_words}
+    return {"added": added, "skipped": skipped, "new_words": len(new_rows)}
 
 
 def _check_new_keys(index, keys, upsert):
@@ -456,22 +485,32 @@ def _check_new_keys(index, keys, upsert):
             raise CorpusError(f"key {key!r} is already in the index; delete it first, or upsert")
 
 
-def _learn_words(index, encoder, words, vectors):
-    """Give unknown ``words`` the node nearest their vector; store them."""
+def _vector_progress(vectors, progress):
+    if isinstance(vectors, WordVectors) or not os.path.isfile(vectors):
+        return None
+    size = os.path.getsize(vectors)
+    progress("vectors", 0, size)
+    return lambda done: progress("vectors", done, size)
+
+
+def _place_words(index, encoder, words, vectors, progress=lambda *a: None):
+    """Nodes for unknown ``words`` (the node nearest each one's vector), as
+    (word, node, 0) rows; the encoder learns them, nothing is stored."""
     if not words:
-        return 0
+        return []
     stored = encoder.settings.vectors or {}
-    found = _vectors_for(vectors, words, bool(stored.get("fold_case", False)))
+    found = _vectors_for(vectors, words, bool(stored.get("fold_case", False)),
+                         progress=_vector_progress(vectors, progress))
     if found is None or len(found) == 0:
-        return 0
+        return []
     if found.dim != index.graph.coords.shape[1]:
         raise CorpusError(
-            f"the vectors have dimension {found.dim}; this index was built with "
+            f"the vectors in {vectors if not isinstance(vectors, WordVectors) else 'the given WordVectors'} "
+            f"have dimension {found.dim}; this index was built with "
             f"{index.graph.coords.shape[1]}-dimensional vectors")
-    nodes = index.graph.nearest_nodes(found.vectors)
-    index.catalog.add_words([(w, int(n), 0) for w, n in zip(found.words, nodes)])
-    encoder.word_nodes.update(zip(found.words, nodes.tolist()))
-    return len(found)
+    nodes = index.graph.nearest_nodes(found.vectors).tolist()
+    encoder.word_nodes.update(zip(found.words, nodes))
+    return [(w, n, 0) for w, n in zip(found.words, nodes)]
 
 
 def text_measures(index, texts, vectors=None):
@@ -482,16 +521,7 @@ def text_measures(index, texts, vectors=None):
     encoder = TextEncoder.of_index(index)
     texts = [texts] if isinstance(texts, str) else list(texts)
     if vectors is not None:
-        unknown = encoder.unknown_words(texts)
-        stored = encoder.settings.vectors or {}
-        found = _vectors_for(vectors, unknown, bool(stored.get("fold_case", False))) if unknown else None
-        if found is not None and len(found):
-            if found.dim != index.graph.coords.shape[1]:
-                raise CorpusError(
-                    f"the vectors have dimension {found.dim}; this index was built with "
-                    f"{index.graph.coords.shape[1]}-dimensional vectors")
-            encoder.word_nodes.update(zip(found.words,
-                                          index.graph.nearest_nodes(found.vectors).tolist()))
+        _place_words(index, encoder, encoder.unknown_words(texts), vectors)
     measures = []
     for i, text in enumerate(texts):
         measure = encoder.measure(text)

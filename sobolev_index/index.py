@@ -594,7 +594,7 @@ class SobolevIndex:
         try:
             self._catalog.commit_segment(segment_row, documents, replaced, next_ids)
         except BaseException:
-            storage.remove_files(self.path, [file])
+            self._after_failed_commit(segment_id, [file])
             raise
         self._meta.update(next_ids)
         self._tombstone_in_memory(replaced)
@@ -613,6 +613,30 @@ class SobolevIndex:
             warnings.warn(f"segments were not merged ({exc}); the next add or compact() retries",
                           RuntimeWarning, stacklevel=3)
         return keys
+
+    def _after_failed_commit(self, segment_id, files, landed_if_gone=()):
+        """Clean up after an exception around a catalog commit.
+
+        A KeyboardInterrupt can arrive after SQLite committed but before the
+        call returned: then the new file is referenced and must stay, and
+        the in-memory state is reloaded from the catalog. Otherwise the file
+        is an orphan and goes."""
+        conn = self._catalog.conn
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            landed = conn.execute("SELECT 1 FROM segments WHERE id = ?",
+                                  (segment_id,)).fetchone() is not None
+            if not landed and landed_if_gone:
+                marks = ",".join("?" * len(landed_if_gone))
+                landed = conn.execute(f"SELECT count(*) FROM segments WHERE id IN ({marks})",
+                                      list(landed_if_gone)).fetchone()[0] == 0
+        except Exception:
+            return  # unknown: keep the file; the next writer removes it if unreferenced
+        if landed:
+            self._load()
+        else:
+            storage.remove_files(self.path, files)
 
     def _checked_keys(self, keys, n, doc_ids):
         if keys is None:
@@ -704,8 +728,9 @@ class SobolevIndex:
         try:
             self._catalog.replace_segments(old_ids, segment_row, moved, dropped, next_ids)
         except BaseException:
-            if segment_row is not None:
-                storage.remove_files(self.path, [segment_row["file"]])
+            self._after_failed_commit(segment_id,
+                                      [] if segment_row is None else [segment_row["file"]],
+                                      landed_if_gone=old_ids)
             raise
         self._meta.update(next_ids)
         keep = [s for s in self._segments if s.id not in set(old_ids)]

@@ -60,6 +60,15 @@ def run_quickstart(directory=None, seed=0, log=print):
         directory = tempfile.mkdtemp(prefix="sobolev-quickstart-")
     try:
         return _run(directory, seed, log, keep)
+    except BaseException:
+        if keep:  # a half-made DIR would refuse the next run; leave it empty
+            for name in os.listdir(directory):
+                target = os.path.join(directory, name)
+                if os.path.isdir(target):
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    os.unlink(target)
+        raise
     finally:
         if not keep:
             shutil.rmtree(directory, ignore_errors=True)

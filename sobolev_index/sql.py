@@ -10,11 +10,12 @@ returns the query's k nearest stored documents as a JSON list of
 ``{"key", "distance", "label"}``, the same as :meth:`SobolevIndex.search`.
 Keys that are not live give NULL.
 """
+import inspect
 import json
 import math
 import sqlite3
 
-from .errors import KeyNotFoundError, SobolevIndexError
+from .errors import SobolevIndexError
 
 __all__ = ["register_functions", "run_query", "FUNCTIONS"]
 
@@ -26,13 +27,30 @@ def _p_of(value):
         return None
     if isinstance(value, str) and value.lower() == "inf":
         return math.inf
-    return float(value)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"p is {value!r}; expected a number >= 1 or 'inf'") from None
 
 
 def register_functions(index, db=None):
     """Register the S_p functions on ``db`` (a sqlite-utils Database; by
     default the index's own catalog connection)."""
     db = db if db is not None else index.catalog.db
+    errors = _errors_of(db)
+
+    def keeping_errors(fn):
+        # SQLite replaces an exception raised in a function by "user-defined
+        # function raised exception"; keep ours so that run_query can say
+        # what was wrong.
+        def wrapped(*args):
+            try:
+                return fn(*args)
+            except Exception as exc:
+                errors.append(exc)
+                raise
+        wrapped.__signature__ = inspect.signature(fn)
+        return wrapped
 
     def distance(key_a, key_b, p=None):
         if key_a not in index or key_b not in index:
@@ -63,8 +81,23 @@ def register_functions(index, db=None):
 
     for fn, name in ((sobolev_distance_2, "sobolev_distance"), (sobolev_distance_3, "sobolev_distance"),
                      (sobolev_knn_2, "sobolev_knn"), (sobolev_knn_3, "sobolev_knn")):
-        db.register_function(fn, deterministic=True, replace=True, name=name)
+        db.register_function(keeping_errors(fn), deterministic=True, replace=True, name=name)
     return db
+
+
+def _errors_of(db):
+    if not hasattr(db, "_sobolev_errors"):
+        db._sobolev_errors = []
+    return db._sobolev_errors
+
+
+# Reads, and calls of functions, are all a query may do: a read-only
+# connection would still let ATTACH open (and write) another database.
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+
+
+def _authorize(action, *args):
+    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
 def run_query(index, query, params=None):
@@ -73,16 +106,20 @@ def run_query(index, query, params=None):
     if index.writable:
         raise SobolevIndexError("run SQL on an index opened with mode='r'; it must not write")
     db = register_functions(index)
+    errors = _errors_of(db)
+    errors.clear()
+    db.conn.set_authorizer(_authorize)
     try:
         cursor = db.execute(query, params or [])
+        columns = [c[0] for c in cursor.description] if cursor.description else []
+        rows = cursor.fetchall()
     except sqlite3.Error as exc:
-        # A failing user function reaches us as sqlite3.OperationalError;
-        # its own message is the useful part.
+        if errors:
+            raise SobolevIndexError(f"SQL error in a sobolev function: {errors[-1]}") from None
         message = str(exc)
-        if "attempt to write a readonly database" in message:
-            message += " (sobolev-index sql is read-only)"
+        if "not authorized" in message or "readonly" in message:
+            message += " (sobolev-index sql is read-only: SELECT statements only)"
         raise SobolevIndexError(f"SQL error: {message}") from None
-    except KeyNotFoundError as exc:
-        raise SobolevIndexError(str(exc)) from None
-    columns = [c[0] for c in cursor.description] if cursor.description else []
-    return columns, cursor.fetchall()
+    finally:
+        db.conn.set_authorizer(None)
+    return columns, rows

@@ -29,7 +29,9 @@ def tokenize(text, pattern=DEFAULT_TOKEN_PATTERN, lowercase=True, stopwords=None
         raise ValueError(f"text is {type(text).__name__} {text!r:.60}; expected a str")
     if lowercase:
         text = text.lower()
-    words = _regex(pattern).findall(text)
+    # Whole matches: findall would return the groups of a pattern that has
+    # any, and empty matches are not words.
+    words = [m.group(0) for m in _regex(pattern).finditer(text) if m.end() > m.start()]
     if stopwords:
         words = [w for w in words if w not in stopwords]
     return words

@@ -84,7 +84,9 @@ def test_search_by_key_returns_it_first_at_distance_zero(built):
                          "--json").stdout)
     assert out[0][0]["key"] == "cooking-3" and out[0][0]["distance"] == 0.0
     table = run("search", index, "--key", "cooking-3", "-k", 3).stdout
-    assert "query: key cooking-3" in table and "cooking-3" in table
+    lines = table.splitlines()
+    assert lines[0] == "query: key cooking-3"
+    assert lines[3].split()[:3] == ["1", "0.0000", "cooking-3"]  # after the header and rule
 
 
 def test_search_from_a_file_with_label_filter_and_roots(built, tmp_path):
@@ -108,7 +110,7 @@ def test_search_needs_a_query_and_known_words(built):
 
 def test_get_prints_the_stored_document(built):
     index, corpus_path, _, _ = built
-    doc = json.loads(run("get", index, "space-2").stdout)
+    [doc] = json.loads(run("get", index, "space-2").stdout)
     first = [json.loads(line) for line in open(corpus_path, encoding="utf-8")][2]
     assert doc["key"] == "space-2" and doc["label"] == "space"
     assert doc["fields"]["text"] == first["text"]
@@ -150,15 +152,31 @@ def test_add_from_stdin_and_skip_empty(writable):
 
 
 def test_add_refuses_duplicates_and_writes_nothing(writable, tmp_path):
-    index, _, _ = writable
+    index, _, vectors_path = writable
     before = json.loads(run("info", index, "--json").stdout)
+    words_before = run("sql", index, "SELECT count(*) AS n FROM words").stdout
     dup = tmp_path / "dup.jsonl"
-    dup.write_text('{"key": "x1", "text": "space1"}\n{"key": "space-1", "text": "space2"}\n',
+    # New words with vectors, then a key that is taken: the words must not be stored either.
+    dup.write_text('{"key": "x1", "text": "space99 music99"}\n{"key": "space-1", "text": "space2"}\n',
                    encoding="utf-8")
-    result = run("add", index, dup, ok=False)
-    assert result.exit_code == 1 and "space-1" in result.output
+    result = run("add", index, dup, "--vectors", vectors_path, ok=False)
+    assert result.exit_code == 1 and "space-1" in result.output and "hint:" in result.output
     after = json.loads(run("info", index, "--json").stdout)
     assert after["documents"] == before["documents"] and after["segments"] == before["segments"]
+    assert run("sql", index, "SELECT count(*) AS n FROM words").stdout == words_before
+
+
+def test_add_refuses_fields_that_are_not_json_and_writes_nothing(writable):
+    index, _, _ = writable
+    with SobolevIndex.open(index, "a") as writer:
+        from sobolev_index.documents import add_documents
+        from sobolev_index.errors import CorpusError
+
+        docs = [{"key": "ok1", "text": "space1"},
+                {"key": "bad2", "text": "space2", "when": object()}]
+        with pytest.raises(CorpusError, match="bad2: its fields cannot be stored as JSON"):
+            add_documents(writer, docs, batch_size=1)
+        assert "ok1" not in writer
 
 
 def test_verify_reports_a_damaged_segment(writable):
@@ -280,3 +298,17 @@ def test_ctrl_c_during_add_keeps_committed_batches(writable, tmp_path, monkeypat
         assert {f"n{i}" for i in range(20)} <= set(reader)
         assert not {f"n{i}" for i in range(20, 25)} & set(reader)
         assert reader.verify()["ok"]
+
+
+def test_gram_json_names_the_rows(built, tmp_path):
+    index, _, _, _ = built
+    out = json.loads(run("gram", index, tmp_path / "g.npy", "--label", "cooking", "--json").stdout)
+    assert out["rows"] == 20 and len(out["keys"]) == 20 and set(out["labels"]) == {"cooking"}
+    with SobolevIndex.open(index) as reader:
+        expected = reader.pairwise(out["keys"])
+    assert np.allclose(np.load(tmp_path / "g.npy"), expected)
+
+
+def test_sql_json_prints_blobs_as_hex(built):
+    index, _, _, _ = built
+    assert json.loads(run("sql", index, "SELECT x'00ff' AS b").stdout) == [{"b": "00ff"}]

@@ -261,3 +261,11 @@ def test_build_reports_progress_by_stage(tmp_path, files):
     assert list(seen) == ["reading", "vectors", "graph", "adding"]
     assert seen["adding"][-1] == (60, 60)
     assert seen["vectors"][-1][0] <= seen["vectors"][-1][1] == os.path.getsize(vectors_path)
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    (r"[a-z]+('[a-z]+)?", ["don't", "stop", "the", "cat's", "toy"]),  # groups: whole matches
+    (r"[a-z]*", ["don", "t", "stop", "the", "cat", "s", "toy"]),       # no empty words
+])
+def test_token_patterns_give_whole_non_empty_words(pattern, expected):
+    assert TextSettings(pattern=pattern).tokens("Don't stop the cat's toy") == expected

@@ -693,3 +693,39 @@ def test_bad_search_arguments(tmp_path, spec, roots1):
         with pytest.raises(ValueError) as e:
             idx.search([(np.array([N_NODES + 3]), np.array([1.0]))], k=2)
         assert str(N_NODES + 3) in str(e.value)
+
+
+@pytest.mark.parametrize("operation", ["add", "compact"])
+def test_interrupt_after_the_catalog_committed_keeps_the_data(tmp_path, monkeypatch, operation):
+    """Ctrl-C can land after SQLite committed but before the call returned:
+    the new segment file is then referenced and must not be removed."""
+    from sobolev_index import Graph, SobolevIndex, storage
+
+    rng = np.random.default_rng(9)
+    graph = Graph.from_points(rng.normal(size=(80, 2)), n_nodes=10, seed=0)
+    measures = [(rng.choice(10, 3, replace=False), rng.random(3) + 0.1) for _ in range(6)]
+    path = str(tmp_path / "ix")
+    with SobolevIndex.create(path, graph) as index:
+        index.add(measures[:3], keys=["a", "b", "c"])
+        index.delete(["b"])
+        name = "commit_segment" if operation == "add" else "replace_segments"
+        real = getattr(storage.Catalog, name)
+
+        def commit_then_interrupt(self, *args, **kwargs):
+            real(self, *args, **kwargs)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(storage.Catalog, name, commit_then_interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            if operation == "add":
+                index.add(measures[3:], keys=["d", "e", "f"])
+            else:
+                index.compact()
+        monkeypatch.undo()
+        expected = {"a", "c", "d", "e", "f"} if operation == "add" else {"a", "c"}
+        assert set(index) == expected  # the writer's own view caught up
+        index.add(measures[:1], keys=["g"])  # and it can go on writing
+    with SobolevIndex.open(path) as reader:
+        assert set(reader) == expected | {"g"}
+        assert reader.verify()["ok"]
+        assert reader.search("a", k=1).keys[0] == ["a"]

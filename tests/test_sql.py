@@ -77,8 +77,24 @@ def test_sql_is_read_only(reader, index_path):
 def test_bad_sql_and_bad_k_are_errors(reader):
     with pytest.raises(SobolevIndexError, match="no such table"):
         run_query(reader, "SELECT * FROM nowhere")
-    with pytest.raises(SobolevIndexError, match="SQL error"):
+    with pytest.raises(SobolevIndexError, match="k is 0; expected an integer >= 1"):
         run_query(reader, "SELECT sobolev_knn('space-1', 0)")
+    with pytest.raises(SobolevIndexError, match="p is 'abc'; expected a number"):
+        run_query(reader, "SELECT sobolev_distance('space-1', 'space-2', 'abc')")
+    with pytest.raises(SobolevIndexError, match=r"p is 0\.5"):
+        run_query(reader, "SELECT sobolev_distance('space-1', 'space-2', 0.5)")
+    # The connection works normally after a failed query.
+    assert run_query(reader, "SELECT 1")[1] == [(1,)]
+
+
+def test_attach_and_pragmas_are_refused(reader, index_path, tmp_path):
+    target = tmp_path / "other.db"
+    for statement in (f"ATTACH '{target}' AS other",
+                      f"ATTACH '{index_path}/catalog.sqlite' AS again",
+                      "PRAGMA journal_mode=DELETE"):
+        with pytest.raises(SobolevIndexError, match="read-only"):
+            run_query(reader, statement)
+    assert not target.exists()
 
 
 def test_functions_on_another_connection(reader):
