@@ -172,11 +172,19 @@ _format_option = click.option(
 # ------------------------------------------------------------------- build
 @main.command()
 @click.argument("index", type=click.Path())
-@click.option("--corpus", "corpus", required=True, multiple=True, metavar="FILE",
+@click.option("--corpus", "corpus", multiple=True, metavar="FILE",
               help="Corpus file or directory ('-' for stdin); repeat for several.")
-@click.option("--vectors", required=True, metavar="FILE",
+@click.option("--vectors", default=None, metavar="FILE",
               help="Word vectors: word2vec .bin, .vec/.txt (word2vec or GloVe text), or .npy "
                    "with a .vocab file.")
+@click.option("--points", "points", multiple=True, metavar="FILE",
+              help="Instead of a corpus: JSONL point clouds {key, points, weights, label} "
+                   "(or, with --diagrams, persistence diagram files or folders).")
+@click.option("--diagrams", is_flag=True,
+              help="--points are persistence diagrams: (birth, death) rows in CSV/text/.npy, "
+                   "one per file; key = file name, label = folder name.")
+@click.option("--diagram-weights", default="uniform", show_default=True,
+              type=click.Choice(["uniform", "persistence"]), help="Weights of diagram points.")
 @click.option("--nodes", default=1000, show_default=True, type=click.IntRange(2),
               help="Graph nodes M: clusters of the corpus's word vectors.")
 @click.option("--edges", default="log", show_default=True, type=click.Choice(["log", "sqrt", "knn"]),
@@ -199,13 +207,22 @@ _format_option = click.option(
 @_format_option
 @_silent_option
 @_json_option
-def build(index, corpus, vectors, nodes, edges, roots, seed, p, weighting, stopwords,
-          token_pattern, fold_case, skip_empty, no_text, corpus_format, silent, as_json):
-    """Build INDEX (a new directory) from a corpus and word vectors."""
+def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edges, roots, seed, p,
+          weighting, stopwords, token_pattern, fold_case, skip_empty, no_text, corpus_format,
+          silent, as_json):
+    """Build INDEX (a new directory) from a corpus and word vectors, or from
+    point clouds or persistence diagrams (--points)."""
     from ..documents import TextSettings, build_index, read_corpus
     from ..text import DEFAULT_TOKEN_PATTERN, stopwords_from
 
     started = time.perf_counter()
+    if points:
+        if corpus or vectors:
+            raise click.UsageError("give either --corpus and --vectors, or --points")
+        return _build_points(index, points, diagrams, diagram_weights, nodes, edges, roots, seed,
+                             p, silent, as_json, started)
+    if not corpus or not vectors:
+        raise click.UsageError("build needs --corpus FILE and --vectors FILE (or --points FILE)")
     settings = TextSettings(pattern=token_pattern or DEFAULT_TOKEN_PATTERN,
                             stopwords=tuple(stopwords_from(stopwords)), weighting=weighting)
     documents = read_corpus(list(corpus), corpus_format)
@@ -242,6 +259,47 @@ def build(index, corpus, vectors, nodes, edges, roots, seed, p, weighting, stopw
     click.echo(f"  {report['bytes'] / 1e6:.1f} MB on disk, {report['seconds']:.1f} s")
 
 
+def _build_points(index, points, diagrams, diagram_weights, nodes, edges, roots, seed, p, silent,
+                  as_json, started):
+    from ..pointindex import build_point_index, read_pointsets
+
+    kind = "diagrams" if diagrams else "clouds"
+    pointsets = read_pointsets(list(points), kind, diagram_weights, label_from_dir=diagrams)
+    progress = _progress(silent)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            built, report = build_point_index(
+                index, pointsets, nodes=nodes, edges=edges, roots=None if roots == 1 else roots,
+                p=_parse_p(p), seed=seed, kind=kind, progress=progress)
+        finally:
+            progress.finish()
+    for w in caught:
+        _note(f"warning: {w.message}", silent)
+    with built:
+        info = built.info()
+    out = {"index": info["path"], "documents": info["documents"], "kind": kind,
+           "points": report["points"], "dim": report["dim"], "nodes": info["nodes"],
+           "edges": info["edges"], "roots": info["roots"], "bytes": info["bytes"],
+           "seconds": round(time.perf_counter() - started, 3)}
+    if as_json:
+        _echo_json(out)
+        return
+    click.echo(f"built {out['index']}: {out['documents']:,} point sets ({kind}), "
+               f"{out['points']:,} points in {out['dim']} dimensions")
+    click.echo(f"  graph: {out['nodes']:,} nodes, {out['edges']:,} edges, root(s) {out['roots']}")
+    click.echo(f"  {out['bytes'] / 1e6:.1f} MB on disk, {out['seconds']:.1f} s")
+
+
+def _point_kind(index):
+    """The kind of point sets of a point index, or None for other indexes."""
+    from ..pointindex import POINTS_META, index_kind
+
+    if index_kind(index) != "points":
+        return None
+    return index.catalog.meta_value(POINTS_META)["kind"]
+
+
 # --------------------------------------------------------------------- add
 @main.command()
 @click.argument("index", type=click.Path())
@@ -265,23 +323,34 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
     added stay, and the index is consistent.
     """
     from ..documents import add_documents, read_corpus, stored_vectors_path
+    from ..pointindex import add_pointsets, read_pointsets
 
     started = time.perf_counter()
-    documents = list(read_corpus(list(files), corpus_format))
     progress = _progress(silent)
     with _open(index, "a") as opened:
-        if vectors is None:
+        kind = _point_kind(opened)
+        if kind is not None:
+            documents = read_pointsets(list(files), kind, label_from_dir=(kind == "diagrams"))
+            vectors = "none"
+        else:
+            documents = list(read_corpus(list(files), corpus_format))
+        if kind is None and vectors is None:
             vectors = stored_vectors_path(opened)
             if vectors:
                 _note(f"new words get nodes from {vectors} (--vectors none to skip)", silent)
-        elif vectors == "none":
+        if vectors == "none":
             vectors = None
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                report = add_documents(opened, documents, vectors, skip_empty=skip_empty,
-                                       batch_size=batch_size, progress=progress, upsert=upsert,
-                                       store_text=not no_text)
+                if kind is not None:
+                    report = add_pointsets(opened, documents, batch_size=batch_size,
+                                           progress=progress, upsert=upsert)
+                    report["new_words"] = 0
+                else:
+                    report = add_documents(opened, documents, vectors, skip_empty=skip_empty,
+                                           batch_size=batch_size, progress=progress,
+                                           upsert=upsert, store_text=not no_text)
         except KeyboardInterrupt as exc:
             progress.finish()
             done = getattr(exc, "added", None)
@@ -312,7 +381,8 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
 @click.option("--text", "texts", multiple=True, metavar="TEXT", help="Query text (repeatable).")
 @click.option("--key", "keys", multiple=True, metavar="KEY", help="A stored document as query (repeatable).")
 @click.option("--file", "query_file", default=None, metavar="F",
-              help="Queries from a corpus file ('-' for stdin): one query per document.")
+              help="Queries from a corpus file ('-' for stdin): one query per document "
+                   "(for a point index: point clouds or a diagram file).")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1), help="Neighbours per query.")
 @_p_option
 @_roots_option
@@ -339,7 +409,14 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json
             results.append(opened.search(list(keys), **options))
             query_names += [f"key {key}" for key in keys]
         query_texts = list(texts)
-        if query_file:
+        kind = _point_kind(opened)
+        if query_file and kind is not None:
+            from ..pointindex import point_measures, read_pointsets
+
+            pointsets = read_pointsets([query_file], kind)
+            results.append(opened.search(point_measures(opened, pointsets), **options))
+            query_names += [s.key for s in pointsets]
+        elif query_file:
             query_texts += [doc["text"] for doc in read_corpus(query_file)]
         if query_texts:
             results.append(opened.search(text_measures(opened, query_texts, vectors), **options))

@@ -445,6 +445,11 @@ class Catalog:
             if meta:
                 self._set_meta(meta)
 
+    def set_meta(self, values):
+        """Set ``meta`` values (JSON) in one transaction."""
+        with self._transaction():
+            self._set_meta(values)
+
     def commit_segment(self, segment_row, documents, tombstone_ids=(), next_ids=None):
         """One transaction: new segment + its documents (+ tombstones for upsert)."""
         with self._transaction():

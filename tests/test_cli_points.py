@@ -1,0 +1,89 @@
+"""The CLI on point clouds and persistence diagrams (build --points)."""
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sobolev_index import SobolevIndex
+from sobolev_index.cli import main
+from sobolev_index.pointindex import point_measures, read_pointsets
+
+
+def run(*args, ok=True):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    if ok:
+        assert result.exit_code == 0, result.output + repr(result.exception)
+    return result
+
+
+def write_clouds(path, keys, seed):
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="utf-8") as handle:
+        for i, key in enumerate(keys):
+            centre = 6.0 * (i % 3)
+            handle.write(json.dumps({"key": key, "points": (rng.normal(size=(8, 3)) + centre).tolist(),
+                                     "label": f"c{i % 3}"}) + "\n")
+
+
+def test_point_clouds_build_add_search(tmp_path):
+    clouds = tmp_path / "clouds.jsonl"
+    write_clouds(clouds, [f"p{i}" for i in range(24)], seed=0)
+    index = tmp_path / "ix"
+    report = json.loads(run("build", index, "--points", clouds, "--nodes", 15, "--json").stdout)
+    assert report["documents"] == 24 and report["points"] == 24 * 8 and report["dim"] == 3
+    assert report["kind"] == "clouds"
+
+    more = tmp_path / "more.jsonl"
+    write_clouds(more, ["q0", "q1", "q2"], seed=1)
+    out = json.loads(run("add", index, more, "--json").stdout)
+    assert out["added"] == 3 and out["documents"] == 27
+
+    hits = json.loads(run("search", index, "--file", more, "-k", 4, "--json").stdout)
+    with SobolevIndex.open(index) as reader:
+        expected = reader.search(point_measures(reader, read_pointsets([str(more)])), k=4)
+    assert [[h["key"] for h in q] for q in hits] == expected.keys
+    # A query that is also stored finds itself, and the cluster's label.
+    assert [q[0]["key"] for q in hits] == ["q0", "q1", "q2"]
+    assert [{h["label"] for h in q} for q in hits] == [{"c0"}, {"c1"}, {"c2"}]
+
+    result = run("search", index, "--text", "words", ok=False)
+    assert result.exit_code == 1 and "not built from text" in result.output
+
+
+def test_persistence_diagrams_from_labelled_folders(tmp_path):
+    rng = np.random.default_rng(3)
+    for label, scale in (("small", 1.0), ("large", 8.0)):
+        folder = tmp_path / "diagrams" / label
+        folder.mkdir(parents=True)
+        for i in range(5):
+            birth = rng.random(6) * scale
+            rows = np.column_stack([birth, birth + rng.random(6) * scale + 0.1])
+            np.savetxt(folder / f"{label}{i}.csv", rows, delimiter=",", header="birth,death",
+                       comments="")
+    index = tmp_path / "ix"
+    report = json.loads(run("build", index, "--points", tmp_path / "diagrams", "--diagrams",
+                            "--nodes", 12, "--json").stdout)
+    assert report["documents"] == 10 and report["dim"] == 2 and report["kind"] == "diagrams"
+    hits = json.loads(run("search", index, "--key", "large2", "-k", 3, "--json").stdout)[0]
+    assert hits[0]["key"] == "large2" and hits[0]["label"] == "large"
+
+
+def test_build_needs_one_kind_of_input(tmp_path):
+    clouds = tmp_path / "c.jsonl"
+    write_clouds(clouds, ["a", "b"], seed=0)
+    result = run("build", tmp_path / "ix", ok=False)
+    assert result.exit_code == 2 and "--corpus FILE and --vectors FILE" in result.output
+    result = run("build", tmp_path / "ix", "--points", clouds, "--corpus", clouds, ok=False)
+    assert result.exit_code == 2 and "either" in result.output
+    assert not (tmp_path / "ix").exists()
+
+
+def test_bad_point_cloud_is_refused_with_its_line(tmp_path):
+    clouds = tmp_path / "c.jsonl"
+    write_clouds(clouds, ["a", "b"], seed=0)
+    with open(clouds, "a", encoding="utf-8") as handle:
+        handle.write('{"key": "c", "points": [[1, 2]]}\n')  # 2-d among 3-d clouds
+    result = run("build", tmp_path / "ix", "--points", clouds, ok=False)
+    assert result.exit_code == 1 and "line 3" in result.output
+    assert not (tmp_path / "ix").exists()
