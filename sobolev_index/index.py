@@ -30,11 +30,8 @@ __all__ = ["SobolevIndex", "SearchResult"]
 
 # Segments whose row counts share floor(log_TIER(rows)) form a tier; a tier
 # holding TIER segments is merged into one, so a corpus of N rows has
-# O(TIER * log N) segments however it was added. Every segment costs a
-# search about 0.1-0.3 ms of fixed work, so fewer segments answer single
-# queries faster: at N = 100,000 in 1,000-row batches, 4 segments instead of
-# the 9 of TIER = 8 made a query 27% faster, for about 1.5x the merge writes.
-TIER = 4
+# O(TIER * log N) segments however it was added.
+TIER = 8
 # Queries scanned together; bounds the (queries x rows) distance buffer.
 QUERY_CHUNK = 64
 # Rows per segment whose features verify() rebuilds from the raw measures.
