@@ -226,21 +226,10 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
     settings = TextSettings(pattern=token_pattern or DEFAULT_TOKEN_PATTERN,
                             stopwords=tuple(stopwords_from(stopwords)), weighting=weighting)
     documents = read_corpus(list(corpus), corpus_format)
-    progress = _progress(silent)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            built, report = build_index(
-                index, documents, vectors, nodes=nodes, edges=edges,
-                roots=None if roots == 1 else roots, p=_parse_p(p), seed=seed, settings=settings,
-                fold_case=fold_case, skip_empty=skip_empty, store_text=not no_text,
-                progress=progress)
-        finally:
-            progress.finish()
-    for w in caught:
-        _note(f"warning: {w.message}", silent)
-    with built:
-        info = built.info()
+    report, info = _run_build(silent, lambda progress: build_index(
+        index, documents, vectors, nodes=nodes, edges=edges, roots=None if roots == 1 else roots,
+        p=_parse_p(p), seed=seed, settings=settings, fold_case=fold_case, skip_empty=skip_empty,
+        store_text=not no_text, progress=progress))
     report = {"index": info["path"], "documents": info["documents"],
               "skipped": len(report["skipped"]), "vocabulary": report["vocabulary"],
               "words_with_vectors": report["words_with_vectors"],
@@ -259,25 +248,31 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
     click.echo(f"  {report['bytes'] / 1e6:.1f} MB on disk, {report['seconds']:.1f} s")
 
 
+def _run_build(silent, build):
+    """Run build(progress) with progress bars, print its warnings as notes,
+    close the new index; returns (build report, index info)."""
+    progress = _progress(silent)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            built, report = build(progress)
+        finally:
+            progress.finish()
+    for w in caught:
+        _note(f"warning: {w.message}", silent)
+    with built:
+        return report, built.info()
+
+
 def _build_points(index, points, diagrams, diagram_weights, nodes, edges, roots, seed, p, silent,
                   as_json, started):
     from ..pointindex import build_point_index, read_pointsets
 
     kind = "diagrams" if diagrams else "clouds"
     pointsets = read_pointsets(list(points), kind, diagram_weights, label_from_dir=diagrams)
-    progress = _progress(silent)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            built, report = build_point_index(
-                index, pointsets, nodes=nodes, edges=edges, roots=None if roots == 1 else roots,
-                p=_parse_p(p), seed=seed, kind=kind, progress=progress)
-        finally:
-            progress.finish()
-    for w in caught:
-        _note(f"warning: {w.message}", silent)
-    with built:
-        info = built.info()
+    report, info = _run_build(silent, lambda progress: build_point_index(
+        index, pointsets, nodes=nodes, edges=edges, roots=None if roots == 1 else roots,
+        p=_parse_p(p), seed=seed, kind=kind, progress=progress))
     out = {"index": info["path"], "documents": info["documents"], "kind": kind,
            "points": report["points"], "dim": report["dim"], "nodes": info["nodes"],
            "edges": info["edges"], "roots": info["roots"], "bytes": info["bytes"],

@@ -358,22 +358,15 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
     settings = TextSettings(**{**settings.to_json(), "stopwords": settings.stopwords,
                                "n_documents": len(documents),
                                "vectors": _vectors_meta(vectors, fold_case)})
-    existed = os.path.isdir(path)
-    index = SobolevIndex.create(path, graph, roots=roots, p=p, seed=seed, on_violation=on_violation)
-    try:
+    def fill(index):
         rows = [(w, int(graph.assignment[i]), document_frequency[w])
                 for i, w in enumerate(found.words)]
         index.catalog.add_words(rows, meta={TEXT_META: settings.to_json()})
-        report = add_documents(index, documents, skip_empty=skip_empty, batch_size=batch_size,
-                               progress=progress, store_text=store_text)
-    except BaseException:
-        # A build is not incremental: a failed one leaves nothing behind (an
-        # empty folder the caller gave stays, empty).
-        index.close()
-        shutil.rmtree(path, ignore_errors=True)
-        if existed:
-            os.makedirs(path, exist_ok=True)
-        raise
+        return add_documents(index, documents, skip_empty=skip_empty, batch_size=batch_size,
+                             progress=progress, store_text=store_text)
+
+    index, report = create_and_fill(path, graph, fill, roots=roots, p=p, seed=seed,
+                                    on_violation=on_violation)
     covered = sum(frequency[w] for w in found.words)
     report.update({
         "vocabulary": len(vocabulary),
@@ -384,6 +377,22 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
         "roots": index.roots.tolist(),
     })
     return index, report
+
+
+def create_and_fill(path, graph, fill, **create_options):
+    """Create an index at ``path`` and run ``fill(index)``; returns (index,
+    what fill returned). A build is not incremental: if it fails, nothing is
+    left behind (an empty folder the caller gave stays, empty)."""
+    existed = os.path.isdir(path)
+    index = SobolevIndex.create(path, graph, **create_options)
+    try:
+        return index, fill(index)
+    except BaseException:
+        index.close()
+        shutil.rmtree(path, ignore_errors=True)
+        if existed:
+            os.makedirs(path, exist_ok=True)
+        raise
 
 
 def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_size=1000,

@@ -9,13 +9,12 @@ beyond the graph's node coordinates. The catalog's ``meta`` records the
 kind of sets (``points``) so that the CLI reads later input the same way.
 """
 import os
-import shutil
 
 import numpy as np
 
+from .documents import create_and_fill
 from .errors import CorpusError
 from .graph import Graph
-from .index import SobolevIndex
 from .pointsets import PointSet, pointsets_to_measures, read_diagrams, read_point_clouds
 
 __all__ = ["POINT_KINDS", "read_pointsets", "build_point_index", "add_pointsets", "point_measures",
@@ -79,17 +78,12 @@ def build_point_index(path, pointsets, *, nodes=1000, edges="log", roots=None, p
     _progress("graph", 0, n_centres)
     graph = Graph.from_points(points, n_nodes=nodes, edges=edges, seed=seed,
                               progress=lambda done: _progress("graph", done, n_centres))
-    existed = os.path.isdir(path)
-    index = SobolevIndex.create(path, graph, roots=roots, p=p, seed=seed, on_violation=on_violation)
-    try:
+    def fill(index):
         index.catalog.set_meta({POINTS_META: {"kind": kind, "dim": int(points.shape[1])}})
-        report = add_pointsets(index, pointsets, batch_size=batch_size, progress=progress)
-    except BaseException:
-        index.close()
-        shutil.rmtree(path, ignore_errors=True)
-        if existed:
-            os.makedirs(path, exist_ok=True)
-        raise
+        return add_pointsets(index, pointsets, batch_size=batch_size, progress=progress)
+
+    index, report = create_and_fill(path, graph, fill, roots=roots, p=p, seed=seed,
+                                    on_violation=on_violation)
     report.update({"points": int(len(points)), "dim": int(points.shape[1]),
                    "nodes": graph.n_nodes, "edges": graph.n_edges, "roots": index.roots.tolist()})
     return index, report
