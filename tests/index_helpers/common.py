@@ -33,6 +33,13 @@ RTOL = 1e-10  # relative agreement of distances required by the issue
 ATOL = 1e-12  # absolute slack, only matters for distances that are ~0
 
 
+# ----------------------------------------------------------------- child processes
+def say(line):
+    """One protocol line to the parent test, flushed at once: a SIGKILL may follow."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 # --------------------------------------------------------------------------- graphs
 def random_graph(seed, n, extra=None, kind="euclidean", tree=False):
     from conftest import random_graph as _rg

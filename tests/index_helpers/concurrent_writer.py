@@ -13,12 +13,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from index_helpers.common import batch_keys, batch_measures  # noqa: E402
-
-
-def say(line):
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+from index_helpers.common import batch_keys, batch_measures, say  # noqa: E402
 
 
 def main():
