@@ -23,7 +23,14 @@ from .errors import (
     SobolevIndexError,
 )
 from .graph import Graph, normalise_eta
-from .kernels import _scaled_rows, _sliced, check_p, pairwise_sobolev, sobolev_kernel
+from .kernels import (
+    _difference_distance,
+    _scaled_rows,
+    _sliced,
+    check_p,
+    pairwise_sobolev,
+    sobolev_kernel,
+)
 from .measures import MeasureBatch, as_measure_batch
 
 __all__ = ["SobolevIndex", "SearchResult"]
@@ -423,18 +430,8 @@ class SobolevIndex:
         p = self.p if p is None else check_p(p)
         positions = self._root_positions(roots)
         eta = normalise_eta(self.eta[positions], len(positions))
-        fa, fb = self._features_of(a, positions), self._features_of(b, positions)
-        total = 0.0
-        for s, position in enumerate(positions):
-            diff = (fa[s] - fb[s]).tocsr()
-            values = np.abs(diff.data)
-            if math.isinf(p):
-                part = float(values.max(initial=0.0))
-            else:
-                weights = self.trees[position].length[diff.indices]
-                part = float(np.sum(weights * values ** p)) ** (1.0 / p)
-            total += eta[s] * part
-        return total
+        return _difference_distance(self._features_of(a, positions), self._features_of(b, positions),
+                                    [self.trees[r] for r in positions], p, eta)
 
     def pairwise(self, keys, other_keys=None, p=None, roots=None, n_threads=None):
         """Matrix of S_p between stored documents: ``keys`` x ``other_keys``

@@ -151,10 +151,16 @@ def sobolev_distance(mu, nu, trees, p=1, eta=None, normalize=True):
     trees = _tree_list(trees)
     p = check_p(p)
     eta = normalise_eta(eta, len(trees))
+    pairs = [tree.features_of([mu, nu], normalize=normalize) for tree in trees]
+    return _difference_distance([F[0] for F in pairs], [F[1] for F in pairs], trees, p, eta)
+
+
+def _difference_distance(fa, fb, trees, p, eta):
+    """sum_r eta_r S_p between one-row feature matrices fa[r] and fb[r], from
+    their sparse difference: no cancellation, so exact for near-equal rows."""
     total = 0.0
     for r, tree in enumerate(trees):
-        F = tree.features_of([mu, nu], normalize=normalize)
-        diff = F[0] - F[1]
+        diff = (fa[r] - fb[r]).tocsr()
         values = np.abs(diff.data)
         if math.isinf(p):
             part = float(values.max(initial=0.0))
