@@ -23,14 +23,16 @@ are split in two:
 
 D_L cancels terms as large as the norms, so each value carries an error
 allowance ERR_RTOL * (|q| + |x|). A row becomes a candidate when its lower
-value (D - allowance) is at most the k-th smallest upper value (D +
-allowance) of its row range. The caller recomputes candidates exactly with
-:func:`pair_powers`, so results are exact.
+value (D - allowance) is at most the threshold: the k-th smallest upper
+value (D + allowance) or exact value found so far, in its own row range or
+in any other range searched for the same query. Candidates still within
+the threshold at the end get their exact value by merging the two rows'
+sorted columns (no cancellation), so results are exact.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport fabs, pow, sqrt, INFINITY
-from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.stdlib cimport free, malloc
+from libc.stdint cimport int32_t, int64_t, uint8_t, INT64_MAX
+from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memset
 
 import numpy as np
@@ -39,10 +41,44 @@ from ._powers cimport abs_pow
 from ._typedefs cimport float64_t, node_t, offset_t
 from ._features import SERIAL_BELOW, effective_threads
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define SI_PREFETCH(address) __builtin_prefetch(address)
+    static inline double si_load(const double* target) {
+        double value;
+        __atomic_load(target, &value, __ATOMIC_RELAXED);
+        return value;
+    }
+    static inline void si_lower(double* target, double value) {
+        double current;
+        __atomic_load(target, &current, __ATOMIC_RELAXED);
+        while (value < current && !__atomic_compare_exchange(
+                   target, &current, &value, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        }
+    }
+    #else
+    #define SI_PREFETCH(address) ((void)0)
+    /* Without atomics a racing store may leave the larger of two values:
+       every value stored is still a valid bound, only a looser one. */
+    static inline double si_load(const double* target) {
+        return *(const volatile double*) target;
+    }
+    static inline void si_lower(double* target, double value) {
+        if (value < *(volatile double*) target) *(volatile double*) target = value;
+    }
+    #endif
+    """
+    void SI_PREFETCH(const void* address) noexcept nogil
+    float64_t si_load(const float64_t* target) noexcept nogil
+    void si_lower(float64_t* target, float64_t value) noexcept nogil
+
 # Far above the rounding error of a sum of a few thousand terms (about
 # 1e-13 of the summed magnitudes), and far below any gap between distances
 # that matters; it only widens the candidate set, never the result.
 cdef float64_t ERR_RTOL = 1e-11
+# Posting values are prefetched this many entries ahead of the loop.
+cdef Py_ssize_t PREFETCH_AHEAD = 64
 
 
 cdef inline int _kind(float64_t p) noexcept nogil:
@@ -194,11 +230,302 @@ cdef inline void _heap_offer(float64_t* heap, int64_t* tags, Py_ssize_t* size, P
         tags[i] = tag
 
 
-cdef inline float64_t _threshold(const float64_t* heap, Py_ssize_t size, Py_ssize_t k,
-                                 float64_t limit) noexcept nogil:
-    if size == k and heap[0] < limit:
-        return heap[0]
-    return limit
+cdef struct Found:
+    # One exact result: its value, document id, and where it is stored.
+    float64_t value
+    int64_t doc
+    int64_t segment
+    int64_t row
+
+
+cdef inline bint _worse(const Found* a, const Found* b) noexcept nogil:
+    """Results are ordered by value, then by document id."""
+    return a.value > b.value or (a.value == b.value and a.doc > b.doc)
+
+
+cdef void _found_offer(Found* heap, Py_ssize_t* size, Py_ssize_t k,
+                       const Found* item) noexcept nogil:
+    """Keep the k best results offered so far; heap[0] is the worst of them."""
+    cdef Py_ssize_t i, parent, child
+    if size[0] < k:
+        i = size[0]
+        size[0] += 1
+        while i > 0:
+            parent = (i - 1) // 2
+            if not _worse(item, &heap[parent]):
+                break
+            heap[i] = heap[parent]
+            i = parent
+        heap[i] = item[0]
+        return
+    if not _worse(&heap[0], item):
+        return
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= k:
+            break
+        if child + 1 < k and _worse(&heap[child + 1], &heap[child]):
+            child += 1
+        if not _worse(&heap[child], item):
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = item[0]
+
+
+cdef int _compare_found(const void* a, const void* b) noexcept nogil:
+    cdef const Found* x = <const Found*> a
+    cdef const Found* y = <const Found*> b
+    if _worse(x, y):
+        return 1
+    if _worse(y, x):
+        return -1
+    return 0
+
+
+cdef struct SegmentView:
+    # One segment's arrays (see SegmentArrays) and, for the p searched, its
+    # row norms and the rows that may be returned.
+    Py_ssize_t n_rows, n_cols, n_dense, n_groups
+    const offset_t* ptr
+    const int32_t* post_rows
+    const float64_t* post_values
+    const int32_t* col_slot
+    const float64_t* weight
+    const float64_t* dense
+    const offset_t* dense_ptr
+    const float64_t* dense_weight
+    const int64_t* group_ptr
+    const int64_t* root_groups
+    const int64_t* doc_ids
+    const offset_t** x_indptr
+    const node_t** x_indices
+    const float64_t** x_data
+    const float64_t* x_low
+    const float64_t* x_high
+    const float64_t* x_high_root
+    const float64_t* x_group_root
+    const uint8_t* mask
+
+
+cdef struct Search:
+    # What one search call shares between its work units.
+    Py_ssize_t n_q, n_sel, k, chunk
+    int kind
+    bint single
+    float64_t p
+    const int64_t* positions
+    const float64_t* eta
+    const offset_t* q_indptr
+    const node_t* q_indices
+    const float64_t* q_data
+
+
+cdef struct Scratch:
+    # One thread's buffers, and its query's state within the current chunk.
+    float64_t* acc
+    float64_t* bounds
+    float64_t* seed_val
+    int64_t* seed_row
+    float64_t* qh
+    float64_t* qg_root
+    float64_t* norms
+    int64_t* cursor
+    float64_t* upper
+    int64_t* cand_rows
+    float64_t* cand_lows
+    Py_ssize_t cap, j0
+
+
+cdef class SegmentArrays:
+    """Raw pointers into one segment's checked arrays, which it keeps alive:
+    the kernel reads many segments in one call without touching Python."""
+    cdef SegmentView view
+    cdef list _keep
+    cdef Py_ssize_t n_roots
+
+    def __cinit__(self, ptr, post_rows, post_values, col_slot, weight, dense, dense_ptr,
+                  dense_weight, group_ptr, root_groups, doc_ids, features, Py_ssize_t n_cols):
+        self._keep = []
+        self.n_roots = len(features)
+        self.view.x_indptr = <const offset_t**> malloc(max(1, self.n_roots) * sizeof(void*))
+        self.view.x_indices = <const node_t**> malloc(max(1, self.n_roots) * sizeof(void*))
+        self.view.x_data = <const float64_t**> malloc(max(1, self.n_roots) * sizeof(void*))
+        if self.view.x_indptr == NULL or self.view.x_indices == NULL or self.view.x_data == NULL:
+            raise MemoryError()
+        dense = np.asarray(dense)
+        self.view.n_rows = dense.shape[0]
+        self.view.n_cols = n_cols
+        self.view.n_dense = dense.shape[1]
+        self.view.n_groups = len(group_ptr) - 1
+        self.view.ptr = <const offset_t*> self._pointer(ptr, np.int64)
+        self.view.post_rows = <const int32_t*> self._pointer(post_rows, np.int32)
+        self.view.post_values = <const float64_t*> self._pointer(post_values, np.float64)
+        self.view.col_slot = <const int32_t*> self._pointer(col_slot, np.int32)
+        self.view.weight = <const float64_t*> self._pointer(weight, np.float64)
+        self.view.dense = <const float64_t*> self._pointer(dense, np.float64)
+        self.view.dense_ptr = <const offset_t*> self._pointer(dense_ptr, np.int64)
+        self.view.dense_weight = <const float64_t*> self._pointer(dense_weight, np.float64)
+        self.view.group_ptr = <const int64_t*> self._pointer(group_ptr, np.int64)
+        self.view.root_groups = <const int64_t*> self._pointer(root_groups, np.int64)
+        self.view.doc_ids = <const int64_t*> self._pointer(doc_ids, np.int64)
+        for r, (indptr, indices, data) in enumerate(features):
+            self.view.x_indptr[r] = <const offset_t*> self._pointer(indptr, np.int64)
+            self.view.x_indices[r] = <const node_t*> self._pointer(indices, np.int32)
+            self.view.x_data[r] = <const float64_t*> self._pointer(data, np.float64)
+
+    def __dealloc__(self):
+        free(<void*> self.view.x_indptr)
+        free(<void*> self.view.x_indices)
+        free(<void*> self.view.x_data)
+
+    cdef const void* _pointer(self, values, dtype) except NULL:
+        # Empty arrays get one element so that the pointer is never NULL.
+        cdef object arr = np.ascontiguousarray(values, dtype=dtype).reshape(-1)
+        if arr.shape[0] == 0:
+            arr = np.zeros(1, dtype=dtype)
+        self._keep.append(arr)
+        return <const void*> <size_t> arr.ctypes.data
+
+
+cdef class RowNorms:
+    """A segment's row norms for one p (see InvertedFile.norms), kept alive."""
+    cdef const float64_t* low
+    cdef const float64_t* high
+    cdef const float64_t* high_root
+    cdef const float64_t* group_root
+    cdef tuple _keep
+
+    def __cinit__(self, low, high, high_root, group_root):
+        arrays = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in
+                       (low, high, high_root, group_root))
+        arrays = tuple(a if a.size else np.zeros(1) for a in arrays)
+        self._keep = arrays
+        self.low = <const float64_t*> <size_t> arrays[0].ctypes.data
+        self.high = <const float64_t*> <size_t> arrays[1].ctypes.data
+        self.high_root = <const float64_t*> <size_t> arrays[2].ctypes.data
+        self.group_root = <const float64_t*> <size_t> arrays[3].ctypes.data
+
+
+cdef inline float64_t _combine(const Search* se, Py_ssize_t s, float64_t total,
+                               float64_t part) noexcept nogil:
+    """Add root s's p-th power ``part`` to a total in the caller's units."""
+    if part < 0.0:
+        part = 0.0
+    if se.single:
+        return total + part
+    return total + se.eta[s] * _root(part, se.p, se.kind)
+
+
+cdef inline float64_t _low_part(const Search* se, const SegmentView* sg, const Scratch* sc,
+                                Py_ssize_t s, Py_ssize_t j, float64_t* err) noexcept nogil:
+    """D_L of root s for row j, and the allowance of the row's value."""
+    cdef Py_ssize_t at = se.positions[s] * sg.n_rows + j
+    err[0] = ERR_RTOL * (sc.norms[4 * s + 3] + sg.x_low[at] + sg.x_high[at])
+    return sc.norms[4 * s] + sg.x_low[at] - sc.acc[s * se.chunk + j - sc.j0]
+
+
+cdef float64_t _bound_norm(const Search* se, const SegmentView* sg, const Scratch* sc,
+                           Py_ssize_t j) noexcept nogil:
+    """Lower bound from the dense part's whole norm."""
+    cdef Py_ssize_t s
+    cdef float64_t total = 0.0, err, d_low
+    for s in range(se.n_sel):
+        d_low = _low_part(se, sg, sc, s, j, &err)
+        total = _combine(se, s, total, d_low - err + abs_pow(
+            sc.norms[4 * s + 2] - sg.x_high_root[se.positions[s] * sg.n_rows + j],
+            se.p, se.kind))
+    return total
+
+
+cdef float64_t _bound_groups(const Search* se, const SegmentView* sg, const Scratch* sc,
+                             Py_ssize_t j) noexcept nogil:
+    """Lower bound from the norms of groups of dense columns: tighter."""
+    cdef Py_ssize_t s, r, g
+    cdef float64_t total = 0.0, err, part
+    cdef const float64_t* row = sg.x_group_root + j * sg.n_groups
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        part = _low_part(se, sg, sc, s, j, &err) - err
+        for g in range(sg.root_groups[r], sg.root_groups[r + 1]):
+            part = part + abs_pow(sc.qg_root[g] - row[g], se.p, se.kind)
+        total = _combine(se, s, total, part)
+    return total
+
+
+cdef void _value(const Search* se, const SegmentView* sg, const Scratch* sc, Py_ssize_t j,
+                 float64_t* lower, float64_t* upper) noexcept nogil:
+    """The row's value from the identity, widened by its allowance both ways."""
+    cdef Py_ssize_t s, r, h
+    cdef float64_t err, d, lo = 0.0, up = 0.0
+    cdef const float64_t* row = sg.dense + j * sg.n_dense
+    cdef const float64_t* qh = sc.qh
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        d = _low_part(se, sg, sc, s, j, &err)
+        if se.kind == 0:
+            for h in range(sg.dense_ptr[r], sg.dense_ptr[r + 1]):
+                d = d + sg.dense_weight[h] * fabs(qh[h] - row[h])
+        elif se.kind == 1:
+            for h in range(sg.dense_ptr[r], sg.dense_ptr[r + 1]):
+                d = d + sg.dense_weight[h] * (qh[h] - row[h]) * (qh[h] - row[h])
+        else:
+            for h in range(sg.dense_ptr[r], sg.dense_ptr[r + 1]):
+                d = d + sg.dense_weight[h] * pow(fabs(qh[h] - row[h]), se.p)
+        lo = _combine(se, s, lo, d - err)
+        up = _combine(se, s, up, d + err)
+    lower[0] = lo
+    upper[0] = up
+
+
+cdef float64_t _exact_value(const Search* se, const SegmentView* sg, Py_ssize_t i,
+                            Py_ssize_t j) noexcept nogil:
+    """The value of query i and row j by merging their sorted columns: no
+    cancellation, so no allowance."""
+    cdef Py_ssize_t s, r
+    cdef offset_t a, a_end, b, b_end
+    cdef const node_t* xi
+    cdef const float64_t* xd
+    cdef const float64_t* w
+    cdef float64_t part, total = 0.0
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        a = se.q_indptr[s * se.n_q + i]
+        a_end = se.q_indptr[s * se.n_q + i + 1]
+        b = sg.x_indptr[r][j]
+        b_end = sg.x_indptr[r][j + 1]
+        xi = sg.x_indices[r]
+        xd = sg.x_data[r]
+        w = sg.weight + r * sg.n_cols
+        part = 0.0
+        while a < a_end or b < b_end:
+            if b >= b_end or (a < a_end and se.q_indices[a] < xi[b]):
+                part = part + w[se.q_indices[a]] * abs_pow(se.q_data[a], se.p, se.kind)
+                a = a + 1
+            elif a >= a_end or xi[b] < se.q_indices[a]:
+                part = part + w[xi[b]] * abs_pow(xd[b], se.p, se.kind)
+                b = b + 1
+            else:
+                part = part + w[xi[b]] * abs_pow(se.q_data[a] - xd[b], se.p, se.kind)
+                a = a + 1
+                b = b + 1
+        total = _combine(se, s, total, part)
+    return total
+
+
+cdef inline float64_t _threshold(const float64_t* upper, Py_ssize_t n_upper,
+                                 const Found* heap, Py_ssize_t n_found, Py_ssize_t k,
+                                 float64_t* shared) noexcept nogil:
+    """The value a row must not exceed: the k-th smallest upper value of
+    this unit's candidates, its k-th exact value, or the least such value
+    another unit of the same query has published."""
+    cdef float64_t thr = si_load(shared)
+    if n_upper == k and upper[0] < thr:
+        thr = upper[0]
+    if n_found == k and heap[0].value < thr:
+        thr = heap[0].value
+    return thr
 
 
 cdef Py_ssize_t _keep_within(int64_t* rows, float64_t* lows, Py_ssize_t count,
@@ -213,453 +540,335 @@ cdef Py_ssize_t _keep_within(int64_t* rows, float64_t* lows, Py_ssize_t count,
     return kept
 
 
-cdef struct Stored:
-    # A segment's per-row arrays for one p; see search() for their layout.
-    Py_ssize_t n_rows, n_sel, n_dense, n_groups
-    int kind
-    bint single
-    float64_t p
-    const int64_t* positions
-    const float64_t* eta
-    const float64_t* x_low
-    const float64_t* x_high
-    const float64_t* x_high_root
-    const float64_t* x_group_root
-    const int64_t* group_ptr
-    const int64_t* root_groups
-    const float64_t* dense
-    const offset_t* dense_ptr
-    const float64_t* dense_weight
+cdef void _settle(const Search* se, const SegmentView* sg, Py_ssize_t segment, Py_ssize_t i,
+                  const Scratch* sc, Py_ssize_t count, float64_t threshold,
+                  Found* heap, Py_ssize_t* n_found) noexcept nogil:
+    """Exact values of the candidates still within ``threshold``, offered
+    to the unit's results."""
+    cdef Py_ssize_t t
+    cdef Found item
+    for t in range(count):
+        if sc.cand_lows[t] <= threshold:
+            item.value = _exact_value(se, sg, i, sc.cand_rows[t])
+            item.doc = sg.doc_ids[sc.cand_rows[t]]
+            item.segment = segment
+            item.row = sc.cand_rows[t]
+            _found_offer(heap, n_found, se.k, &item)
 
 
-cdef struct Query:
-    # One query's state within one row chunk.
-    const float64_t* acc
-    Py_ssize_t chunk, j0
-    const float64_t* norms
-    const float64_t* qh
-    const float64_t* qg_root
+cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segment,
+                       Py_ssize_t i, Py_ssize_t row_lo, Py_ssize_t row_hi, Scratch* sc,
+                       Found* heap, float64_t* shared) noexcept nogil:
+    """The k best rows of sg[row_lo:row_hi] for query i into ``heap`` (a
+    full heap also lowers ``shared``, the query's bound across units)."""
+    cdef Py_ssize_t k = se.k, chunk = se.chunk, n_cols = sg.n_cols, n_groups = sg.n_groups
+    cdef Py_ssize_t s, r, t, h, gg, j, j0, j1, q_entry, seed_size
+    cdef Py_ssize_t n_found = 0, n_upper = 0, count = 0
+    cdef int kind = se.kind
+    cdef float64_t p = se.p, v, c, x, lb, thr, lo, up
+    cdef offset_t e, e_end, slot
+    cdef float64_t* acc = sc.acc
+    cdef float64_t* bounds = sc.bounds
+    cdef const int32_t* post_rows = sg.post_rows
+    cdef const float64_t* post_values = sg.post_values
+    cdef const float64_t* weight = sg.weight
+    cdef const uint8_t* mask = sg.mask
+
+    # The query's norms, its dense values and group norms, and where each of
+    # its posting lists enters this row range.
+    q_entry = 0
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        sc.norms[4 * s] = 0.0
+        sc.norms[4 * s + 1] = 0.0
+        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+            slot = r * n_cols + se.q_indices[t]
+            h = sg.col_slot[slot]
+            if h >= 0:
+                sc.qh[h] = se.q_data[t]
+            else:
+                sc.norms[4 * s] += weight[slot] * abs_pow(se.q_data[t], p, kind)
+                if row_lo == 0:
+                    sc.cursor[q_entry] = sg.ptr[slot]
+                else:
+                    sc.cursor[q_entry] = _first_at_least(post_rows, sg.ptr[slot],
+                                                         sg.ptr[slot + 1], <int32_t> row_lo)
+            q_entry = q_entry + 1
+        for gg in range(sg.root_groups[r], sg.root_groups[r + 1]):
+            v = 0.0
+            for h in range(sg.group_ptr[gg], sg.group_ptr[gg + 1]):
+                v = v + sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind)
+            sc.qg_root[gg] = _root(v, p, kind)
+            sc.norms[4 * s + 1] += v
+        sc.norms[4 * s + 2] = _root(sc.norms[4 * s + 1], p, kind)
+        sc.norms[4 * s + 3] = sc.norms[4 * s] + sc.norms[4 * s + 1]
+
+    j0 = row_lo
+    while j0 < row_hi:
+        j1 = j0 + chunk
+        if j1 > row_hi:
+            j1 = row_hi
+        sc.j0 = j0
+        # Shared posted columns: acc holds sum w g(q_c, x_c) per row. The
+        # posting streams are prefetched: short lists restart often, and the
+        # hardware prefetcher alone leaves the loop waiting on memory.
+        q_entry = 0
+        for s in range(se.n_sel):
+            r = se.positions[s]
+            memset(&acc[s * chunk], 0, (j1 - j0) * sizeof(float64_t))
+            for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+                slot = r * n_cols + se.q_indices[t]
+                if sg.col_slot[slot] < 0:
+                    v = se.q_data[t]
+                    e = sc.cursor[q_entry]
+                    e_end = sg.ptr[slot + 1]
+                    if kind == 0:
+                        c = 2.0 * weight[slot]
+                        while e < e_end and post_rows[e] < j1:
+                            SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
+                            SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
+                            x = post_values[e]
+                            acc[s * chunk + post_rows[e] - j0] += c * (v if v < x else x)
+                            e = e + 1
+                    elif kind == 1:
+                        c = 2.0 * weight[slot] * v
+                        while e < e_end and post_rows[e] < j1:
+                            SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
+                            SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
+                            acc[s * chunk + post_rows[e] - j0] += c * post_values[e]
+                            e = e + 1
+                    else:
+                        c = pow(v, p)
+                        while e < e_end and post_rows[e] < j1:
+                            x = post_values[e]
+                            acc[s * chunk + post_rows[e] - j0] += weight[slot] * (
+                                c + pow(x, p) - pow(fabs(v - x), p))
+                            e = e + 1
+                    sc.cursor[q_entry] = e
+                q_entry = q_entry + 1
+
+        # The cheapest bound of every row; while the top k is not yet full,
+        # the rows with the smallest bounds go first, so that the threshold
+        # tightens before the scan. Rows that may pass have their group norms
+        # prefetched, since the scan reads those next.
+        seed_size = 0
+        thr = _threshold(sc.upper, n_upper, heap, n_found, k, shared)
+        for j in range(j0, j1):
+            if mask[j]:
+                lb = _bound_norm(se, sg, sc, j)
+                bounds[j - j0] = lb
+                if lb <= thr and n_groups:
+                    SI_PREFETCH(sg.x_group_root + j * n_groups)
+                if n_upper < k:
+                    _heap_offer(sc.seed_val, sc.seed_row, &seed_size, k, lb, j)
+            else:
+                bounds[j - j0] = INFINITY
+        for t in range(seed_size + (j1 - j0)):
+            if t < seed_size:
+                j = sc.seed_row[t]
+            else:
+                j = j0 + t - seed_size
+            lb = bounds[j - j0]
+            thr = _threshold(sc.upper, n_upper, heap, n_found, k, shared)
+            # Masked and already-seen rows carry an infinite bound, which an
+            # infinite threshold would not reject.
+            if lb > thr or lb == INFINITY:
+                continue
+            bounds[j - j0] = INFINITY  # a seed is not looked at twice
+            if n_groups and _bound_groups(se, sg, sc, j) > thr:
+                continue
+            _value(se, sg, sc, j, &lo, &up)
+            if lo > thr:
+                continue
+            if count == sc.cap:
+                # Exact values only for the few rows left at the end; a
+                # full list first drops what the threshold now excludes,
+                # and rows that still fill it (ties) are settled at once.
+                count = _keep_within(sc.cand_rows, sc.cand_lows, count, thr)
+                if count == sc.cap:
+                    _settle(se, sg, segment, i, sc, count, thr, heap, &n_found)
+                    count = 0
+            sc.cand_rows[count] = j
+            sc.cand_lows[count] = lo
+            count = count + 1
+            _heap_offer(sc.upper, NULL, &n_upper, k, up, 0)
+            if n_upper == k:
+                si_lower(shared, sc.upper[0])
+        j0 = j1
+
+    _settle(se, sg, segment, i, sc, count,
+            _threshold(sc.upper, n_upper, heap, n_found, k, shared), heap, &n_found)
+    for t in range(n_found, k):
+        heap[t].value = INFINITY
+        heap[t].doc = INT64_MAX
+        heap[t].segment = -1
+        heap[t].row = -1
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+            h = sg.col_slot[r * n_cols + se.q_indices[t]]
+            if h >= 0:
+                sc.qh[h] = 0.0
 
 
-cdef inline float64_t _combine(const Stored* st, Py_ssize_t s, float64_t total,
-                               float64_t part) noexcept nogil:
-    """Add root s's p-th power ``part`` to a total in the caller's units."""
-    if part < 0.0:
-        part = 0.0
-    if st.single:
-        return total + part
-    return total + st.eta[s] * _root(part, st.p, st.kind)
-
-
-cdef inline float64_t _low_part(const Stored* st, const Query* q, Py_ssize_t s,
-                                Py_ssize_t j, float64_t* err) noexcept nogil:
-    """D_L of root s for row j, and the allowance of the row's value."""
-    cdef Py_ssize_t at = st.positions[s] * st.n_rows + j
-    err[0] = ERR_RTOL * (q.norms[4 * s + 3] + st.x_low[at] + st.x_high[at])
-    return q.norms[4 * s] + st.x_low[at] - q.acc[s * q.chunk + j - q.j0]
-
-
-cdef float64_t _bound_norm(const Stored* st, const Query* q, Py_ssize_t j) noexcept nogil:
-    """Lower bound from the dense part's whole norm."""
-    cdef Py_ssize_t s
-    cdef float64_t total = 0.0, err, d_low
-    for s in range(st.n_sel):
-        d_low = _low_part(st, q, s, j, &err)
-        total = _combine(st, s, total, d_low - err + abs_pow(
-            q.norms[4 * s + 2] - st.x_high_root[st.positions[s] * st.n_rows + j],
-            st.p, st.kind))
-    return total
-
-
-cdef float64_t _bound_groups(const Stored* st, const Query* q, Py_ssize_t j) noexcept nogil:
-    """Lower bound from the norms of groups of dense columns: tighter."""
-    cdef Py_ssize_t s, r, g
-    cdef float64_t total = 0.0, err, part
-    cdef const float64_t* row = st.x_group_root + j * st.n_groups
-    for s in range(st.n_sel):
-        r = st.positions[s]
-        part = _low_part(st, q, s, j, &err) - err
-        for g in range(st.root_groups[r], st.root_groups[r + 1]):
-            part = part + abs_pow(q.qg_root[g] - row[g], st.p, st.kind)
-        total = _combine(st, s, total, part)
-    return total
-
-
-cdef void _value(const Stored* st, const Query* q, Py_ssize_t j,
-                 float64_t* lower, float64_t* upper) noexcept nogil:
-    """The row's value, widened by its allowance both ways."""
-    cdef Py_ssize_t s, r, h
-    cdef float64_t err, d, lo = 0.0, up = 0.0
-    cdef const float64_t* row = st.dense + j * st.n_dense
-    for s in range(st.n_sel):
-        r = st.positions[s]
-        d = _low_part(st, q, s, j, &err)
-        if st.kind == 0:
-            for h in range(st.dense_ptr[r], st.dense_ptr[r + 1]):
-                d = d + st.dense_weight[h] * fabs(q.qh[h] - row[h])
-        elif st.kind == 1:
-            for h in range(st.dense_ptr[r], st.dense_ptr[r + 1]):
-                d = d + st.dense_weight[h] * (q.qh[h] - row[h]) * (q.qh[h] - row[h])
-        else:
-            for h in range(st.dense_ptr[r], st.dense_ptr[r + 1]):
-                d = d + st.dense_weight[h] * pow(fabs(q.qh[h] - row[h]), st.p)
-        lo = _combine(st, s, lo, d - err)
-        up = _combine(st, s, up, d + err)
-    lower[0] = lo
-    upper[0] = up
-
-
-def search(
+def search_segments(
+    list segments, list norms, const uint8_t[::1] mask,
     const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
-    Py_ssize_t n_q,
-    const offset_t[::1] ptr, const int32_t[::1] post_rows, const float64_t[::1] post_values,
-    const int32_t[::1] col_slot, const float64_t[::1] weight,
-    const float64_t[:, ::1] dense, const offset_t[::1] dense_ptr, const float64_t[::1] dense_weight,
-    const int64_t[::1] group_ptr, const int64_t[::1] root_groups,
-    const float64_t[:, ::1] x_low, const float64_t[:, ::1] x_high,
-    const float64_t[:, ::1] x_high_root, const float64_t[:, ::1] x_group_root,
-    const int64_t[::1] positions, const float64_t[::1] eta,
-    const uint8_t[::1] mask, const float64_t[::1] limit,
-    Py_ssize_t k, float64_t p, Py_ssize_t n_ranges, Py_ssize_t chunk,
-    int64_t[:, :, ::1] cand_rows, int64_t[:, ::1] cand_count, n_threads=None,
+    Py_ssize_t n_q, const int64_t[::1] positions, const float64_t[::1] eta,
+    Py_ssize_t k, float64_t p, Py_ssize_t chunk, Py_ssize_t min_range_rows,
+    Py_ssize_t min_candidates, float64_t[:, ::1] out_value, int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
+    n_threads=None,
 ):
-    """Candidate rows for the k nearest stored rows of each query.
+    """The k nearest stored rows of each query over several segments, exactly.
 
-    Queries are CSR rows of raw edge masses, one block of ``n_q`` rows per
-    selected root (``positions[s]`` indexes the per-root arrays: column c of
-    root r is slot r * n_cols + c; ``x_*[r, j]`` are row j's norms). Dense
-    slots of root r are dense_ptr[r]:dense_ptr[r+1], cut into groups
-    group_ptr[g]:group_ptr[g+1] for g in root_groups[r]:root_groups[r+1];
-    ``x_group_root[j, g]`` is row j's group norm to the power 1/p.
+    ``segments[g]`` (SegmentArrays) with ``norms[g]`` (RowNorms for this p)
+    and rows ``mask[offset_g:offset_g + n_rows_g]`` (segments one after the
+    other) that may be returned. Queries are CSR rows of raw edge masses,
+    one block of ``n_q`` rows per selected root (``positions[s]`` is the
+    root of block s). One selected root ranks by p-th powers, several by
+    sum_s eta_s S_p; ties go to the lower document id.
 
-    Rows are split into ``n_ranges`` equal ranges; for query i and range g
-    the rows that may belong to the top k go to
-    ``cand_rows[i, g, :cand_count[i, g]]``, or cand_count[i, g] = -1 when
-    more than ``cand_rows.shape[2]`` tie (the caller then takes every
-    masked row of the range).
-
-    One selected root compares p-th powers; several compare the combined
-    sum_s eta_s S_p, like the caller's exact distances. ``limit[i]`` is the
-    caller's current k-th value for query i (inf if none): rows above it are
-    never candidates.
+    Work is cut into units of (query, segment, row range), in parallel; the
+    k-th value a unit finds bounds every other unit of its query. A unit
+    keeps up to max(4 k, ``min_candidates``) rows whose lower value is
+    within its threshold, and computes exact values for those still within
+    it at the end (or at once, when ties fill the list). Row j of
+    segment g goes to ``out_segment[i, t] = g``, ``out_row[i, t] = j`` with
+    its value in ``out_value[i, t]``, best first; unused places hold inf
+    and -1.
     """
-    cdef Stored st
-    cdef Py_ssize_t n_rows = mask.shape[0]
+    cdef Py_ssize_t n_segments = len(segments)
     cdef Py_ssize_t n_sel = positions.shape[0]
-    cdef Py_ssize_t n_cols = col_slot.shape[0] // x_low.shape[0]
-    cdef Py_ssize_t n_dense = dense_weight.shape[0]
-    cdef Py_ssize_t n_groups = x_group_root.shape[1]
-    cdef Py_ssize_t cap = cand_rows.shape[2]
-    cdef int kind = _kind(p)
     cdef int n_workers = effective_threads(n_threads)
-    cdef Py_ssize_t i, s, t
-    if n_q == 0 or n_rows == 0:
+    cdef Py_ssize_t g, i, s, t, u, n_units, n_ranges, offset = 0, total_rows = 0
+    cdef Py_ssize_t max_dense = 1, max_groups = 1, max_entries = 1, work = 0, cap
+    cdef SegmentArrays arrays
+    cdef RowNorms row_norms
+    cdef Search se
+    if n_q == 0 or n_segments == 0:
+        out_value[:, :] = INFINITY
+        out_segment[:, :] = -1
+        out_row[:, :] = -1
         return
 
-    max_entries = 1
+    views_mem = np.zeros(n_segments * sizeof(SegmentView), dtype=np.uint8)
+    cdef SegmentView* views = <SegmentView*> <size_t> views_mem.ctypes.data
+    for g in range(n_segments):
+        arrays = segments[g]
+        row_norms = norms[g]
+        views[g] = arrays.view
+        views[g].x_low = row_norms.low
+        views[g].x_high = row_norms.high
+        views[g].x_high_root = row_norms.high_root
+        views[g].x_group_root = row_norms.group_root
+        views[g].mask = &mask[offset]
+        offset += views[g].n_rows
+        max_dense = max(max_dense, views[g].n_dense)
+        max_groups = max(max_groups, views[g].n_groups)
+        work += views[g].ptr[views[g].n_cols * arrays.n_roots]
+    if offset != mask.shape[0]:
+        raise ValueError(f"the mask has {mask.shape[0]} rows; the segments have {offset}")
     for i in range(n_q):
         t = 0
         for s in range(n_sel):
             t += q_indptr[s * n_q + i + 1] - q_indptr[s * n_q + i]
         max_entries = max(max_entries, t)
-    if n_q * n_ranges < 2 or ptr[ptr.shape[0] - 1] < SERIAL_BELOW:
+
+    # Units: every segment, cut into row ranges while there are fewer
+    # queries than threads (a range smaller than ``min_range_rows`` would
+    # spend more on its own top k than it saves). Largest first, for balance.
+    unit_list = []
+    for g in range(n_segments):
+        n_ranges = 1
+        if n_q < 2 * n_workers:
+            n_ranges = max(1, min(-(-2 * n_workers // n_q), views[g].n_rows // min_range_rows))
+        for t in range(n_ranges):
+            unit_list.append((g, t * views[g].n_rows // n_ranges,
+                              (t + 1) * views[g].n_rows // n_ranges))
+    unit_list.sort(key=lambda unit: unit[1] - unit[2])
+    units_arr = np.asarray(unit_list, dtype=np.int64).reshape(-1, 3)
+    cdef const int64_t[:, ::1] units = units_arr
+    n_units = units.shape[0]
+    if n_q * n_units < 2 or work < SERIAL_BELOW:
         n_workers = 1
-    acc_arr = np.zeros((n_workers, n_sel * chunk), dtype=np.float64)
-    bounds_arr = np.zeros((n_workers, chunk), dtype=np.float64)
-    heap_arr = np.zeros((n_workers, k), dtype=np.float64)
-    seed_val_arr = np.zeros((n_workers, k), dtype=np.float64)
+
+    se.n_q = n_q
+    se.n_sel = n_sel
+    se.k = k
+    se.chunk = chunk
+    se.kind = _kind(p)
+    se.single = n_sel == 1
+    se.p = p
+    se.positions = &positions[0]
+    se.eta = &eta[0]
+    q_indices_arr = np.asarray(q_indices) if q_indices.shape[0] else np.zeros(1, np.int32)
+    q_data_arr = np.asarray(q_data) if q_data.shape[0] else np.zeros(1, np.float64)
+    cdef const node_t[::1] qi_v = q_indices_arr
+    cdef const float64_t[::1] qd_v = q_data_arr
+    se.q_indptr = &q_indptr[0]
+    se.q_indices = &qi_v[0]
+    se.q_data = &qd_v[0]
+
+    acc_arr = np.zeros((n_workers, n_sel * chunk))
+    bounds_arr = np.zeros((n_workers, chunk))
+    seed_val_arr = np.zeros((n_workers, k))
     seed_row_arr = np.zeros((n_workers, k), dtype=np.int64)
-    qh_arr = np.zeros((n_workers, max(n_dense, 1)), dtype=np.float64)
-    qg_arr = np.zeros((n_workers, max(n_groups, 1)), dtype=np.float64)
+    qh_arr = np.zeros((n_workers, max_dense))
+    qg_arr = np.zeros((n_workers, max_groups))
     # Per selected root: |q|_L, |q|_H, |q|_H^(1/p), |q|_L + |q|_H.
-    qnorm_arr = np.zeros((n_workers, 4 * n_sel), dtype=np.float64)
+    qnorm_arr = np.zeros((n_workers, 4 * n_sel))
     cursor_arr = np.zeros((n_workers, max_entries), dtype=np.int64)
-    lows_arr = np.zeros((n_workers, cap), dtype=np.float64)
+    cap = max(4 * k, min_candidates)
+    upper_arr = np.zeros((n_workers, k))
+    cand_rows_arr = np.zeros((n_workers, cap), dtype=np.int64)
+    cand_lows_arr = np.zeros((n_workers, cap))
+    shared_arr = np.full(n_q, INFINITY)
+    found_mem = np.zeros(n_q * n_units * k * sizeof(Found), dtype=np.uint8)
     cdef float64_t[:, ::1] acc_v = acc_arr
     cdef float64_t[:, ::1] bounds_v = bounds_arr
-    cdef float64_t[:, ::1] heap_v = heap_arr
     cdef float64_t[:, ::1] seed_val_v = seed_val_arr
     cdef int64_t[:, ::1] seed_row_v = seed_row_arr
     cdef float64_t[:, ::1] qh_v = qh_arr
     cdef float64_t[:, ::1] qg_v = qg_arr
     cdef float64_t[:, ::1] qnorm_v = qnorm_arr
     cdef int64_t[:, ::1] cursor_v = cursor_arr
-    cdef float64_t[:, ::1] lows_v = lows_arr
-    q_indices_arr = np.asarray(q_indices) if q_indices.shape[0] else np.zeros(1, np.int32)
-    q_data_arr = np.asarray(q_data) if q_data.shape[0] else np.zeros(1, np.float64)
-    rows_arr = np.asarray(post_rows) if post_rows.shape[0] else np.zeros(1, np.int32)
-    values_arr = np.asarray(post_values) if post_values.shape[0] else np.zeros(1, np.float64)
-    cdef const node_t[::1] qi_v = q_indices_arr
-    cdef const float64_t[::1] qd_v = q_data_arr
-    cdef const int32_t[::1] pr_v = rows_arr
-    cdef const float64_t[::1] pv_v = values_arr
-    dense_arr = np.asarray(dense) if dense.shape[1] else np.zeros((n_rows, 1))
-    groups_arr = np.asarray(x_group_root) if n_groups else np.zeros((n_rows, 1))
-    dense_weight_arr = np.asarray(dense_weight) if n_dense else np.zeros(1)
-    cdef const float64_t[:, ::1] dense_v = dense_arr
-    cdef const float64_t[:, ::1] groups_v = groups_arr
-    cdef const float64_t[::1] dense_weight_v = dense_weight_arr
+    cdef float64_t[:, ::1] upper_v = upper_arr
+    cdef int64_t[:, ::1] cand_rows_v = cand_rows_arr
+    cdef float64_t[:, ::1] cand_lows_v = cand_lows_arr
+    cdef float64_t[::1] shared = shared_arr
+    cdef Found* found = <Found*> <size_t> found_mem.ctypes.data
+    scratch_mem = np.zeros(n_workers * sizeof(Scratch), dtype=np.uint8)
+    cdef Scratch* scratch = <Scratch*> <size_t> scratch_mem.ctypes.data
+    for t in range(n_workers):
+        scratch[t].acc = &acc_v[t, 0]
+        scratch[t].bounds = &bounds_v[t, 0]
+        scratch[t].seed_val = &seed_val_v[t, 0]
+        scratch[t].seed_row = &seed_row_v[t, 0]
+        scratch[t].qh = &qh_v[t, 0]
+        scratch[t].qg_root = &qg_v[t, 0]
+        scratch[t].norms = &qnorm_v[t, 0]
+        scratch[t].cursor = &cursor_v[t, 0]
+        scratch[t].upper = &upper_v[t, 0]
+        scratch[t].cand_rows = &cand_rows_v[t, 0]
+        scratch[t].cand_lows = &cand_lows_v[t, 0]
+        scratch[t].cap = cap
 
-    st.n_rows = n_rows
-    st.n_sel = n_sel
-    st.n_dense = n_dense
-    st.n_groups = n_groups
-    st.kind = kind
-    st.single = n_sel == 1
-    st.p = p
-    st.positions = &positions[0]
-    st.eta = &eta[0]
-    st.x_low = &x_low[0, 0]
-    st.x_high = &x_high[0, 0]
-    st.x_high_root = &x_high_root[0, 0]
-    st.x_group_root = &groups_v[0, 0]
-    st.group_ptr = &group_ptr[0]
-    st.root_groups = &root_groups[0]
-    st.dense = &dense_v[0, 0]
-    st.dense_ptr = &dense_ptr[0]
-    st.dense_weight = &dense_weight_v[0]
-
-    # One Query per thread: a struct assigned field by field is not made
-    # thread-private by prange.
-    cdef Query* queries = <Query*> malloc(n_workers * sizeof(Query))
-    if queries == NULL:
-        raise MemoryError()
-    try:
-        _search_units(&st, queries, q_indptr, qi_v, qd_v, n_q, ptr, pr_v, pv_v, col_slot, weight,
-                      dense_weight_v, group_ptr, root_groups, positions, mask, limit, k, p,
-                      n_ranges, chunk, cand_rows, cand_count, n_workers, n_cols,
-                      acc_v, bounds_v, heap_v, seed_val_v, seed_row_v, qh_v, qg_v, qnorm_v,
-                      cursor_v, lows_v)
-    finally:
-        free(queries)
-
-
-cdef void _search_units(
-    const Stored* st_ptr, Query* queries,
-    const offset_t[::1] q_indptr, const node_t[::1] qi_v, const float64_t[::1] qd_v,
-    Py_ssize_t n_q, const offset_t[::1] ptr, const int32_t[::1] pr_v,
-    const float64_t[::1] pv_v, const int32_t[::1] col_slot, const float64_t[::1] weight,
-    const float64_t[::1] dense_weight_v, const int64_t[::1] group_ptr,
-    const int64_t[::1] root_groups, const int64_t[::1] positions, const uint8_t[::1] mask,
-    const float64_t[::1] limit, Py_ssize_t k, float64_t p, Py_ssize_t n_ranges,
-    Py_ssize_t chunk, int64_t[:, :, ::1] cand_rows, int64_t[:, ::1] cand_count,
-    int n_workers, Py_ssize_t n_cols,
-    float64_t[:, ::1] acc_v, float64_t[:, ::1] bounds_v, float64_t[:, ::1] heap_v,
-    float64_t[:, ::1] seed_val_v, int64_t[:, ::1] seed_row_v, float64_t[:, ::1] qh_v,
-    float64_t[:, ::1] qg_v, float64_t[:, ::1] qnorm_v, int64_t[:, ::1] cursor_v,
-    float64_t[:, ::1] lows_v,
-) noexcept nogil:
-    cdef Py_ssize_t n_rows = mask.shape[0]
-    cdef Py_ssize_t n_sel = positions.shape[0]
-    cdef Py_ssize_t n_groups = st_ptr.n_groups
-    cdef Py_ssize_t cap = cand_rows.shape[2]
-    cdef int kind = st_ptr.kind
-    cdef Py_ssize_t unit, i, g, s, t, j, j0, j1, row_lo, row_hi, h, count, heap_size
-    cdef Py_ssize_t seed_size, q_entry, r, gg
-    cdef offset_t e, e_end, slot
-    cdef int tid
-    cdef bint overflow
-    cdef float64_t v, c, x, lb, up, lo, thr
-    cdef float64_t* acc
-    cdef float64_t* bounds
-    cdef float64_t* heap
-    cdef float64_t* seed_val
-    cdef int64_t* seed_row
-    cdef float64_t* qh
-    cdef float64_t* qg
-    cdef float64_t* qnorm
-    cdef int64_t* cursor
-    cdef float64_t* lows
-    cdef Query* qu
-    for unit in prange(n_q * n_ranges, num_threads=n_workers, schedule="dynamic"):
-        tid = threadid()
-        i = unit // n_ranges
-        g = unit % n_ranges
-        row_lo = g * n_rows // n_ranges
-        row_hi = (g + 1) * n_rows // n_ranges
-        acc = &acc_v[tid, 0]
-        bounds = &bounds_v[tid, 0]
-        heap = &heap_v[tid, 0]
-        seed_val = &seed_val_v[tid, 0]
-        seed_row = &seed_row_v[tid, 0]
-        qh = &qh_v[tid, 0]
-        qg = &qg_v[tid, 0]
-        qnorm = &qnorm_v[tid, 0]
-        cursor = &cursor_v[tid, 0]
-        lows = &lows_v[tid, 0]
-        qu = &queries[tid]
-        qu.acc = acc
-        qu.chunk = chunk
-        qu.norms = qnorm
-        qu.qh = qh
-        qu.qg_root = qg
-        heap_size = 0
-        count = 0
-        overflow = False
-
-        # The query's norms, its dense values and group norms, and where each
-        # of its posting lists enters this row range.
-        q_entry = 0
-        for s in range(n_sel):
-            r = positions[s]
-            qnorm[4 * s] = 0.0
-            qnorm[4 * s + 1] = 0.0
-            for t in range(q_indptr[s * n_q + i], q_indptr[s * n_q + i + 1]):
-                slot = r * n_cols + qi_v[t]
-                h = col_slot[slot]
-                if h >= 0:
-                    qh[h] = qd_v[t]
-                else:
-                    qnorm[4 * s] += weight[slot] * abs_pow(qd_v[t], p, kind)
-                    if row_lo == 0:
-                        cursor[q_entry] = ptr[slot]
-                    else:
-                        cursor[q_entry] = _first_at_least(&pr_v[0], ptr[slot], ptr[slot + 1],
-                                                          <int32_t> row_lo)
-                q_entry = q_entry + 1
-            for gg in range(root_groups[r], root_groups[r + 1]):
-                v = 0.0
-                for h in range(group_ptr[gg], group_ptr[gg + 1]):
-                    v = v + dense_weight_v[h] * abs_pow(qh[h], p, kind)
-                qg[gg] = _root(v, p, kind)
-                qnorm[4 * s + 1] += v
-            qnorm[4 * s + 2] = _root(qnorm[4 * s + 1], p, kind)
-            qnorm[4 * s + 3] = qnorm[4 * s] + qnorm[4 * s + 1]
-
-        j0 = row_lo
-        while j0 < row_hi and not overflow:
-            j1 = j0 + chunk
-            if j1 > row_hi:
-                j1 = row_hi
-            qu.j0 = j0
-            # Shared posted columns: acc holds sum w g(q_c, x_c) per row.
-            q_entry = 0
-            for s in range(n_sel):
-                r = positions[s]
-                memset(&acc[s * chunk], 0, (j1 - j0) * sizeof(float64_t))
-                for t in range(q_indptr[s * n_q + i], q_indptr[s * n_q + i + 1]):
-                    slot = r * n_cols + qi_v[t]
-                    if col_slot[slot] < 0:
-                        v = qd_v[t]
-                        e = cursor[q_entry]
-                        e_end = ptr[slot + 1]
-                        if kind == 0:
-                            c = 2.0 * weight[slot]
-                            while e < e_end and pr_v[e] < j1:
-                                x = pv_v[e]
-                                acc[s * chunk + pr_v[e] - j0] += c * (v if v < x else x)
-                                e = e + 1
-                        elif kind == 1:
-                            c = 2.0 * weight[slot] * v
-                            while e < e_end and pr_v[e] < j1:
-                                acc[s * chunk + pr_v[e] - j0] += c * pv_v[e]
-                                e = e + 1
-                        else:
-                            c = pow(v, p)
-                            while e < e_end and pr_v[e] < j1:
-                                x = pv_v[e]
-                                acc[s * chunk + pr_v[e] - j0] += weight[slot] * (
-                                    c + pow(x, p) - pow(fabs(v - x), p))
-                                e = e + 1
-                        cursor[q_entry] = e
-                    q_entry = q_entry + 1
-
-            # The cheapest bound of every row; while the top k is not yet
-            # full, the rows with the smallest bounds go first, so that the
-            # threshold tightens before the scan.
-            seed_size = 0
-            for j in range(j0, j1):
-                if mask[j]:
-                    lb = _bound_norm(st_ptr, qu, j)
-                    bounds[j - j0] = lb
-                    if heap_size < k:
-                        _heap_offer(seed_val, seed_row, &seed_size, k, lb, j)
-                else:
-                    bounds[j - j0] = INFINITY
-            for t in range(seed_size + (j1 - j0)):
-                if t < seed_size:
-                    j = seed_row[t]
-                else:
-                    j = j0 + t - seed_size
-                lb = bounds[j - j0]
-                thr = _threshold(heap, heap_size, k, limit[i])
-                # Masked and already-seen rows carry an infinite bound, which
-                # an infinite threshold would not reject.
-                if lb > thr or lb == INFINITY:
-                    continue
-                bounds[j - j0] = INFINITY  # a seed is not looked at twice
-                if n_groups and _bound_groups(st_ptr, qu, j) > thr:
-                    continue
-                _value(st_ptr, qu, j, &lo, &up)
-                if lo > thr:
-                    continue
-                if count == cap:
-                    count = _keep_within(&cand_rows[i, g, 0], lows, count, thr)
-                    if count == cap:
-                        overflow = True
-                        break
-                cand_rows[i, g, count] = j
-                lows[count] = lo
-                count = count + 1
-                _heap_offer(heap, NULL, &heap_size, k, up, 0)
-            j0 = j1
-
-        if overflow:
-            cand_count[i, g] = -1
-        else:
-            cand_count[i, g] = _keep_within(&cand_rows[i, g, 0], lows, count,
-                                            _threshold(heap, heap_size, k, limit[i]))
-        for s in range(n_sel):
-            r = positions[s]
-            for t in range(q_indptr[s * n_q + i], q_indptr[s * n_q + i + 1]):
-                h = col_slot[r * n_cols + qi_v[t]]
-                if h >= 0:
-                    qh[h] = 0.0
-
-
-def pair_powers(
-    const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
-    const offset_t[::1] x_indptr, const node_t[::1] x_indices, const float64_t[::1] x_data,
-    const float64_t[::1] weight, const int64_t[::1] pair_query, const int64_t[::1] pair_row,
-    float64_t p, float64_t[::1] out, n_threads=None,
-):
-    """out[t] = sum_c w_c |q_c - x_c|^p for query pair_query[t] and stored row
-    pair_row[t], by merging their sorted columns: no cancellation."""
-    cdef Py_ssize_t n_pairs = pair_query.shape[0], t
-    cdef int kind = _kind(p)
-    cdef int n_workers = effective_threads(n_threads)
-    cdef offset_t a, a_end, b, b_end
-    cdef float64_t s
-    if n_pairs == 0:
-        return
-    if n_pairs * 256 < SERIAL_BELOW:
-        n_workers = 1
-    q_indices_arr = np.asarray(q_indices) if q_indices.shape[0] else np.zeros(1, np.int32)
-    q_data_arr = np.asarray(q_data) if q_data.shape[0] else np.zeros(1, np.float64)
-    x_indices_arr = np.asarray(x_indices) if x_indices.shape[0] else np.zeros(1, np.int32)
-    x_data_arr = np.asarray(x_data) if x_data.shape[0] else np.zeros(1, np.float64)
-    cdef const node_t[::1] qi = q_indices_arr
-    cdef const float64_t[::1] qd = q_data_arr
-    cdef const node_t[::1] xi = x_indices_arr
-    cdef const float64_t[::1] xd = x_data_arr
-    for t in prange(n_pairs, nogil=True, num_threads=n_workers, schedule="static"):
-        a = q_indptr[pair_query[t]]
-        a_end = q_indptr[pair_query[t] + 1]
-        b = x_indptr[pair_row[t]]
-        b_end = x_indptr[pair_row[t] + 1]
-        s = 0.0
-        while a < a_end or b < b_end:
-            if b >= b_end or (a < a_end and qi[a] < xi[b]):
-                s = s + weight[qi[a]] * abs_pow(qd[a], p, kind)
-                a = a + 1
-            elif a >= a_end or xi[b] < qi[a]:
-                s = s + weight[xi[b]] * abs_pow(xd[b], p, kind)
-                b = b + 1
-            else:
-                s = s + weight[qi[a]] * abs_pow(qd[a] - xd[b], p, kind)
-                a = a + 1
-                b = b + 1
-        out[t] = s
+    cdef Py_ssize_t n_found = n_units * k, take
+    with nogil:
+        # Unit after unit, each for every query: a small segment's units
+        # then mostly start from the k-th values the big ones have found.
+        for t in prange(n_q * n_units, num_threads=n_workers, schedule="dynamic"):
+            u = t // n_q
+            i = t % n_q
+            _search_unit(&se, &views[units[u, 0]], units[u, 0], i, units[u, 1], units[u, 2],
+                         &scratch[threadid()], &found[(i * n_units + u) * k], &shared[i])
+        for i in prange(n_q, num_threads=n_workers, schedule="static"):
+            qsort(&found[i * n_found], n_found, sizeof(Found), _compare_found)
+            take = min(k, out_value.shape[1])
+            for u in range(take):
+                out_value[i, u] = found[i * n_found + u].value
+                out_segment[i, u] = found[i * n_found + u].segment
+                out_row[i, u] = found[i * n_found + u].row
 
 
 def check_csr(const offset_t[::1] indptr, const node_t[::1] indices, Py_ssize_t n_values,

@@ -117,7 +117,8 @@ class _Segment:
                         f"segment {self.file} has malformed features for root {position} "
                         f"({exc}); run verify() and restore the file from a backup") from None
             self._scaled["inverted"] = inverted.InvertedFile(
-                self.data.inverted, self.rows, trees, self.file)
+                self.data.inverted, self.rows, trees, self.file, self.data.features,
+                self.data.doc_ids)
         return self._scaled["inverted"]
 
     def scaled(self, position, p, tree):
@@ -868,41 +869,40 @@ class SobolevIndex:
         return masks
 
     def _search_chunk(self, query_features, start, stop, k, p, positions, eta, masks, n_threads):
-        n_q = stop - start
-        single = len(positions) == 1
-        best = [_TopK(k) for _ in range(n_q)]
-        for s, (segment, mask) in enumerate(zip(self._segments, masks)):
-            if not mask.any():
-                continue
-            doc_ids = segment.data.doc_ids
-            if math.isinf(p):
-                # No identity splits the max-norm over shared columns, so p =
-                # inf scans every row.
-                total = self._scan_segment(segment, query_features, start, stop, positions,
-                                           eta, n_threads)
-                total[:, ~mask] = np.inf
-                kk = min(k, int(mask.sum()))
-                threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
-                for i in range(n_q):
-                    rows = np.flatnonzero(total[i] <= threshold[i])
-                    best[i].offer(total[i, rows], doc_ids[rows], s, rows)
-                continue
-            queries = [_csr_rows((F.indptr, F.indices, F.data), start, stop)
-                       for F in query_features]
-            limits = np.array([top.kth() for top in best])
-            found = segment.inverted_file(self.trees).search(
-                segment.data.features, queries, positions, eta, mask, limits, k, p,
-                n_threads=n_threads)
-            for top, (rows, values) in zip(best, found):
-                if len(rows):
-                    top.offer(values, doc_ids[rows], s, rows)
+        searched = [s for s, mask in enumerate(masks) if mask.any()]
+        if math.isinf(p):
+            return self._scan_chunk(query_features, start, stop, k, positions, eta, masks,
+                                    searched, n_threads)
+        queries = [_csr_rows((F.indptr, F.indices, F.data), start, stop)
+                   for F in query_features]
+        values, segs, rows = inverted.search(
+            [self._segments[s].inverted_file(self.trees) for s in searched],
+            [masks[s] for s in searched], queries, positions, eta, k, p, n_threads=n_threads)
+        if len(positions) == 1 and p != 1.0:
+            values = values ** (1.0 / p)
         found = []
-        for top in best:
-            dist, segs, rows = top.result()
-            if single and not math.isinf(p) and p != 1.0:
-                dist = dist ** (1.0 / p)
-            found.append((dist, segs, rows))
+        for i in range(stop - start):
+            n = int(np.count_nonzero(segs[i] >= 0))
+            found.append((values[i, :n], [searched[g] for g in segs[i, :n]],
+                          rows[i, :n].tolist()))
         return found
+
+    def _scan_chunk(self, query_features, start, stop, k, positions, eta, masks, searched,
+                    n_threads):
+        # No identity splits the max-norm over shared columns, so p = inf
+        # scans every row.
+        best = [_TopK(k) for _ in range(stop - start)]
+        for s in searched:
+            segment, mask = self._segments[s], masks[s]
+            total = self._scan_segment(segment, query_features, start, stop, positions,
+                                       eta, n_threads)
+            total[:, ~mask] = np.inf
+            kk = min(k, int(mask.sum()))
+            threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
+            for i in range(stop - start):
+                rows = np.flatnonzero(total[i] <= threshold[i])
+                best[i].offer(total[i, rows], segment.data.doc_ids[rows], s, rows)
+        return [top.result() for top in best]
 
     def _scan_segment(self, segment, query_features, start, stop, positions, eta, n_threads):
         """sum_s eta_s S_inf from every query to every row of a segment."""

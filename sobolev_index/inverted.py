@@ -9,12 +9,9 @@ and the dense block only for rows whose lower bound can still reach the top k.
 This module knows nothing of files or SQLite: ``storage.py`` writes and reads
 the arrays, ``index.py`` decides which segments to search.
 """
-import math
-
 import numpy as np
 
 from . import _inverted
-from ._features import effective_threads
 from .errors import CorruptIndexError
 
 # A column goes into the dense block when at least this fraction of the
@@ -32,9 +29,10 @@ CHUNK = 8192
 # A single query's rows are split into ranges that threads search at once;
 # a range smaller than this would spend more on its own top k than it saves.
 MIN_RANGE_ROWS = 2048
-# Candidate slots per (query, row range); more ties than this fall back to
-# taking every row of the range.
-MIN_CANDIDATE_SLOTS = 64
+# Candidate places per row range (at least 4 k): rows that may reach the top
+# k wait there, and only those still in reach when the range is done get an
+# exact value; ties beyond this many get theirs at once.
+MIN_CANDIDATES = 64
 # Dense columns of a root are cut into this many groups (by frequency rank),
 # and each row keeps its norm per group: a tighter bound than the whole
 # dense norm, read before the row's dense values.
@@ -93,8 +91,9 @@ def _dense_columns(indices, n_rows, n_cols):
 class InvertedFile:
     """A segment's inverted file, checked, with per-p row norms cached."""
 
-    def __init__(self, arrays, n_rows, trees, name):
+    def __init__(self, arrays, n_rows, trees, name, features, doc_ids):
         self.n_rows = n_rows
+        self.features = features
         self.n_roots = len(trees)
         self.n_cols = trees[0].n_nodes
         self._check(arrays, name)
@@ -121,6 +120,10 @@ class InvertedFile:
         self.group_ptr = np.asarray(group_ptr, dtype=np.int64)
         self.root_groups = np.asarray(root_groups, dtype=np.int64)
         self._norms = {}
+        self.kernel = _inverted.SegmentArrays(
+            self.ptr, self.rows, self.values, self.col_slot, self.weight, self.dense,
+            self.dense_ptr, self.dense_weight, self.group_ptr, self.root_groups, doc_ids,
+            features, self.n_cols)
 
     def _check(self, arrays, name):
         # The arrays come from a file: an inconsistent one would send the
@@ -160,11 +163,12 @@ class InvertedFile:
             if len(own) and np.any(ptr[r * n_cols + own + 1] != ptr[r * n_cols + own]):
                 fail(f"root {r} has postings for a dense column")
 
-    def norms(self, p, features):
-        """(low, high, high_root, group_root) for this p: per root and row the
-        posted and dense norms and the latter's 1/p power, and per row and
-        dense group the group norm's 1/p power. The two most recent p values
-        are kept."""
+    def row_norms(self, p):
+        """The row norms for this p, as the kernel takes them (RowNorms of
+        low, high, high_root, group_root): per root and row the posted and
+        dense norms and the latter's 1/p power, and per row and dense group
+        the group norm's 1/p power. The two most recent p values are kept."""
+        features = self.features
         if p not in self._norms:
             if len(self._norms) >= 2:
                 del self._norms[next(iter(self._norms))]
@@ -186,75 +190,34 @@ class InvertedFile:
                 for lo in range(0, self.n_rows, block):
                     part = np.abs(self.dense[lo:lo + block]) ** p * self.dense_weight
                     group_root[lo:lo + block] = np.add.reduceat(part, starts, axis=1) ** (1.0 / p)
-            self._norms[p] = (low, high, high_root, group_root)
+            self._norms[p] = _inverted.RowNorms(low, high, high_root, group_root)
         return self._norms[p]
 
-    def search(self, features, queries, positions, eta, mask, limits, k, p, n_threads=None):
-        """Exact distances of the candidate rows for each query.
 
-        ``features``: the segment's raw feature rows per root (CSR arrays,
-        already checked); ``queries``: raw query rows per selected root, as
-        (indptr, indices, data); ``positions``: the selected roots; ``mask``:
-        rows that may be returned; ``limits``: per query, the k-th value found
-        so far (inf if none), in the units of the result: p-th powers for one
-        root, else sum_s eta_s S_p. Returns, per query, (rows, values).
-        """
-        n_q = len(queries[0][0]) - 1
-        n_rows = self.n_rows
-        positions = np.asarray(positions, dtype=np.int64)
-        eta = np.ascontiguousarray(eta, dtype=np.float64)
-        low, high, high_root, group_root = self.norms(p, features)
-        stacked = _stack_rows(queries)
-        n_workers = effective_threads(n_threads)
-        # Enough row ranges for every thread to have work, few enough that
-        # each range still fills its top k.
-        n_groups = 1
-        if n_q < 2 * n_workers:
-            n_groups = max(1, min(math.ceil(2 * n_workers / n_q), n_rows // MIN_RANGE_ROWS))
-        slots = max(4 * k, MIN_CANDIDATE_SLOTS)
-        cand_rows = np.zeros((n_q, n_groups, slots), dtype=np.int64)
-        cand_count = np.zeros((n_q, n_groups), dtype=np.int64)
-        _inverted.search(
-            *stacked, n_q, self.ptr, self.rows, self.values, self.col_slot, self.weight,
-            self.dense, self.dense_ptr, self.dense_weight, self.group_ptr, self.root_groups,
-            low, high, high_root, group_root,
-            positions, eta, np.ascontiguousarray(mask).view(np.uint8),
-            np.ascontiguousarray(limits, dtype=np.float64), k, p, n_groups, CHUNK,
-            cand_rows, cand_count, n_threads=n_threads)
+def search(files, masks, queries, positions, eta, k, p, n_threads=None):
+    """Exact k nearest rows over several segments' inverted files.
 
-        pair_query, pair_row = [], []
-        for i in range(n_q):
-            for g in range(n_groups):
-                count = cand_count[i, g]
-                if count < 0:
-                    lo, hi = g * n_rows // n_groups, (g + 1) * n_rows // n_groups
-                    rows = lo + np.flatnonzero(mask[lo:hi])
-                else:
-                    rows = cand_rows[i, g, :count]
-                pair_row.append(rows)
-                pair_query.append(np.full(len(rows), i, dtype=np.int64))
-        pair_row = np.concatenate(pair_row).astype(np.int64)
-        pair_query = np.concatenate(pair_query)
-        single = len(positions) == 1
-        total = np.zeros(len(pair_row))
-        for s, r in enumerate(positions):
-            indptr, indices, data = features[r]
-            out = np.empty(len(pair_row))
-            _inverted.pair_powers(
-                *queries[s], np.ascontiguousarray(indptr, dtype=np.int64),
-                np.ascontiguousarray(indices, dtype=np.int32),
-                np.ascontiguousarray(data, dtype=np.float64),
-                self.weight[r * self.n_cols:(r + 1) * self.n_cols],
-                pair_query, pair_row, p, out, n_threads=n_threads)
-            if single:
-                total = out
-            else:
-                if p != 1.0:
-                    np.power(out, 1.0 / p, out=out)
-                total += eta[s] * out
-        bounds = np.searchsorted(pair_query, np.arange(n_q + 1))
-        return [(pair_row[bounds[i]:bounds[i + 1]], total[bounds[i]:bounds[i + 1]])
-                for i in range(n_q)]
+    ``files``: InvertedFile per segment; ``masks``: per segment, the rows
+    that may be returned; ``queries``: raw query rows per selected root, as
+    (indptr, indices, data) of the same number of rows; ``positions``: the
+    selected roots. Values are p-th powers for one root, else sum_s eta_s S_p.
+    Returns (values, segments, rows), each (n_queries, k): query i's t-th
+    best is row ``rows[i, t]`` of ``files[segments[i, t]]``; unused places
+    hold inf and -1. Ties go to the lower document id.
+    """
+    n_q = len(queries[0][0]) - 1
+    values = np.full((n_q, k), np.inf)
+    segments = np.full((n_q, k), -1, dtype=np.int64)
+    rows = np.full((n_q, k), -1, dtype=np.int64)
+    if not files:
+        return values, segments, rows
+    mask = np.concatenate([np.asarray(m, dtype=bool) for m in masks]).view(np.uint8)
+    _inverted.search_segments(
+        [f.kernel for f in files], [f.row_norms(p) for f in files], mask,
+        *_stack_rows(queries), n_q, np.asarray(positions, dtype=np.int64),
+        np.ascontiguousarray(eta, dtype=np.float64), k, p, CHUNK, MIN_RANGE_ROWS, MIN_CANDIDATES,
+        values, segments, rows, n_threads=n_threads)
+    return values, segments, rows
 
 
 def _stack_rows(blocks):

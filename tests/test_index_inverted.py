@@ -131,11 +131,11 @@ def test_near_duplicates_are_found_exactly(tmp_path, monkeypatch, layout):
 
 @pytest.mark.parametrize("p", [1, 2, 3])
 def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
-    # 200 identical rows tie at distance 0, far more than the 8 slots a row
-    # range has: the range falls back to all its rows, and ties go to the
-    # lowest document ids.
+    # 200 identical rows tie at distance 0, far more than the 28 candidate
+    # places a row range has (4 k): the full list is settled at once, again
+    # and again, and ties go to the lowest document ids.
     _apply(monkeypatch, "dense-small-chunks")
-    monkeypatch.setattr(inverted_module, "MIN_CANDIDATE_SLOTS", 8)
+    monkeypatch.setattr(inverted_module, "MIN_CANDIDATES", 8)
     rng = np.random.default_rng(5)
     graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=40, seed=1)
     measures = [([4, 5], None)] * 3 + [([1, 2, 3], [0.2, 0.3, 0.5])] * 200 + [([4, 6], None)] * 5
