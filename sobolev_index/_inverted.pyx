@@ -77,6 +77,8 @@ cdef extern from *:
 # 1e-13 of the summed magnitudes), and far below any gap between distances
 # that matters; it only widens the candidate set, never the result.
 cdef float64_t ERR_RTOL = 1e-11
+# Doubles per cache line (64 bytes).
+cdef Py_ssize_t SHARED_STRIDE = 8
 # Posting values are prefetched this many entries ahead of the loop.
 cdef Py_ssize_t PREFETCH_AHEAD = 64
 
@@ -150,6 +152,30 @@ def build_inverted(
     return ptr_arr, rows_arr, values_arr, dense_arr
 
 
+def block_starts(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t n_rows,
+                 Py_ssize_t block_rows):
+    """For every posting list c and block b of ``block_rows`` rows, the
+    position of the list's first row >= b * block_rows (the list's end if
+    none): an (n_lists, n_blocks + 1) array, so that a row range starting at
+    a block boundary finds its postings without a search."""
+    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, n_blocks = (n_rows + block_rows - 1) // block_rows
+    cdef Py_ssize_t c, b
+    cdef offset_t e
+    starts_arr = np.empty((n_lists, n_blocks + 1), dtype=np.int64)
+    cdef int64_t[:, ::1] starts = starts_arr
+    with nogil:
+        for c in range(n_lists):
+            b = 0
+            for e in range(ptr[c], ptr[c + 1]):
+                while rows[e] >= b * block_rows:
+                    starts[c, b] = e
+                    b = b + 1
+            while b <= n_blocks:
+                starts[c, b] = ptr[c + 1]
+                b = b + 1
+    return starts_arr
+
+
 def split_power_sums(
     const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
     const float64_t[::1] weight, const int32_t[::1] col_slot, float64_t p,
@@ -174,20 +200,6 @@ def split_power_sums(
         low[i] = lo
         high[i] = hi
         high_root[i] = _root(hi, p, kind)
-
-
-cdef inline Py_ssize_t _first_at_least(
-    const int32_t* rows, Py_ssize_t start, Py_ssize_t end, int32_t value,
-) noexcept nogil:
-    """First position in rows[start:end] (ascending) holding >= value."""
-    cdef Py_ssize_t mid
-    while start < end:
-        mid = start + (end - start) // 2
-        if rows[mid] < value:
-            start = mid + 1
-        else:
-            end = mid
-    return start
 
 
 cdef inline void _heap_offer(float64_t* heap, int64_t* tags, Py_ssize_t* size, Py_ssize_t k,
@@ -299,6 +311,10 @@ cdef struct SegmentView:
     const int64_t* group_ptr
     const int64_t* root_groups
     const int64_t* doc_ids
+    # Where each posting list enters each block of block_rows rows (row
+    # ranges start at block boundaries), or NULL: the segment is one range.
+    const offset_t* block_start
+    Py_ssize_t block_rows, block_stride
     const offset_t** x_indptr
     const node_t** x_indices
     const float64_t** x_data
@@ -346,7 +362,8 @@ cdef class SegmentArrays:
     cdef Py_ssize_t n_roots
 
     def __cinit__(self, ptr, post_rows, post_values, col_slot, weight, dense, dense_ptr,
-                  dense_weight, group_ptr, root_groups, doc_ids, features, Py_ssize_t n_cols):
+                  dense_weight, group_ptr, root_groups, doc_ids, features, Py_ssize_t n_cols,
+                  block_start, Py_ssize_t block_rows):
         self._keep = []
         self.n_roots = len(features)
         self.view.x_indptr = <const offset_t**> malloc(max(1, self.n_roots) * sizeof(void*))
@@ -370,6 +387,12 @@ cdef class SegmentArrays:
         self.view.group_ptr = <const int64_t*> self._pointer(group_ptr, np.int64)
         self.view.root_groups = <const int64_t*> self._pointer(root_groups, np.int64)
         self.view.doc_ids = <const int64_t*> self._pointer(doc_ids, np.int64)
+        self.view.block_start = NULL
+        self.view.block_rows = max(1, block_rows)
+        self.view.block_stride = 0
+        if block_start is not None:
+            self.view.block_stride = np.asarray(block_start).shape[1]
+            self.view.block_start = <const offset_t*> self._pointer(block_start, np.int64)
         for r, (indptr, indices, data) in enumerate(features):
             self.view.x_indptr[r] = <const offset_t*> self._pointer(indptr, np.int64)
             self.view.x_indices[r] = <const node_t*> self._pointer(indices, np.int32)
@@ -516,11 +539,11 @@ cdef float64_t _exact_value(const Search* se, const SegmentView* sg, Py_ssize_t 
 
 cdef inline float64_t _threshold(const float64_t* upper, Py_ssize_t n_upper,
                                  const Found* heap, Py_ssize_t n_found, Py_ssize_t k,
-                                 float64_t* shared) noexcept nogil:
+                                 float64_t other) noexcept nogil:
     """The value a row must not exceed: the k-th smallest upper value of
-    this unit's candidates, its k-th exact value, or the least such value
-    another unit of the same query has published."""
-    cdef float64_t thr = si_load(shared)
+    this unit's candidates, its k-th exact value, or ``other``, the least
+    such value another unit of the same query has published."""
+    cdef float64_t thr = other
     if n_upper == k and upper[0] < thr:
         thr = upper[0]
     if n_found == k and heap[0].value < thr:
@@ -565,7 +588,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     cdef Py_ssize_t s, r, t, h, gg, j, j0, j1, q_entry, seed_size
     cdef Py_ssize_t n_found = 0, n_upper = 0, count = 0
     cdef int kind = se.kind
-    cdef float64_t p = se.p, v, c, x, lb, thr, lo, up
+    cdef float64_t p = se.p, v, c, x, lb, thr, lo, up, other
     cdef offset_t e, e_end, slot
     cdef float64_t* acc = sc.acc
     cdef float64_t* bounds = sc.bounds
@@ -591,8 +614,8 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                 if row_lo == 0:
                     sc.cursor[q_entry] = sg.ptr[slot]
                 else:
-                    sc.cursor[q_entry] = _first_at_least(post_rows, sg.ptr[slot],
-                                                         sg.ptr[slot + 1], <int32_t> row_lo)
+                    sc.cursor[q_entry] = sg.block_start[slot * sg.block_stride
+                                                        + row_lo // sg.block_rows]
             q_entry = q_entry + 1
         for gg in range(sg.root_groups[r], sg.root_groups[r + 1]):
             v = 0.0
@@ -652,7 +675,10 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
         # tightens before the scan. Rows that may pass have their group norms
         # prefetched, since the scan reads those next.
         seed_size = 0
-        thr = _threshold(sc.upper, n_upper, heap, n_found, k, shared)
+        # Read once per chunk and per candidate, not per row: other threads
+        # write it, and a read of a line just written waits for it.
+        other = si_load(shared)
+        thr = _threshold(sc.upper, n_upper, heap, n_found, k, other)
         for j in range(j0, j1):
             if mask[j]:
                 lb = _bound_norm(se, sg, sc, j)
@@ -669,7 +695,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             else:
                 j = j0 + t - seed_size
             lb = bounds[j - j0]
-            thr = _threshold(sc.upper, n_upper, heap, n_found, k, shared)
+            thr = _threshold(sc.upper, n_upper, heap, n_found, k, other)
             # Masked and already-seen rows carry an infinite bound, which an
             # infinite threshold would not reject.
             if lb > thr or lb == INFINITY:
@@ -692,12 +718,14 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             sc.cand_lows[count] = lo
             count = count + 1
             _heap_offer(sc.upper, NULL, &n_upper, k, up, 0)
-            if n_upper == k:
+            other = si_load(shared)
+            if n_upper == k and sc.upper[0] < other:
                 si_lower(shared, sc.upper[0])
+                other = sc.upper[0]
         j0 = j1
 
     _settle(se, sg, segment, i, sc, count,
-            _threshold(sc.upper, n_upper, heap, n_found, k, shared), heap, &n_found)
+            _threshold(sc.upper, n_upper, heap, n_found, k, si_load(shared)), heap, &n_found)
     for t in range(n_found, k):
         heap[t].value = INFINITY
         heap[t].doc = INT64_MAX
@@ -711,12 +739,22 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                 sc.qh[h] = 0.0
 
 
+def _per_thread(Py_ssize_t n_workers, Py_ssize_t n, dtype):
+    """Zeros, one row of at least n per thread, rows 64-byte aligned and
+    apart."""
+    itemsize = np.dtype(dtype).itemsize
+    per_line = 64 // itemsize
+    width = (max(n, 1) + per_line - 1) // per_line * per_line
+    block = np.zeros(n_workers * width + per_line, dtype=dtype)
+    skip = (-block.ctypes.data % 64) // itemsize
+    return block[skip:skip + n_workers * width].reshape(n_workers, width)
+
+
 def search_segments(
     list segments, list norms, const uint8_t[::1] mask,
     const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
     Py_ssize_t n_q, const int64_t[::1] positions, const float64_t[::1] eta,
-    Py_ssize_t k, float64_t p, Py_ssize_t chunk, Py_ssize_t min_range_rows,
-    Py_ssize_t min_candidates, float64_t[:, ::1] out_value, int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
+    Py_ssize_t k, float64_t p, Py_ssize_t chunk, Py_ssize_t min_candidates, float64_t[:, ::1] out_value, int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
     n_threads=None,
 ):
     """The k nearest stored rows of each query over several segments, exactly.
@@ -740,7 +778,7 @@ def search_segments(
     cdef Py_ssize_t n_segments = len(segments)
     cdef Py_ssize_t n_sel = positions.shape[0]
     cdef int n_workers = effective_threads(n_threads)
-    cdef Py_ssize_t g, i, s, t, u, n_units, n_ranges, offset = 0, total_rows = 0
+    cdef Py_ssize_t g, i, s, t, u, n_units, n_ranges, n_blocks, offset = 0
     cdef Py_ssize_t max_dense = 1, max_groups = 1, max_entries = 1, work = 0, cap
     cdef SegmentArrays arrays
     cdef RowNorms row_norms
@@ -774,17 +812,18 @@ def search_segments(
             t += q_indptr[s * n_q + i + 1] - q_indptr[s * n_q + i]
         max_entries = max(max_entries, t)
 
-    # Units: every segment, cut into row ranges while there are fewer
-    # queries than threads (a range smaller than ``min_range_rows`` would
-    # spend more on its own top k than it saves). Largest first, for balance.
+    # Units: every segment, cut into row ranges of whole blocks while there
+    # are fewer queries than threads. Largest first, for balance.
     unit_list = []
     for g in range(n_segments):
+        n_blocks = (views[g].n_rows + views[g].block_rows - 1) // views[g].block_rows
         n_ranges = 1
-        if n_q < 2 * n_workers:
-            n_ranges = max(1, min(-(-2 * n_workers // n_q), views[g].n_rows // min_range_rows))
+        if n_q < 2 * n_workers and views[g].block_start != NULL:
+            n_ranges = max(1, min((2 * n_workers + n_q - 1) // n_q, n_blocks))
         for t in range(n_ranges):
-            unit_list.append((g, t * views[g].n_rows // n_ranges,
-                              (t + 1) * views[g].n_rows // n_ranges))
+            unit_list.append((g, t * n_blocks // n_ranges * views[g].block_rows,
+                              min(views[g].n_rows,
+                                  (t + 1) * n_blocks // n_ranges * views[g].block_rows)))
     unit_list.sort(key=lambda unit: unit[1] - unit[2])
     units_arr = np.asarray(unit_list, dtype=np.int64).reshape(-1, 3)
     cdef const int64_t[:, ::1] units = units_arr
@@ -809,20 +848,23 @@ def search_segments(
     se.q_indices = &qi_v[0]
     se.q_data = &qd_v[0]
 
-    acc_arr = np.zeros((n_workers, n_sel * chunk))
-    bounds_arr = np.zeros((n_workers, chunk))
-    seed_val_arr = np.zeros((n_workers, k))
-    seed_row_arr = np.zeros((n_workers, k), dtype=np.int64)
-    qh_arr = np.zeros((n_workers, max_dense))
-    qg_arr = np.zeros((n_workers, max_groups))
+    # Every thread's buffers start on their own cache lines: a line two
+    # threads write would move between their cores on every write.
+    acc_arr = _per_thread(n_workers, n_sel * chunk, np.float64)
+    bounds_arr = _per_thread(n_workers, chunk, np.float64)
+    seed_val_arr = _per_thread(n_workers, k, np.float64)
+    seed_row_arr = _per_thread(n_workers, k, np.int64)
+    qh_arr = _per_thread(n_workers, max_dense, np.float64)
+    qg_arr = _per_thread(n_workers, max_groups, np.float64)
     # Per selected root: |q|_L, |q|_H, |q|_H^(1/p), |q|_L + |q|_H.
-    qnorm_arr = np.zeros((n_workers, 4 * n_sel))
-    cursor_arr = np.zeros((n_workers, max_entries), dtype=np.int64)
+    qnorm_arr = _per_thread(n_workers, 4 * n_sel, np.float64)
+    cursor_arr = _per_thread(n_workers, max_entries, np.int64)
     cap = max(4 * k, min_candidates)
-    upper_arr = np.zeros((n_workers, k))
-    cand_rows_arr = np.zeros((n_workers, cap), dtype=np.int64)
-    cand_lows_arr = np.zeros((n_workers, cap))
-    shared_arr = np.full(n_q, INFINITY)
+    upper_arr = _per_thread(n_workers, k, np.float64)
+    cand_rows_arr = _per_thread(n_workers, cap, np.int64)
+    cand_lows_arr = _per_thread(n_workers, cap, np.float64)
+    # One cache line per query, for the same reason.
+    shared_arr = np.full(n_q * SHARED_STRIDE, INFINITY)
     found_mem = np.zeros(n_q * n_units * k * sizeof(Found), dtype=np.uint8)
     cdef float64_t[:, ::1] acc_v = acc_arr
     cdef float64_t[:, ::1] bounds_v = bounds_arr
@@ -837,21 +879,24 @@ def search_segments(
     cdef float64_t[:, ::1] cand_lows_v = cand_lows_arr
     cdef float64_t[::1] shared = shared_arr
     cdef Found* found = <Found*> <size_t> found_mem.ctypes.data
-    scratch_mem = np.zeros(n_workers * sizeof(Scratch), dtype=np.uint8)
-    cdef Scratch* scratch = <Scratch*> <size_t> scratch_mem.ctypes.data
+    scratch_mem = _per_thread(n_workers, sizeof(Scratch), np.uint8)
+    cdef Py_ssize_t scratch_stride = scratch_mem.shape[1]
+    cdef char* scratch_base = <char*> <size_t> scratch_mem.ctypes.data
+    cdef Scratch* scratch
     for t in range(n_workers):
-        scratch[t].acc = &acc_v[t, 0]
-        scratch[t].bounds = &bounds_v[t, 0]
-        scratch[t].seed_val = &seed_val_v[t, 0]
-        scratch[t].seed_row = &seed_row_v[t, 0]
-        scratch[t].qh = &qh_v[t, 0]
-        scratch[t].qg_root = &qg_v[t, 0]
-        scratch[t].norms = &qnorm_v[t, 0]
-        scratch[t].cursor = &cursor_v[t, 0]
-        scratch[t].upper = &upper_v[t, 0]
-        scratch[t].cand_rows = &cand_rows_v[t, 0]
-        scratch[t].cand_lows = &cand_lows_v[t, 0]
-        scratch[t].cap = cap
+        scratch = <Scratch*> (scratch_base + t * scratch_stride)
+        scratch.acc = &acc_v[t, 0]
+        scratch.bounds = &bounds_v[t, 0]
+        scratch.seed_val = &seed_val_v[t, 0]
+        scratch.seed_row = &seed_row_v[t, 0]
+        scratch.qh = &qh_v[t, 0]
+        scratch.qg_root = &qg_v[t, 0]
+        scratch.norms = &qnorm_v[t, 0]
+        scratch.cursor = &cursor_v[t, 0]
+        scratch.upper = &upper_v[t, 0]
+        scratch.cand_rows = &cand_rows_v[t, 0]
+        scratch.cand_lows = &cand_lows_v[t, 0]
+        scratch.cap = cap
 
     cdef Py_ssize_t n_found = n_units * k, take
     with nogil:
@@ -861,7 +906,8 @@ def search_segments(
             u = t // n_q
             i = t % n_q
             _search_unit(&se, &views[units[u, 0]], units[u, 0], i, units[u, 1], units[u, 2],
-                         &scratch[threadid()], &found[(i * n_units + u) * k], &shared[i])
+                         <Scratch*> (scratch_base + threadid() * scratch_stride), &found[(i * n_units + u) * k],
+                         &shared[i * SHARED_STRIDE])
         for i in prange(n_q, num_threads=n_workers, schedule="static"):
             qsort(&found[i * n_found], n_found, sizeof(Found), _compare_found)
             take = min(k, out_value.shape[1])

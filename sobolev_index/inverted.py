@@ -26,9 +26,11 @@ DENSE_MIN_ROWS = 64
 # Rows per pass of a query over its postings: the accumulator (8 bytes per
 # row and selected root) stays in the L2 cache.
 CHUNK = 8192
-# A single query's rows are split into ranges that threads search at once;
-# a range smaller than this would spend more on its own top k than it saves.
-MIN_RANGE_ROWS = 2048
+# A single query's rows are split into ranges, of whole blocks of this many
+# rows, that threads search at once; a smaller range would spend more on its
+# own top k than it saves. Segments of more than one block keep where each
+# posting list enters each block, so that a range finds its start at once.
+RANGE_BLOCK_ROWS = 2048
 # Candidate places per row range (at least 4 k): rows that may reach the top
 # k wait there, and only those still in reach when the range is done get an
 # exact value; ties beyond this many get theirs at once.
@@ -120,10 +122,13 @@ class InvertedFile:
         self.group_ptr = np.asarray(group_ptr, dtype=np.int64)
         self.root_groups = np.asarray(root_groups, dtype=np.int64)
         self._norms = {}
+        block_start = None
+        if n_rows > RANGE_BLOCK_ROWS:
+            block_start = _inverted.block_starts(self.ptr, self.rows, n_rows, RANGE_BLOCK_ROWS)
         self.kernel = _inverted.SegmentArrays(
             self.ptr, self.rows, self.values, self.col_slot, self.weight, self.dense,
             self.dense_ptr, self.dense_weight, self.group_ptr, self.root_groups, doc_ids,
-            features, self.n_cols)
+            features, self.n_cols, block_start, RANGE_BLOCK_ROWS)
 
     def _check(self, arrays, name):
         # The arrays come from a file: an inconsistent one would send the
@@ -215,7 +220,7 @@ def search(files, masks, queries, positions, eta, k, p, n_threads=None):
     _inverted.search_segments(
         [f.kernel for f in files], [f.row_norms(p) for f in files], mask,
         *_stack_rows(queries), n_q, np.asarray(positions, dtype=np.int64),
-        np.ascontiguousarray(eta, dtype=np.float64), k, p, CHUNK, MIN_RANGE_ROWS, MIN_CANDIDATES,
+        np.ascontiguousarray(eta, dtype=np.float64), k, p, CHUNK, MIN_CANDIDATES,
         values, segments, rows, n_threads=n_threads)
     return values, segments, rows
 

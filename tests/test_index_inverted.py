@@ -2,8 +2,8 @@
 
 The module constants are lowered so that test-sized segments exercise every
 path: dense columns with their group bounds, many row chunks per query,
-several row ranges per query (single queries), candidate overflow, and
-limits carried from one segment to the next. Expected results come from
+several row ranges per query (single queries), more tied candidates than
+places, and k-th values carried from one segment or range to another. Expected results come from
 ``pairwise_sobolev`` on freshly computed features, which shares no code with
 the inverted file.
 """
@@ -15,11 +15,12 @@ import sobolev_index.inverted as inverted_module
 from sobolev_index import CorruptIndexError, Graph, SobolevIndex, pairwise_sobolev
 
 LAYOUTS = {
-    # Dense columns in every segment, 4 groups, 64-row chunks.
+    # Dense columns in every segment, 4 groups, 64-row chunks, and single
+    # queries split into ranges of 32-row blocks (ranges start mid-chunk).
     "dense-small-chunks": dict(DENSE_MIN_ROWS=16, DENSE_MIN_FRACTION=0.3, DENSE_GROUPS=4,
-                               CHUNK=64),
-    # Only postings.
-    "postings-only": dict(DENSE_MIN_FRACTION=2.0, CHUNK=128),
+                               CHUNK=64, RANGE_BLOCK_ROWS=32),
+    # Only postings; ranges of 128-row blocks, chunks of 128 rows.
+    "postings-only": dict(DENSE_MIN_FRACTION=2.0, CHUNK=128, RANGE_BLOCK_ROWS=128),
     # One column per group: the group bound is the exact dense part.
     "dense-exact-groups": dict(DENSE_MIN_ROWS=16, DENSE_MIN_FRACTION=0.1, DENSE_GROUPS=1000),
 }
