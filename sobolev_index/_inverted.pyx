@@ -308,6 +308,7 @@ cdef struct SegmentView:
     const float64_t* dense
     const offset_t* dense_ptr
     const float64_t* dense_weight
+    const int64_t* group_slots
     const int64_t* group_ptr
     const int64_t* root_groups
     const int64_t* doc_ids
@@ -362,7 +363,8 @@ cdef class SegmentArrays:
     cdef Py_ssize_t n_roots
 
     def __cinit__(self, ptr, post_rows, post_values, col_slot, weight, dense, dense_ptr,
-                  dense_weight, group_ptr, root_groups, doc_ids, features, Py_ssize_t n_cols,
+                  dense_weight, group_slots, group_ptr, root_groups, doc_ids, features,
+                  Py_ssize_t n_cols,
                   block_start, Py_ssize_t block_rows):
         self._keep = []
         self.n_roots = len(features)
@@ -384,6 +386,7 @@ cdef class SegmentArrays:
         self.view.dense = <const float64_t*> self._pointer(dense, np.float64)
         self.view.dense_ptr = <const offset_t*> self._pointer(dense_ptr, np.int64)
         self.view.dense_weight = <const float64_t*> self._pointer(dense_weight, np.float64)
+        self.view.group_slots = <const int64_t*> self._pointer(group_slots, np.int64)
         self.view.group_ptr = <const int64_t*> self._pointer(group_ptr, np.int64)
         self.view.root_groups = <const int64_t*> self._pointer(root_groups, np.int64)
         self.view.doc_ids = <const int64_t*> self._pointer(doc_ids, np.int64)
@@ -460,6 +463,43 @@ cdef float64_t _bound_norm(const Search* se, const SegmentView* sg, const Scratc
             sc.norms[4 * s + 2] - sg.x_high_root[se.positions[s] * sg.n_rows + j],
             se.p, se.kind))
     return total
+
+
+cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc,
+                      Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
+    """_bound_norm of rows j0..j1 into sc.bounds (inf for rows not to be
+    returned). With one root this is a flat loop over row arrays that the
+    compiler can vectorise: it runs for every row."""
+    cdef Py_ssize_t j, n = j1 - j0
+    cdef Py_ssize_t base = se.positions[0] * sg.n_rows + j0
+    cdef const float64_t* x_low = sg.x_low + base
+    cdef const float64_t* x_high = sg.x_high + base
+    cdef const float64_t* x_high_root = sg.x_high_root + base
+    cdef const float64_t* acc = sc.acc
+    cdef const uint8_t* mask = sg.mask + j0
+    cdef float64_t* bounds = sc.bounds
+    cdef float64_t q_low = sc.norms[0], q_high_root = sc.norms[2], q_all = sc.norms[3]
+    cdef float64_t d, diff
+    if se.n_sel != 1:
+        for j in range(n):
+            bounds[j] = _bound_norm(se, sg, sc, j0 + j) if mask[j] else INFINITY
+        return
+    if se.kind == 0:
+        for j in range(n):
+            d = q_low + x_low[j] - acc[j] - ERR_RTOL * (q_all + x_low[j] + x_high[j])
+            d = d + fabs(q_high_root - x_high_root[j])
+            bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
+    elif se.kind == 1:
+        for j in range(n):
+            diff = q_high_root - x_high_root[j]
+            d = q_low + x_low[j] - acc[j] - ERR_RTOL * (q_all + x_low[j] + x_high[j])
+            d = d + diff * diff
+            bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
+    else:
+        for j in range(n):
+            d = q_low + x_low[j] - acc[j] - ERR_RTOL * (q_all + x_low[j] + x_high[j])
+            d = d + pow(fabs(q_high_root - x_high_root[j]), se.p)
+            bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
 
 
 cdef float64_t _bound_groups(const Search* se, const SegmentView* sg, const Scratch* sc,
@@ -619,7 +659,8 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             q_entry = q_entry + 1
         for gg in range(sg.root_groups[r], sg.root_groups[r + 1]):
             v = 0.0
-            for h in range(sg.group_ptr[gg], sg.group_ptr[gg + 1]):
+            for t in range(sg.group_ptr[gg], sg.group_ptr[gg + 1]):
+                h = sg.group_slots[t]
                 v = v + sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind)
             sc.qg_root[gg] = _root(v, p, kind)
             sc.norms[4 * s + 1] += v
@@ -679,16 +720,15 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
         # write it, and a read of a line just written waits for it.
         other = si_load(shared)
         thr = _threshold(sc.upper, n_upper, heap, n_found, k, other)
-        for j in range(j0, j1):
-            if mask[j]:
-                lb = _bound_norm(se, sg, sc, j)
-                bounds[j - j0] = lb
-                if lb <= thr and n_groups:
-                    SI_PREFETCH(sg.x_group_root + j * n_groups)
-                if n_upper < k:
-                    _heap_offer(sc.seed_val, sc.seed_row, &seed_size, k, lb, j)
-            else:
-                bounds[j - j0] = INFINITY
+        _bound_rows(se, sg, sc, j0, j1)
+        if n_groups or n_upper < k:
+            for j in range(j0, j1):
+                lb = bounds[j - j0]
+                if lb <= thr and lb != INFINITY:
+                    if n_groups:
+                        SI_PREFETCH(sg.x_group_root + j * n_groups)
+                    if n_upper < k:
+                        _heap_offer(sc.seed_val, sc.seed_row, &seed_size, k, lb, j)
         for t in range(seed_size + (j1 - j0)):
             if t < seed_size:
                 j = sc.seed_row[t]

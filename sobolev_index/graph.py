@@ -497,11 +497,15 @@ class ShortestPathTree:
         batch = as_measure_batch(measures, n_nodes=self.n_nodes, normalize=normalize)
         return self._features(batch, n_threads)
 
-    def _features(self, batch, n_threads):
-        out_indptr, out_indices, out_data = _features.edge_masses(
+    def _feature_arrays(self, batch, n_threads):
+        """(indptr, indices, data) of the features of a checked batch."""
+        return _features.edge_masses(
             self._parent32, self.root, batch.indptr, batch.nodes, batch.masses,
             batch.row_scale, n_threads=n_threads,
         )
+
+    def _features(self, batch, n_threads):
+        out_indptr, out_indices, out_data = self._feature_arrays(batch, n_threads)
         matrix = sp.csr_matrix((out_data, out_indices, out_indptr), shape=(len(batch), self.n_nodes))
         matrix.has_sorted_indices = True
         return matrix

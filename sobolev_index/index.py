@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -301,6 +302,7 @@ class SobolevIndex:
         self.p = math.inf if meta["p"] == "inf" else float(meta["p"])
         self.roots = np.asarray([r[0] for r in snapshot.roots], dtype=np.int64)
         self.eta = np.asarray([r[1] for r in snapshot.roots], dtype=np.float64)
+        self._eta_cache = {}
         if not hasattr(self, "graph"):
             self.graph, self.trees = storage.read_graph(self.path, len(self.roots))
             if [t.root for t in self.trees] != self.roots.tolist():
@@ -765,8 +767,8 @@ class SobolevIndex:
             raise ValueError(f"k is {k!r}; expected an integer >= 1")
         k = int(k)
         positions = self._root_positions(roots)
-        eta = normalise_eta(self.eta[positions], len(positions))
-        query_features = self._query_features(queries, positions)
+        eta = self._search_eta(positions)
+        query_features = self._query_features(queries, positions, csr=False)
         n_queries = query_features[0].shape[0]
         masks = self._candidate_masks(where)
 
@@ -813,6 +815,13 @@ class SobolevIndex:
             keys[q].insert(0, key)
             labels[q].insert(0, label)
 
+    def _search_eta(self, positions):
+        # The same few root selections come back query after query.
+        key = tuple(positions)
+        if key not in self._eta_cache:
+            self._eta_cache[key] = normalise_eta(self.eta[positions], len(positions))
+        return self._eta_cache[key]
+
     def _root_positions(self, roots):
         if roots is None:
             return list(range(len(self.roots)))
@@ -827,7 +836,7 @@ class SobolevIndex:
             )
         return positions
 
-    def _query_features(self, queries, positions):
+    def _query_features(self, queries, positions, csr=True):
         if isinstance(queries, str) or (
                 isinstance(queries, (list, tuple)) and queries and
                 all(isinstance(q, str) for q in queries)):
@@ -836,6 +845,12 @@ class SobolevIndex:
         batch = as_measure_batch(queries, n_nodes=self.graph.n_nodes)
         if len(batch) == 0:
             raise InvalidMeasureError("no queries were given")
+        if not csr:
+            # A single query's search is a few milliseconds; building a SciPy
+            # matrix (and checking it) would be a tenth of that.
+            shape = (len(batch), self.graph.n_nodes)
+            return [_FeatureRows(*self.trees[r]._feature_arrays(batch, None), shape)
+                    for r in positions]
         return [self.trees[r]._features(batch, None) for r in positions]
 
     def _candidate_masks(self, where):
@@ -1001,6 +1016,14 @@ class SobolevIndex:
             "segments": len(snapshot.segments), "documents": int((~snapshot.deleted).sum()),
             "deleted": int(snapshot.deleted.sum()), "checked_rows": checked,
         }
+
+
+class _FeatureRows(NamedTuple):
+    """Feature rows as plain CSR arrays, with the shape of the matrix."""
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple
 
 
 class _TopK:

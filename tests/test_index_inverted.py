@@ -183,3 +183,34 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
         segment._scaled.clear()
         with pytest.raises(CorruptIndexError, match="inverted file"):
             index.search(measures[:2], k=3, p=1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("n_groups", [1, 3, 16])
+def test_subtree_groups_are_pieces_of_the_tree(seed, n_groups):
+    # Any partition gives a valid bound; these check that the groups are
+    # what the bound's tightness relies on: connected pieces of the tree.
+    rng = np.random.default_rng(seed)
+    n = 200
+    parent = np.array([-1] + [int(rng.integers(0, v)) for v in range(1, n)])
+    # A dense part is closed upwards (an edge's parent edge is in at least
+    # as many rows), except at the root, which has no edge.
+    chosen = set()
+    for v in rng.choice(np.arange(1, n), size=40, replace=False):
+        while v > 0 and int(v) not in chosen:
+            chosen.add(int(v))
+            v = parent[v]
+    columns = np.array(sorted(chosen))
+    labels = inverted_module.subtree_groups(parent, columns, n_groups)
+    assert labels.shape == columns.shape
+    assert set(labels.tolist()) == set(range(labels.max() + 1))
+    tops = [c for c in columns if parent[c] not in chosen]
+    if len(tops) > 2 * n_groups:
+        assert labels.max() + 1 == 2 * n_groups
+        return
+    assert labels.max() + 1 <= max(n_groups, len(tops))
+    label_of = dict(zip(columns.tolist(), labels.tolist()))
+    for g in range(labels.max() + 1):
+        members = [c for c in columns if label_of[c] == g]
+        entry = [c for c in members if label_of.get(int(parent[c])) != g]
+        assert len(entry) == 1, (g, members)
