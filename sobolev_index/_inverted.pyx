@@ -31,14 +31,14 @@ sorted columns (no cancellation), so results are exact.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport fabs, pow, sqrt, INFINITY
-from libc.stdint cimport int32_t, int64_t, uint8_t, INT64_MAX
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, INT64_MAX
 from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memset
 
 import numpy as np
 
 from ._powers cimport abs_pow
-from ._typedefs cimport float64_t, node_t, offset_t
+from ._typedefs cimport float32_t, float64_t, node_t, offset_t
 from ._features import SERIAL_BELOW, effective_threads
 
 cdef extern from *:
@@ -77,6 +77,15 @@ cdef extern from *:
 # 1e-13 of the summed magnitudes), and far below any gap between distances
 # that matters; it only widens the candidate set, never the result.
 cdef float64_t ERR_RTOL = 1e-11
+# Posting values are float32: each is within 2^-24 of its float64 value
+# (relative), or 2^-149 (absolute) below float32's normal range. Features
+# lie in [0, 1], and |d g(q, x) / dx| <= 2 p max(q, x)^(p - 1), so the
+# shared-column sum moves by at most 2 p 2^-24 (|q|_L + |x|_L) plus
+# 2 p 2^-149 sum_{c in q} w_c; the allowance takes twice both.
+cdef float64_t VALUE_RTOL = 2.0 ** -22
+cdef float64_t VALUE_ATOL = 2.0 ** -146
+# Rows per block of posting offsets (uint16).
+cdef Py_ssize_t BLOCK_ROWS = 65536
 # Doubles per cache line (64 bytes).
 cdef Py_ssize_t SHARED_STRIDE = 8
 # Posting values are prefetched this many entries ahead of the loop.
@@ -301,8 +310,10 @@ cdef struct SegmentView:
     # row norms and the rows that may be returned.
     Py_ssize_t n_rows, n_cols, n_dense, n_groups
     const offset_t* ptr
-    const int32_t* post_rows
-    const float64_t* post_values
+    # Posting rows as offsets into their 65,536-row block, values as float32
+    # (see InvertedFile.compact_postings): half the bytes a query streams.
+    const uint16_t* post_rows
+    const float32_t* post_values
     const int32_t* col_slot
     const float64_t* weight
     const float64_t* dense
@@ -332,6 +343,7 @@ cdef struct Search:
     int kind
     bint single
     float64_t p
+    float64_t value_rtol, value_atol
     const int64_t* positions
     const float64_t* eta
     const offset_t* q_indptr
@@ -349,6 +361,7 @@ cdef struct Scratch:
     float64_t* qg_root
     float64_t* norms
     int64_t* cursor
+    int64_t* cursor_end
     float64_t* upper
     int64_t* cand_rows
     float64_t* cand_lows
@@ -379,8 +392,8 @@ cdef class SegmentArrays:
         self.view.n_dense = dense.shape[1]
         self.view.n_groups = len(group_ptr) - 1
         self.view.ptr = <const offset_t*> self._pointer(ptr, np.int64)
-        self.view.post_rows = <const int32_t*> self._pointer(post_rows, np.int32)
-        self.view.post_values = <const float64_t*> self._pointer(post_values, np.float64)
+        self.view.post_rows = <const uint16_t*> self._pointer(post_rows, np.uint16)
+        self.view.post_values = <const float32_t*> self._pointer(post_values, np.float32)
         self.view.col_slot = <const int32_t*> self._pointer(col_slot, np.int32)
         self.view.weight = <const float64_t*> self._pointer(weight, np.float64)
         self.view.dense = <const float64_t*> self._pointer(dense, np.float64)
@@ -448,7 +461,8 @@ cdef inline float64_t _low_part(const Search* se, const SegmentView* sg, const S
                                 Py_ssize_t s, Py_ssize_t j, float64_t* err) noexcept nogil:
     """D_L of root s for row j, and the allowance of the row's value."""
     cdef Py_ssize_t at = se.positions[s] * sg.n_rows + j
-    err[0] = ERR_RTOL * (sc.norms[4 * s + 3] + sg.x_low[at] + sg.x_high[at])
+    err[0] = (sc.norms[4 * s + 3] + (ERR_RTOL + se.value_rtol) * sg.x_low[at]
+              + ERR_RTOL * sg.x_high[at])
     return sc.norms[4 * s] + sg.x_low[at] - sc.acc[s * se.chunk + j - sc.j0]
 
 
@@ -478,7 +492,8 @@ cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc
     cdef const float64_t* acc = sc.acc
     cdef const uint8_t* mask = sg.mask + j0
     cdef float64_t* bounds = sc.bounds
-    cdef float64_t q_low = sc.norms[0], q_high_root = sc.norms[2], q_all = sc.norms[3]
+    cdef float64_t q_low = sc.norms[0], q_high_root = sc.norms[2], err_q = sc.norms[3]
+    cdef float64_t low_rtol = ERR_RTOL + se.value_rtol
     cdef float64_t d, diff
     if se.n_sel != 1:
         for j in range(n):
@@ -486,18 +501,18 @@ cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc
         return
     if se.kind == 0:
         for j in range(n):
-            d = q_low + x_low[j] - acc[j] - ERR_RTOL * (q_all + x_low[j] + x_high[j])
+            d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * x_low[j] + ERR_RTOL * x_high[j])
             d = d + fabs(q_high_root - x_high_root[j])
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
     elif se.kind == 1:
         for j in range(n):
             diff = q_high_root - x_high_root[j]
-            d = q_low + x_low[j] - acc[j] - ERR_RTOL * (q_all + x_low[j] + x_high[j])
+            d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * x_low[j] + ERR_RTOL * x_high[j])
             d = d + diff * diff
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
     else:
         for j in range(n):
-            d = q_low + x_low[j] - acc[j] - ERR_RTOL * (q_all + x_low[j] + x_high[j])
+            d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * x_low[j] + ERR_RTOL * x_high[j])
             d = d + pow(fabs(q_high_root - x_high_root[j]), se.p)
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
 
@@ -625,15 +640,16 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     """The k best rows of sg[row_lo:row_hi] for query i into ``heap`` (a
     full heap also lowers ``shared``, the query's bound across units)."""
     cdef Py_ssize_t k = se.k, chunk = se.chunk, n_cols = sg.n_cols, n_groups = sg.n_groups
-    cdef Py_ssize_t s, r, t, h, gg, j, j0, j1, q_entry, seed_size
+    cdef Py_ssize_t s, r, t, h, gg, j, j0, j1, q_entry, seed_size, block_base, at, limit
+    cdef bint new_block
     cdef Py_ssize_t n_found = 0, n_upper = 0, count = 0
     cdef int kind = se.kind
-    cdef float64_t p = se.p, v, c, x, lb, thr, lo, up, other
+    cdef float64_t p = se.p, v, c, x, lb, thr, lo, up, other, q_weight
     cdef offset_t e, e_end, slot
     cdef float64_t* acc = sc.acc
     cdef float64_t* bounds = sc.bounds
-    cdef const int32_t* post_rows = sg.post_rows
-    cdef const float64_t* post_values = sg.post_values
+    cdef const uint16_t* post_rows = sg.post_rows
+    cdef const float32_t* post_values = sg.post_values
     cdef const float64_t* weight = sg.weight
     cdef const uint8_t* mask = sg.mask
 
@@ -644,6 +660,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
         r = se.positions[s]
         sc.norms[4 * s] = 0.0
         sc.norms[4 * s + 1] = 0.0
+        q_weight = 0.0
         for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
             slot = r * n_cols + se.q_indices[t]
             h = sg.col_slot[slot]
@@ -651,6 +668,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                 sc.qh[h] = se.q_data[t]
             else:
                 sc.norms[4 * s] += weight[slot] * abs_pow(se.q_data[t], p, kind)
+                q_weight += weight[slot]
                 if row_lo == 0:
                     sc.cursor[q_entry] = sg.ptr[slot]
                 else:
@@ -665,11 +683,15 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             sc.qg_root[gg] = _root(v, p, kind)
             sc.norms[4 * s + 1] += v
         sc.norms[4 * s + 2] = _root(sc.norms[4 * s + 1], p, kind)
-        sc.norms[4 * s + 3] = sc.norms[4 * s] + sc.norms[4 * s + 1]
+        # The part of the row's allowance that depends on the query only.
+        sc.norms[4 * s + 3] = (ERR_RTOL * (sc.norms[4 * s] + sc.norms[4 * s + 1])
+                               + se.value_rtol * sc.norms[4 * s] + se.value_atol * q_weight)
 
     j0 = row_lo
     while j0 < row_hi:
-        j1 = j0 + chunk
+        # Chunks end at multiples of ``chunk`` (a power of two dividing the
+        # 65,536-row blocks of the posting offsets): none spans two blocks.
+        j1 = (j0 // chunk + 1) * chunk
         if j1 > row_hi:
             j1 = row_hi
         sc.j0 = j0
@@ -677,35 +699,49 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
         # posting streams are prefetched: short lists restart often, and the
         # hardware prefetcher alone leaves the loop waiting on memory.
         q_entry = 0
+        block_base = (j0 >> 16) << 16
+        new_block = j0 == row_lo or j0 == block_base
+        limit = j1 - block_base
         for s in range(se.n_sel):
             r = se.positions[s]
             memset(&acc[s * chunk], 0, (j1 - j0) * sizeof(float64_t))
+            # Row j of this chunk is acc[at + j - block_base].
+            at = s * chunk + block_base - j0
             for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
                 slot = r * n_cols + se.q_indices[t]
                 if sg.col_slot[slot] < 0:
                     v = se.q_data[t]
                     e = sc.cursor[q_entry]
-                    e_end = sg.ptr[slot + 1]
+                    # Stop at the first row >= j1: by its offset within the
+                    # block, and at the block's last posting (offsets start
+                    # again at 0 in the next block).
+                    if new_block:
+                        e_end = sg.ptr[slot + 1]
+                        if block_base + BLOCK_ROWS < sg.n_rows:
+                            e_end = sg.block_start[slot * sg.block_stride
+                                                   + (block_base + BLOCK_ROWS) // sg.block_rows]
+                        sc.cursor_end[q_entry] = e_end
+                    e_end = sc.cursor_end[q_entry]
                     if kind == 0:
                         c = 2.0 * weight[slot]
-                        while e < e_end and post_rows[e] < j1:
+                        while e < e_end and post_rows[e] < limit:
                             SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
                             SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
                             x = post_values[e]
-                            acc[s * chunk + post_rows[e] - j0] += c * (v if v < x else x)
+                            acc[at + post_rows[e]] += c * (v if v < x else x)
                             e = e + 1
                     elif kind == 1:
                         c = 2.0 * weight[slot] * v
-                        while e < e_end and post_rows[e] < j1:
+                        while e < e_end and post_rows[e] < limit:
                             SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
                             SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
-                            acc[s * chunk + post_rows[e] - j0] += c * post_values[e]
+                            acc[at + post_rows[e]] += c * post_values[e]
                             e = e + 1
                     else:
                         c = pow(v, p)
-                        while e < e_end and post_rows[e] < j1:
+                        while e < e_end and post_rows[e] < limit:
                             x = post_values[e]
-                            acc[s * chunk + post_rows[e] - j0] += weight[slot] * (
+                            acc[at + post_rows[e]] += weight[slot] * (
                                 c + pow(x, p) - pow(fabs(v - x), p))
                             e = e + 1
                     sc.cursor[q_entry] = e
@@ -878,6 +914,8 @@ def search_segments(
     se.kind = _kind(p)
     se.single = n_sel == 1
     se.p = p
+    se.value_rtol = p * VALUE_RTOL
+    se.value_atol = p * VALUE_ATOL
     se.positions = &positions[0]
     se.eta = &eta[0]
     q_indices_arr = np.asarray(q_indices) if q_indices.shape[0] else np.zeros(1, np.int32)
@@ -896,9 +934,10 @@ def search_segments(
     seed_row_arr = _per_thread(n_workers, k, np.int64)
     qh_arr = _per_thread(n_workers, max_dense, np.float64)
     qg_arr = _per_thread(n_workers, max_groups, np.float64)
-    # Per selected root: |q|_L, |q|_H, |q|_H^(1/p), |q|_L + |q|_H.
+    # Per selected root: |q|_L, |q|_H, |q|_H^(1/p), the query's allowance.
     qnorm_arr = _per_thread(n_workers, 4 * n_sel, np.float64)
     cursor_arr = _per_thread(n_workers, max_entries, np.int64)
+    cursor_end_arr = _per_thread(n_workers, max_entries, np.int64)
     cap = max(4 * k, min_candidates)
     upper_arr = _per_thread(n_workers, k, np.float64)
     cand_rows_arr = _per_thread(n_workers, cap, np.int64)
@@ -914,6 +953,7 @@ def search_segments(
     cdef float64_t[:, ::1] qg_v = qg_arr
     cdef float64_t[:, ::1] qnorm_v = qnorm_arr
     cdef int64_t[:, ::1] cursor_v = cursor_arr
+    cdef int64_t[:, ::1] cursor_end_v = cursor_end_arr
     cdef float64_t[:, ::1] upper_v = upper_arr
     cdef int64_t[:, ::1] cand_rows_v = cand_rows_arr
     cdef float64_t[:, ::1] cand_lows_v = cand_lows_arr
@@ -933,6 +973,7 @@ def search_segments(
         scratch.qg_root = &qg_v[t, 0]
         scratch.norms = &qnorm_v[t, 0]
         scratch.cursor = &cursor_v[t, 0]
+        scratch.cursor_end = &cursor_end_v[t, 0]
         scratch.upper = &upper_v[t, 0]
         scratch.cand_rows = &cand_rows_v[t, 0]
         scratch.cand_lows = &cand_lows_v[t, 0]

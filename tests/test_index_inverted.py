@@ -214,3 +214,29 @@ def test_subtree_groups_are_pieces_of_the_tree(seed, n_groups):
         members = [c for c in columns if label_of[c] == g]
         entry = [c for c in members if label_of.get(int(parent[c])) != g]
         assert len(entry) == 1, (g, members)
+
+
+def test_segment_longer_than_one_block_of_row_offsets(tmp_path):
+    # Postings keep row offsets within 65,536-row blocks: a segment of more
+    # rows has lists that run on into the next block, where offsets start
+    # again at 0, and chunks and row ranges that end at the block boundary.
+    rng = np.random.default_rng(17)
+    graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=30, seed=4)
+    n = 70_000
+    sizes = rng.integers(1, 4, size=n)
+    indptr = np.concatenate([[0], np.cumsum(sizes)])
+    nodes = rng.integers(0, 30, size=indptr[-1])
+    masses = rng.random(indptr[-1]) + 0.05
+    measures = [(nodes[indptr[i]:indptr[i + 1]], masses[indptr[i]:indptr[i + 1]])
+                for i in range(n)]
+    with SobolevIndex.create(tmp_path / "idx", graph, seed=0) as index:
+        keys = index.add(measures)
+        assert [s.rows for s in index._segments] == [n]
+        queries = [measures[i] for i in (3, 65_530, 65_537, 69_999)] + [([7, 8, 9], None)]
+        alive = np.ones(n, dtype=bool)
+        for p in (1, 2, 3):
+            D = brute_force(index, measures, alive, queries, p, [0])
+            check(index.search(queries, k=6, p=p), D, keys, alive, 6)
+            for q in range(len(queries)):
+                check(index.search(queries[q:q + 1], k=6, p=p, n_threads=2), D[q:q + 1],
+                      keys, alive, 6)
