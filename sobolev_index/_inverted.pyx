@@ -479,6 +479,16 @@ cdef float64_t _bound_norm(const Search* se, const SegmentView* sg, const Scratc
     return total
 
 
+cdef inline void _prefetch_row(const float64_t* row, Py_ssize_t n) noexcept nogil:
+    """Ask for every cache line of row[0:n]."""
+    cdef Py_ssize_t h
+    if n == 0:
+        return
+    for h in range(0, n, 8):
+        SI_PREFETCH(row + h)
+    SI_PREFETCH(row + n - 1)
+
+
 cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc,
                       Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
     """_bound_norm of rows j0..j1 into sc.bounds (inf for rows not to be
@@ -761,8 +771,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             for j in range(j0, j1):
                 lb = bounds[j - j0]
                 if lb <= thr and lb != INFINITY:
-                    if n_groups:
-                        SI_PREFETCH(sg.x_group_root + j * n_groups)
+                    _prefetch_row(sg.x_group_root + j * n_groups, n_groups)
                     if n_upper < k:
                         _heap_offer(sc.seed_val, sc.seed_row, &seed_size, k, lb, j)
         for t in range(seed_size + (j1 - j0)):
