@@ -185,6 +185,47 @@ def block_starts(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t n_
     return starts_arr
 
 
+def compact_postings(const int32_t[::1] rows, const float64_t[::1] values):
+    """The postings as the kernel holds them: each row as its offset within
+    its 65,536-row block (uint16), each value as float32. Returns (offsets,
+    values32, smallest value, largest value), in one pass."""
+    cdef Py_ssize_t n = rows.shape[0], e
+    offsets_arr = np.empty(n, dtype=np.uint16)
+    values_arr = np.empty(n, dtype=np.float32)
+    cdef uint16_t[::1] offsets = offsets_arr
+    cdef float32_t[::1] values32 = values_arr
+    cdef float64_t low = INFINITY, high = -INFINITY, x
+    with nogil:
+        for e in range(n):
+            offsets[e] = <uint16_t> (rows[e] & 0xFFFF)
+            x = values[e]
+            values32[e] = <float32_t> x
+            # Written so that a NaN fails both tests below.
+            if not (x >= low):
+                low = x
+            if not (x <= high):
+                high = x
+    return offsets_arr, values_arr, low, high
+
+
+def group_norms(const float64_t[:, ::1] dense, const float64_t[::1] dense_weight,
+                const int64_t[::1] group_of, Py_ssize_t n_groups, float64_t p,
+                float64_t[:, ::1] out):
+    """out[j, g] = (sum over dense slots h of group g of w_h |dense[j, h]|^p)^(1/p)."""
+    cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], j, h, g
+    cdef int kind = _kind(p)
+    cdef int n_workers = 1 if n * n_dense < SERIAL_BELOW else effective_threads(None)
+    if n_groups == 0 or n == 0:
+        return
+    for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
+        for g in range(n_groups):
+            out[j, g] = 0.0
+        for h in range(n_dense):
+            out[j, group_of[h]] += dense_weight[h] * abs_pow(dense[j, h], p, kind)
+        for g in range(n_groups):
+            out[j, g] = _root(out[j, g], p, kind)
+
+
 def split_power_sums(
     const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
     const float64_t[::1] weight, const int32_t[::1] col_slot, float64_t p,

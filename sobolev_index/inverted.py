@@ -149,9 +149,15 @@ class InvertedFile:
         rows = np.ascontiguousarray(arrays["rows"], dtype=np.int32)
         # A query streams its postings: kept in memory as 6 bytes each (row
         # offset within its 65,536-row block, float32 value) rather than the
-        # file's 12, they search faster. The kernel allows for the rounding.
-        self.post_rows = (rows & 0xFFFF).astype(np.uint16)
-        self.post_values = np.asarray(arrays["values"]).astype(np.float32)
+        # file's 12, they search faster. The kernel allows for the rounding,
+        # which relies on the values being edge masses of probability
+        # measures, in [0, 1].
+        self.post_rows, self.post_values, low, high = _inverted.compact_postings(
+            rows, np.ascontiguousarray(arrays["values"], dtype=np.float64))
+        if len(rows) and not (low >= 0.0 and high <= 1.0 + 1e-9):
+            raise CorruptIndexError(
+                f"segment {name} has a malformed inverted file (a posting value is outside "
+                "[0, 1]); run verify() and restore the file from a backup")
         self.dense = np.ascontiguousarray(arrays["dense"], dtype=np.float64)
         self.dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
         dense_columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
@@ -174,6 +180,9 @@ class InvertedFile:
                 group_ptr.extend((group_ptr[-1] + np.cumsum(np.bincount(labels))).tolist())
             root_groups.append(root_groups[-1] + (int(labels.max()) + 1 if len(labels) else 0))
         self.group_slots = np.concatenate(group_slots).astype(np.int64)
+        self.group_of = np.zeros(len(self.group_slots), dtype=np.int64)
+        self.group_of[self.group_slots] = np.repeat(np.arange(len(group_ptr) - 1),
+                                                    np.diff(group_ptr))
         self.group_ptr = np.asarray(group_ptr, dtype=np.int64)
         self.root_groups = np.asarray(root_groups, dtype=np.int64)
         self._norms = {}
@@ -209,10 +218,6 @@ class InvertedFile:
                                      np.ascontiguousarray(rows, dtype=np.int32), n_rows)
         except ValueError as exc:
             fail(str(exc))
-        # Edge masses of probability measures; the kernel's float32 rounding
-        # allowance relies on it.
-        if len(values) and not (values.min() >= 0.0 and values.max() <= 1.0 + 1e-9):
-            fail("a posting value is outside [0, 1]")
         if dense_ptr.shape != (n_roots + 1,) or dense_ptr[0] != 0 \
                 or np.any(np.diff(dense_ptr) < 0) or dense_ptr[-1] != len(columns):
             fail("dense-column pointers do not match the dense columns")
@@ -249,13 +254,8 @@ class InvertedFile:
                     w, slot, p, low[r], high[r], high_root[r])
             n_groups = len(self.group_ptr) - 1
             group_root = np.zeros((self.n_rows, n_groups))
-            if n_groups:
-                starts = self.group_ptr[:-1]
-                block = max(1, (1 << 22) // max(1, self.dense.shape[1]))
-                for lo in range(0, self.n_rows, block):
-                    part = (np.abs(self.dense[lo:lo + block]) ** p * self.dense_weight)[
-                        :, self.group_slots]
-                    group_root[lo:lo + block] = np.add.reduceat(part, starts, axis=1) ** (1.0 / p)
+            _inverted.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
+                                  group_root)
             self._norms[p] = _inverted.RowNorms(low, high, high_root, group_root)
         return self._norms[p]
 
