@@ -352,7 +352,7 @@ cdef struct SegmentView:
     Py_ssize_t n_rows, n_cols, n_dense, n_groups
     const offset_t* ptr
     # Posting rows as offsets into their 65,536-row block, values as float32
-    # (see InvertedFile.compact_postings): half the bytes a query streams.
+    # (see compact_postings): half the bytes a query streams.
     const uint16_t* post_rows
     const float32_t* post_values
     const int32_t* col_slot
