@@ -117,21 +117,28 @@ def subtree_groups(parent, columns, n_groups):
             c = int(parent[c])
         return c
 
-    roots, split = set(tops), set()
-    while len(tops) <= 2 * n_groups:
-        members = {}
-        for c in columns:
-            members.setdefault(top_of(c, roots), []).append(c)
+    if len(tops) > 2 * n_groups:
+        pooled = {top: i * 2 * n_groups // len(tops) for i, top in enumerate(tops)}
+        top_set = set(tops)
+        return np.array([pooled[top_of(c, top_set)] for c in columns], dtype=np.int64)
+    roots = set(tops)
+    members = {}
+    for c in columns:
+        members.setdefault(top_of(c, roots), []).append(c)
+    split = set()
+    while len(roots) < n_groups:
         candidates = [r for r in members if r not in split and children[r]]
         if not candidates:
             break
         biggest = max(candidates, key=lambda r: (len(members[r]), -r))
         split.add(biggest)
-        if len(roots) + len(children[biggest]) <= n_groups:
-            roots.update(children[biggest])
-    if len(tops) > 2 * n_groups:
-        pooled = {top: i * 2 * n_groups // len(tops) for i, top in enumerate(tops)}
-        return np.array([pooled[top_of(c, roots)] for c in columns], dtype=np.int64)
+        if len(roots) + len(children[biggest]) > n_groups:
+            continue
+        # Only the split group's columns move, to its top edge or a child.
+        roots.update(children[biggest])
+        moved, members[biggest] = members[biggest], []
+        for c in moved:
+            members.setdefault(top_of(c, roots), []).append(c)
     order = {r: i for i, r in enumerate(sorted(roots))}
     return np.array([order[top_of(c, roots)] for c in columns], dtype=np.int64)
 
