@@ -9,9 +9,12 @@ subtree under ``v``. Each support's mass is added to every edge on its path to
 the root, so the work is the total root-path length of the supports.
 """
 from cython.parallel cimport prange, threadid
+from libc.math cimport isfinite
 from libc.stdlib cimport qsort
 
 import numpy as np
+
+from libc.stdint cimport int64_t
 
 from ._typedefs cimport float64_t, node_t, offset_t
 from ._openmp_helpers cimport sobolev_max_threads
@@ -142,3 +145,45 @@ def edge_masses(
                 &out_indices[out_indptr[i]], &out_data[out_indptr[i]],
             )
     return out_indptr_arr, out_indices_arr, out_data_arr
+
+
+# What check_batch found first, in the order measures.py reports problems.
+BATCH_OK = 0
+BATCH_EMPTY = 1
+BATCH_NODE_RANGE = 2
+BATCH_NOT_FINITE = 3
+BATCH_NEGATIVE = 4
+
+
+def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
+                const float64_t[::1] masses, int64_t n_nodes, node_t[::1] nodes_out):
+    """One pass over a batch whose indptr is known to be well formed, with
+    node ids copied to int32 into ``nodes_out``. Returns (problem, where):
+    the first problem by kind in the order of BATCH_* (an empty measure's
+    index, or the entry of a bad node or mass), or (BATCH_OK, -1)."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, i, e
+    cdef Py_ssize_t first_empty = -1, first_node = -1, first_nan = -1, first_negative = -1
+    cdef float64_t m
+    with nogil:
+        for i in range(n):
+            if indptr[i + 1] == indptr[i] and first_empty < 0:
+                first_empty = i
+        for e in range(nodes.shape[0]):
+            if (nodes[e] < 0 or nodes[e] >= n_nodes) and first_node < 0:
+                first_node = e
+            nodes_out[e] = <node_t> nodes[e]
+            m = masses[e]
+            if not isfinite(m):
+                if first_nan < 0:
+                    first_nan = e
+            elif m < 0.0 and first_negative < 0:
+                first_negative = e
+    if first_empty >= 0:
+        return BATCH_EMPTY, first_empty
+    if first_node >= 0:
+        return BATCH_NODE_RANGE, first_node
+    if first_nan >= 0:
+        return BATCH_NOT_FINITE, first_nan
+    if first_negative >= 0:
+        return BATCH_NEGATIVE, first_negative
+    return BATCH_OK, -1
