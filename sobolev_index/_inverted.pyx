@@ -923,22 +923,25 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                 sc.qh[h] = 0.0
 
 
-def _per_thread(Py_ssize_t n_workers, Py_ssize_t n, dtype):
-    """Zeros, one row of at least n per thread, rows 64-byte aligned and
-    apart."""
-    itemsize = np.dtype(dtype).itemsize
-    per_line = 64 // itemsize
-    width = (max(n, 1) + per_line - 1) // per_line * per_line
-    block = np.zeros(n_workers * width + per_line, dtype=dtype)
-    skip = (-block.ctypes.data % 64) // itemsize
-    return block[skip:skip + n_workers * width].reshape(n_workers, width)
+cdef inline Py_ssize_t _lines(Py_ssize_t n_bytes) noexcept nogil:
+    """n_bytes rounded up to whole 64-byte cache lines (at least one)."""
+    return max(1, (n_bytes + 63) // 64) * 64
+
+
+cdef inline void* _take(char** free_at, Py_ssize_t n_bytes) noexcept nogil:
+    """Carve the next n_bytes (in whole cache lines) out of a block."""
+    cdef void* start = <void*> free_at[0]
+    free_at[0] += _lines(n_bytes)
+    return start
 
 
 def search_segments(
     list segments, list norms, const uint8_t[::1] mask,
     const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
     Py_ssize_t n_q, const int64_t[::1] positions, const float64_t[::1] eta,
-    Py_ssize_t k, float64_t p, Py_ssize_t chunk, Py_ssize_t min_candidates, float64_t[:, ::1] out_value, int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
+    Py_ssize_t k, float64_t p, Py_ssize_t chunk, Py_ssize_t min_candidates,
+    float64_t[:, ::1] out_value, int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
+    int64_t[:, ::1] out_doc,
     n_threads=None,
 ):
     """The k nearest stored rows of each query over several segments, exactly.
@@ -955,9 +958,9 @@ def search_segments(
     keeps up to max(4 k, ``min_candidates``) rows whose lower value is
     within its threshold, and computes exact values for those still within
     it at the end (or at once, when ties fill the list). Row j of
-    segment g goes to ``out_segment[i, t] = g``, ``out_row[i, t] = j`` with
-    its value in ``out_value[i, t]``, best first; unused places hold inf
-    and -1.
+    segment g goes to ``out_segment[i, t] = g``, ``out_row[i, t] = j`` and
+    ``out_doc[i, t]`` (its document id) with its value in
+    ``out_value[i, t]``, best first; unused places hold inf and -1.
     """
     cdef Py_ssize_t n_segments = len(segments)
     cdef Py_ssize_t n_sel = positions.shape[0]
@@ -971,6 +974,7 @@ def search_segments(
         out_value[:, :] = INFINITY
         out_segment[:, :] = -1
         out_row[:, :] = -1
+        out_doc[:, :] = -1
         return
 
     views_mem = np.zeros(n_segments * sizeof(SegmentView), dtype=np.uint8)
@@ -997,21 +1001,35 @@ def search_segments(
         max_entries = max(max_entries, t)
 
     # Units: every segment, cut into row ranges of whole blocks while there
-    # are fewer queries than threads. Largest first, for balance.
-    unit_list = []
+    # are fewer queries than threads. Largest first, for balance (a stable
+    # insertion sort: there are a few dozen at most).
+    cdef Py_ssize_t max_ranges = 1, lo, hi, size
+    if n_q < 2 * n_workers:
+        max_ranges = (2 * n_workers + n_q - 1) // n_q
+    units_arr = np.empty((n_segments * max_ranges, 3), dtype=np.int64)
+    cdef int64_t[:, ::1] unit_rows = units_arr
+    n_units = 0
     for g in range(n_segments):
         n_blocks = (views[g].n_rows + views[g].block_rows - 1) // views[g].block_rows
         n_ranges = 1
-        if n_q < 2 * n_workers and views[g].block_start != NULL:
-            n_ranges = max(1, min((2 * n_workers + n_q - 1) // n_q, n_blocks))
+        if views[g].block_start != NULL:
+            n_ranges = max(1, min(max_ranges, n_blocks))
         for t in range(n_ranges):
-            unit_list.append((g, t * n_blocks // n_ranges * views[g].block_rows,
-                              min(views[g].n_rows,
-                                  (t + 1) * n_blocks // n_ranges * views[g].block_rows)))
-    unit_list.sort(key=lambda unit: unit[1] - unit[2])
-    units_arr = np.asarray(unit_list, dtype=np.int64).reshape(-1, 3)
+            lo = t * n_blocks // n_ranges * views[g].block_rows
+            hi = min(views[g].n_rows, (t + 1) * n_blocks // n_ranges * views[g].block_rows)
+            size = hi - lo
+            u = n_units
+            while u > 0 and unit_rows[u - 1, 2] - unit_rows[u - 1, 1] < size:
+                unit_rows[u, 0] = unit_rows[u - 1, 0]
+                unit_rows[u, 1] = unit_rows[u - 1, 1]
+                unit_rows[u, 2] = unit_rows[u - 1, 2]
+                u -= 1
+            unit_rows[u, 0] = g
+            unit_rows[u, 1] = lo
+            unit_rows[u, 2] = hi
+            n_units += 1
+    units_arr = units_arr[:n_units]
     cdef const int64_t[:, ::1] units = units_arr
-    n_units = units.shape[0]
     if n_q * n_units < 2 or work < SERIAL_BELOW:
         n_workers = 1
 
@@ -1035,57 +1053,49 @@ def search_segments(
     se.q_data = &qd_v[0]
 
     # Every thread's buffers start on their own cache lines: a line two
-    # threads write would move between their cores on every write.
-    acc_arr = _per_thread(n_workers, n_sel * chunk, np.float64)
-    bounds_arr = _per_thread(n_workers, chunk, np.float64)
-    seed_val_arr = _per_thread(n_workers, k, np.float64)
-    seed_row_arr = _per_thread(n_workers, k, np.int64)
-    qh_arr = _per_thread(n_workers, max_dense, np.float64)
-    qg_arr = _per_thread(n_workers, max_groups, np.float64)
-    # Per selected root: |q|_L, |q|_H, |q|_H^(1/p), the query's allowance.
-    qnorm_arr = _per_thread(n_workers, 4 * n_sel, np.float64)
-    cursor_arr = _per_thread(n_workers, max_entries, np.int64)
-    cursor_end_arr = _per_thread(n_workers, max_entries, np.int64)
+    # threads write would move between their cores on every write. One
+    # zeroed block holds them all (qh must start at zero).
     cap = max(4 * k, min_candidates)
-    upper_arr = _per_thread(n_workers, k, np.float64)
-    cand_rows_arr = _per_thread(n_workers, cap, np.int64)
-    cand_lows_arr = _per_thread(n_workers, cap, np.float64)
+    cdef Py_ssize_t per_thread = (
+        _lines(sizeof(Scratch))
+        + _lines(n_sel * chunk * sizeof(float64_t))     # acc
+        + _lines(chunk * sizeof(float64_t))             # bounds
+        + 2 * _lines(k * sizeof(float64_t))             # seed_val, upper
+        + _lines(k * sizeof(int64_t))                   # seed_row
+        + _lines(max_dense * sizeof(float64_t))         # qh
+        + _lines(max_groups * sizeof(float64_t))        # qg_root
+        # Per selected root: |q|_L, |q|_H, |q|_H^(1/p), the query's allowance.
+        + _lines(4 * n_sel * sizeof(float64_t))         # norms
+        + 2 * _lines(max_entries * sizeof(int64_t))     # cursor, cursor_end
+        + _lines(cap * sizeof(int64_t))                 # cand_rows
+        + _lines(cap * sizeof(float64_t)))              # cand_lows
+    scratch_mem = np.zeros(n_workers * per_thread + 64, dtype=np.uint8)
+    cdef char* scratch_base = <char*> <size_t> scratch_mem.ctypes.data
+    scratch_base += (-<size_t> scratch_base) % 64
+    cdef Py_ssize_t scratch_stride = per_thread
+    cdef Scratch* scratch
+    cdef char* free_at
+    for t in range(n_workers):
+        free_at = scratch_base + t * per_thread
+        scratch = <Scratch*> _take(&free_at, sizeof(Scratch))
+        scratch.acc = <float64_t*> _take(&free_at, n_sel * chunk * sizeof(float64_t))
+        scratch.bounds = <float64_t*> _take(&free_at, chunk * sizeof(float64_t))
+        scratch.seed_val = <float64_t*> _take(&free_at, k * sizeof(float64_t))
+        scratch.upper = <float64_t*> _take(&free_at, k * sizeof(float64_t))
+        scratch.seed_row = <int64_t*> _take(&free_at, k * sizeof(int64_t))
+        scratch.qh = <float64_t*> _take(&free_at, max_dense * sizeof(float64_t))
+        scratch.qg_root = <float64_t*> _take(&free_at, max_groups * sizeof(float64_t))
+        scratch.norms = <float64_t*> _take(&free_at, 4 * n_sel * sizeof(float64_t))
+        scratch.cursor = <int64_t*> _take(&free_at, max_entries * sizeof(int64_t))
+        scratch.cursor_end = <int64_t*> _take(&free_at, max_entries * sizeof(int64_t))
+        scratch.cand_rows = <int64_t*> _take(&free_at, cap * sizeof(int64_t))
+        scratch.cand_lows = <float64_t*> _take(&free_at, cap * sizeof(float64_t))
+        scratch.cap = cap
     # One cache line per query, for the same reason.
     shared_arr = np.full(n_q * SHARED_STRIDE, INFINITY)
     found_mem = np.zeros(n_q * n_units * k * sizeof(Found), dtype=np.uint8)
-    cdef float64_t[:, ::1] acc_v = acc_arr
-    cdef float64_t[:, ::1] bounds_v = bounds_arr
-    cdef float64_t[:, ::1] seed_val_v = seed_val_arr
-    cdef int64_t[:, ::1] seed_row_v = seed_row_arr
-    cdef float64_t[:, ::1] qh_v = qh_arr
-    cdef float64_t[:, ::1] qg_v = qg_arr
-    cdef float64_t[:, ::1] qnorm_v = qnorm_arr
-    cdef int64_t[:, ::1] cursor_v = cursor_arr
-    cdef int64_t[:, ::1] cursor_end_v = cursor_end_arr
-    cdef float64_t[:, ::1] upper_v = upper_arr
-    cdef int64_t[:, ::1] cand_rows_v = cand_rows_arr
-    cdef float64_t[:, ::1] cand_lows_v = cand_lows_arr
     cdef float64_t[::1] shared = shared_arr
     cdef Found* found = <Found*> <size_t> found_mem.ctypes.data
-    scratch_mem = _per_thread(n_workers, sizeof(Scratch), np.uint8)
-    cdef Py_ssize_t scratch_stride = scratch_mem.shape[1]
-    cdef char* scratch_base = <char*> <size_t> scratch_mem.ctypes.data
-    cdef Scratch* scratch
-    for t in range(n_workers):
-        scratch = <Scratch*> (scratch_base + t * scratch_stride)
-        scratch.acc = &acc_v[t, 0]
-        scratch.bounds = &bounds_v[t, 0]
-        scratch.seed_val = &seed_val_v[t, 0]
-        scratch.seed_row = &seed_row_v[t, 0]
-        scratch.qh = &qh_v[t, 0]
-        scratch.qg_root = &qg_v[t, 0]
-        scratch.norms = &qnorm_v[t, 0]
-        scratch.cursor = &cursor_v[t, 0]
-        scratch.cursor_end = &cursor_end_v[t, 0]
-        scratch.upper = &upper_v[t, 0]
-        scratch.cand_rows = &cand_rows_v[t, 0]
-        scratch.cand_lows = &cand_lows_v[t, 0]
-        scratch.cap = cap
 
     cdef Py_ssize_t n_found = n_units * k, take
     with nogil:
@@ -1097,13 +1107,14 @@ def search_segments(
             _search_unit(&se, &views[units[u, 0]], units[u, 0], i, units[u, 1], units[u, 2],
                          <Scratch*> (scratch_base + threadid() * scratch_stride), &found[(i * n_units + u) * k],
                          &shared[i * SHARED_STRIDE])
-        for i in prange(n_q, num_threads=n_workers, schedule="static"):
+        for i in prange(n_q, num_threads=min(n_workers, n_q), schedule="static"):
             qsort(&found[i * n_found], n_found, sizeof(Found), _compare_found)
             take = min(k, out_value.shape[1])
             for u in range(take):
                 out_value[i, u] = found[i * n_found + u].value
                 out_segment[i, u] = found[i * n_found + u].segment
                 out_row[i, u] = found[i * n_found + u].row
+                out_doc[i, u] = found[i * n_found + u].doc if found[i * n_found + u].row >= 0 else -1
 
 
 def check_csr(const offset_t[::1] indptr, const node_t[::1] indices, Py_ssize_t n_values,

@@ -326,6 +326,7 @@ class SobolevIndex:
                 np.full(len(ids), None, dtype=object)
             segments.append(_Segment(row, data, live, labels))
         self._segments = segments
+        self._scope_cache = None
         alive = ~snapshot.deleted
         live_ids = all_ids[alive].tolist()
         live_keys = [key for key, dead in zip(snapshot.keys, snapshot.deleted.tolist()) if not dead]
@@ -602,6 +603,7 @@ class SobolevIndex:
         segment_labels[row_of] = labels
         segment = _Segment(segment_row, data, np.ones(n, dtype=bool), segment_labels)
         self._segments.append(segment)
+        self._scope_cache = None
         self._segment_by_id[segment_id] = segment
         for i, key in enumerate(keys):
             self._key_to_id[key] = int(doc_ids[i])
@@ -679,6 +681,7 @@ class SobolevIndex:
         return len(doc_ids)
 
     def _tombstone_in_memory(self, doc_ids):
+        self._scope_cache = None
         for doc_id in doc_ids:
             seg_id, row = self._location.pop(doc_id)
             self._segment_by_id[seg_id].live[row] = False
@@ -742,6 +745,7 @@ class SobolevIndex:
             for row, doc_id in enumerate(np.asarray(new_segment.data.doc_ids).tolist()):
                 self._location[doc_id] = (new_segment.id, row)
         self._segments = keep
+        self._scope_cache = None
         # Only now that nothing refers to them; a failed unlink leaves an
         # orphan that the next writer removes.
         try:
@@ -770,26 +774,25 @@ class SobolevIndex:
         eta = self._search_eta(positions)
         query_features = self._query_features(queries, positions, csr=False)
         n_queries = query_features[0].shape[0]
-        masks = self._candidate_masks(where)
+        scope = self._search_scope(where)
 
         keys = [[] for _ in range(n_queries)]
         labels = [[] for _ in range(n_queries)]
         distances = np.full((n_queries, k), np.inf)
+        key_by_id = self._key_by_id
         for start in range(0, n_queries, QUERY_CHUNK):
             stop = min(n_queries, start + QUERY_CHUNK)
             found = self._search_chunk(query_features, start, stop, k, p, positions, eta,
-                                       masks, n_threads)
-            for i, (dist, segs, rows) in enumerate(found):
+                                       scope, n_threads)
+            for i, (dist, segs, rows, docs) in enumerate(found):
                 q = start + i
                 distances[q, :len(dist)] = dist
-                for seg, row in zip(segs, rows):
-                    segment = self._segments[seg]
-                    keys[q].append(self._key_by_id[int(segment.data.doc_ids[row])])
-                    labels[q].append(segment.labels[row])
+                keys[q] = [key_by_id[doc] for doc in docs]
+                labels[q] = [self._segments[seg].labels[row] for seg, row in zip(segs, rows)]
         if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
                                         and isinstance(queries[0], str)):
             self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
-                                distances, labels, masks)
+                                distances, labels, scope.masks)
         return SearchResult(keys, distances, labels, p)
 
     def _own_key_first(self, query_keys, keys, distances, labels, masks):
@@ -853,6 +856,19 @@ class SobolevIndex:
                     for r in positions]
         return [self.trees[r]._features(batch, None) for r in positions]
 
+    def _search_scope(self, where):
+        """The rows a search may return (see _SearchScope). Without ``where``
+        it is kept until the index changes: a single query takes a few
+        milliseconds, and rebuilding this would be a tenth of them."""
+        if where is None and self._scope_cache is not None:
+            return self._scope_cache
+        masks = self._candidate_masks(where)
+        searched = [s for s, mask in enumerate(masks) if mask.any()]
+        scope = _SearchScope(masks, searched, None)
+        if where is None:
+            self._scope_cache = scope
+        return scope
+
     def _candidate_masks(self, where):
         masks = [s.live.copy() for s in self._segments]
         if where is None:
@@ -883,23 +899,29 @@ class SobolevIndex:
                 mask &= keep
         return masks
 
-    def _search_chunk(self, query_features, start, stop, k, p, positions, eta, masks, n_threads):
-        searched = [s for s, mask in enumerate(masks) if mask.any()]
+    def _search_chunk(self, query_features, start, stop, k, p, positions, eta, scope,
+                      n_threads):
+        """Per query: (distances, segment positions, rows, doc ids), best first."""
+        searched = scope.searched
         if math.isinf(p):
-            return self._scan_chunk(query_features, start, stop, k, positions, eta, masks,
-                                    searched, n_threads)
+            return self._scan_chunk(query_features, start, stop, k, positions, eta,
+                                    scope.masks, searched, n_threads)
         queries = [_csr_rows((F.indptr, F.indices, F.data), start, stop)
                    for F in query_features]
-        values, segs, rows = inverted.search(
+        if scope.mask is None:
+            scope.mask = np.concatenate(
+                [np.asarray(scope.masks[s], dtype=bool) for s in searched]
+                or [np.zeros(0, dtype=bool)]).view(np.uint8)
+        values, segs, rows, docs = inverted.search(
             [self._segments[s].inverted_file(self.trees) for s in searched],
-            [masks[s] for s in searched], queries, positions, eta, k, p, n_threads=n_threads)
+            scope.mask, queries, positions, eta, k, p, n_threads=n_threads)
         if len(positions) == 1 and p != 1.0:
             values = values ** (1.0 / p)
         found = []
         for i in range(stop - start):
             n = int(np.count_nonzero(segs[i] >= 0))
-            found.append((values[i, :n], [searched[g] for g in segs[i, :n]],
-                          rows[i, :n].tolist()))
+            found.append((values[i, :n], [searched[g] for g in segs[i, :n].tolist()],
+                          rows[i, :n].tolist(), docs[i, :n].tolist()))
         return found
 
     def _scan_chunk(self, query_features, start, stop, k, positions, eta, masks, searched,
@@ -1018,6 +1040,18 @@ class SobolevIndex:
         }
 
 
+class _SearchScope:
+    """What a search may return: per segment, a mask of the rows
+    (``masks``); the positions of the segments with any such row
+    (``searched``); and, made when first needed, those segments' masks one
+    after the other as uint8 (``mask``), as the kernel takes them."""
+
+    def __init__(self, masks, searched, mask):
+        self.masks = masks
+        self.searched = searched
+        self.mask = mask
+
+
 class _FeatureRows(NamedTuple):
     """Feature rows as plain CSR arrays, with the shape of the matrix."""
     indptr: np.ndarray
@@ -1052,7 +1086,7 @@ class _TopK:
         self.dist, self.docs, self.segs, self.rows = dist[keep], docs[keep], segs[keep], rows[keep]
 
     def result(self):
-        return self.dist, self.segs.tolist(), self.rows.tolist()
+        return self.dist, self.segs.tolist(), self.rows.tolist(), self.docs.tolist()
 
 
 def _gather_rows(indptr, arrays, rows):

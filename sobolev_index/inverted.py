@@ -276,31 +276,35 @@ def _check_constants():
         raise ValueError(f"RANGE_BLOCK_ROWS is {RANGE_BLOCK_ROWS}; expected a divisor of 65536")
 
 
-def search(files, masks, queries, positions, eta, k, p, n_threads=None):
+def search(files, mask, queries, positions, eta, k, p, n_threads=None):
     """Exact k nearest rows over several segments' inverted files.
 
-    ``files``: InvertedFile per segment; ``masks``: per segment, the rows
-    that may be returned; ``queries``: raw query rows per selected root, as
-    (indptr, indices, data) of the same number of rows; ``positions``: the
-    selected roots. Values are p-th powers for one root, else sum_s eta_s S_p.
-    Returns (values, segments, rows), each (n_queries, k): query i's t-th
-    best is row ``rows[i, t]`` of ``files[segments[i, t]]``; unused places
-    hold inf and -1. Ties go to the lower document id.
+    ``files``: InvertedFile per segment; ``mask``: uint8, one per row of the
+    segments one after the other, nonzero where the row may be returned;
+    ``queries``: raw query rows per selected root, as (indptr, indices,
+    data) of the same number of rows; ``positions``: the selected roots.
+    Values are p-th powers for one root, else sum_s eta_s S_p. Returns
+    (values, segments, rows, docs), each (n_queries, k): query i's t-th best
+    is row ``rows[i, t]`` of ``files[segments[i, t]]``, document
+    ``docs[i, t]``; unused places hold inf and -1. Ties go to the lower
+    document id.
     """
     _check_constants()
     n_q = len(queries[0][0]) - 1
-    values = np.full((n_q, k), np.inf)
-    segments = np.full((n_q, k), -1, dtype=np.int64)
-    rows = np.full((n_q, k), -1, dtype=np.int64)
-    if not files:
-        return values, segments, rows
-    mask = np.concatenate([np.asarray(m, dtype=bool) for m in masks]).view(np.uint8)
+    values = np.empty((n_q, k))
+    segments = np.empty((n_q, k), dtype=np.int64)
+    rows = np.empty((n_q, k), dtype=np.int64)
+    docs = np.empty((n_q, k), dtype=np.int64)
+    if len(queries) == 1:
+        indptr, indices, data = queries[0]
+    else:
+        indptr, indices, data = _stack_rows(queries)
     _inverted.search_segments(
         [f.kernel for f in files], [f.row_norms(p) for f in files], mask,
-        *_stack_rows(queries), n_q, np.asarray(positions, dtype=np.int64),
+        indptr, indices, data, n_q, np.asarray(positions, dtype=np.int64),
         np.ascontiguousarray(eta, dtype=np.float64), k, p, CHUNK, MIN_CANDIDATES,
-        values, segments, rows, n_threads=n_threads)
-    return values, segments, rows
+        values, segments, rows, docs, n_threads=n_threads)
+    return values, segments, rows, docs
 
 
 def _stack_rows(blocks):
