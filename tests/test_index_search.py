@@ -266,3 +266,26 @@ def test_a_stored_key_comes_first_among_its_duplicates(tmp_path):
         assert index.search("e", k=2).labels[0] == ["y", "x"]
         # A where filter that excludes the query is obeyed.
         assert index.search("e", k=2, where={"label": "x"}).keys[0] == ["a", "d"]
+
+
+def test_search_sees_every_change_made_through_the_same_handle(tmp_path):
+    # Searches without ``where`` reuse what they may return until the index
+    # changes: each kind of change must show in the very next search.
+    from sobolev_index import Graph
+
+    rng = np.random.default_rng(5)
+    graph = Graph.from_points(rng.normal(size=(60, 2)), n_nodes=12, seed=0)
+    near = ([1, 4, 7], [0.2, 0.3, 0.5])
+    far = ([2, 3], [0.5, 0.5])
+    with SobolevIndex.create(str(tmp_path / "ix"), graph) as index:
+        index.add([far, far], keys=["f1", "f2"])
+        assert index.search([near], k=1).keys[0] != ["n1"]
+        index.add([near], keys=["n1"])
+        assert index.search([near], k=1).keys[0] == ["n1"]
+        assert index.search([near], k=1).distances[0, 0] == 0.0
+        index.delete(["n1"])
+        assert "n1" not in index.search([near], k=3).keys[0]
+        index.upsert([near], keys=["f2"])
+        assert index.search([near], k=1).keys[0] == ["f2"]
+        index.compact()
+        assert index.search([near], k=3).keys[0] == ["f2", "f1"]
