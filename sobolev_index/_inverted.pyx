@@ -88,6 +88,10 @@ cdef float64_t VALUE_ATOL = 2.0 ** -146
 cdef Py_ssize_t BLOCK_ROWS = 65536
 # Doubles per cache line (64 bytes).
 cdef Py_ssize_t SHARED_STRIDE = 8
+# Coarse groups of dense columns per root (see inverted.py): the first,
+# cheapest bound of every row sums over them.
+DEF N_COARSE = 4
+COARSE_GROUPS = N_COARSE
 # Posting values are prefetched this many entries ahead of the loop.
 cdef Py_ssize_t PREFETCH_AHEAD = 64
 
@@ -267,13 +271,33 @@ def group_norms(const float64_t[:, ::1] dense, const float64_t[::1] dense_weight
             out[j, g] = _root(out[j, g], p, kind)
 
 
+def coarse_norms(const float64_t[:, ::1] dense, const float64_t[::1] dense_weight,
+                 const int64_t[::1] coarse_of, float64_t p, float64_t[:, ::1] out):
+    """out[c, j] = (sum over dense slots h of coarse group c of
+    w_h |dense[j, h]|^p)^(1/p): one row per group, so that a scan over
+    rows reads each group's norms in order."""
+    cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], n_groups = out.shape[0]
+    cdef Py_ssize_t j, h, c
+    cdef int kind = _kind(p)
+    cdef int n_workers = 1 if n * n_dense < SERIAL_BELOW else effective_threads(None)
+    for c in range(n_groups):
+        out[c, :] = 0.0
+    if n == 0:
+        return
+    for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
+        for h in range(n_dense):
+            out[coarse_of[h], j] += dense_weight[h] * abs_pow(dense[j, h], p, kind)
+        for c in range(n_groups):
+            out[c, j] = _root(out[c, j], p, kind)
+
+
 def split_power_sums(
     const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
     const float64_t[::1] weight, const int32_t[::1] col_slot, float64_t p,
-    float64_t[::1] low, float64_t[::1] high, float64_t[::1] high_root,
+    float64_t[::1] low, float64_t[::1] high,
 ):
     """Per row: sum_c w_c x_c^p over posted columns (``low``) and dense
-    columns (``high``), and high^(1/p) (``high_root``)."""
+    columns (``high``)."""
     cdef Py_ssize_t n = indptr.shape[0] - 1, i
     cdef offset_t k
     cdef int kind = _kind(p)
@@ -290,7 +314,6 @@ def split_power_sums(
                 lo = lo + term
         low[i] = lo
         high[i] = hi
-        high_root[i] = _root(hi, p, kind)
 
 
 cdef inline void _heap_offer(float64_t* heap, int64_t* tags, Py_ssize_t* size, Py_ssize_t k,
@@ -404,6 +427,7 @@ cdef struct SegmentView:
     const int64_t* group_slots
     const int64_t* group_ptr
     const int64_t* root_groups
+    const int64_t* coarse_of
     const int64_t* doc_ids
     # Where each posting list enters each block of block_rows rows (row
     # ranges start at block boundaries), or NULL: the segment is one range.
@@ -414,7 +438,7 @@ cdef struct SegmentView:
     const float64_t** x_data
     const float64_t* x_low
     const float64_t* x_high
-    const float64_t* x_high_root
+    const float64_t* x_coarse
     const float64_t* x_group_root
     const uint8_t* mask
 
@@ -441,6 +465,7 @@ cdef struct Scratch:
     int64_t* seed_row
     float64_t* qh
     float64_t* qg_root
+    float64_t* qc_root
     float64_t* norms
     int64_t* cursor
     int64_t* cursor_end
@@ -458,7 +483,8 @@ cdef class SegmentArrays:
     cdef Py_ssize_t n_roots
 
     def __cinit__(self, ptr, post_rows, post_values, col_slot, weight, dense, dense_ptr,
-                  dense_weight, group_slots, group_ptr, root_groups, doc_ids, features,
+                  dense_weight, group_slots, group_ptr, root_groups, coarse_of, doc_ids,
+                  features,
                   Py_ssize_t n_cols,
                   block_start, Py_ssize_t block_rows):
         self._keep = []
@@ -484,6 +510,7 @@ cdef class SegmentArrays:
         self.view.group_slots = <const int64_t*> self._pointer(group_slots, np.int64)
         self.view.group_ptr = <const int64_t*> self._pointer(group_ptr, np.int64)
         self.view.root_groups = <const int64_t*> self._pointer(root_groups, np.int64)
+        self.view.coarse_of = <const int64_t*> self._pointer(coarse_of, np.int64)
         self.view.doc_ids = <const int64_t*> self._pointer(doc_ids, np.int64)
         self.view.block_start = NULL
         self.view.block_rows = max(1, block_rows)
@@ -514,18 +541,18 @@ cdef class RowNorms:
     """A segment's row norms for one p (see InvertedFile.norms), kept alive."""
     cdef const float64_t* low
     cdef const float64_t* high
-    cdef const float64_t* high_root
+    cdef const float64_t* coarse_root
     cdef const float64_t* group_root
     cdef tuple _keep
 
-    def __cinit__(self, low, high, high_root, group_root):
+    def __cinit__(self, low, high, coarse_root, group_root):
         arrays = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in
-                       (low, high, high_root, group_root))
+                       (low, high, coarse_root, group_root))
         arrays = tuple(a if a.size else np.zeros(1) for a in arrays)
         self._keep = arrays
         self.low = <const float64_t*> <size_t> arrays[0].ctypes.data
         self.high = <const float64_t*> <size_t> arrays[1].ctypes.data
-        self.high_root = <const float64_t*> <size_t> arrays[2].ctypes.data
+        self.coarse_root = <const float64_t*> <size_t> arrays[2].ctypes.data
         self.group_root = <const float64_t*> <size_t> arrays[3].ctypes.data
 
 
@@ -543,21 +570,24 @@ cdef inline float64_t _low_part(const Search* se, const SegmentView* sg, const S
                                 Py_ssize_t s, Py_ssize_t j, float64_t* err) noexcept nogil:
     """D_L of root s for row j, and the allowance of the row's value."""
     cdef Py_ssize_t at = se.positions[s] * sg.n_rows + j
-    err[0] = (sc.norms[4 * s + 3] + (ERR_RTOL + se.value_rtol) * sg.x_low[at]
+    err[0] = (sc.norms[3 * s + 2] + (ERR_RTOL + se.value_rtol) * sg.x_low[at]
               + ERR_RTOL * sg.x_high[at])
-    return sc.norms[4 * s] + sg.x_low[at] - sc.acc[s * se.chunk + j - sc.j0]
+    return sc.norms[3 * s] + sg.x_low[at] - sc.acc[s * se.chunk + j - sc.j0]
 
 
 cdef float64_t _bound_norm(const Search* se, const SegmentView* sg, const Scratch* sc,
                            Py_ssize_t j) noexcept nogil:
-    """Lower bound from the dense part's whole norm."""
-    cdef Py_ssize_t s
-    cdef float64_t total = 0.0, err, d_low
+    """Lower bound from the dense part's coarse group norms."""
+    cdef Py_ssize_t s, c
+    cdef float64_t total = 0.0, err, part
+    cdef const float64_t* x_coarse
     for s in range(se.n_sel):
-        d_low = _low_part(se, sg, sc, s, j, &err)
-        total = _combine(se, s, total, d_low - err + abs_pow(
-            sc.norms[4 * s + 2] - sg.x_high_root[se.positions[s] * sg.n_rows + j],
-            se.p, se.kind))
+        part = _low_part(se, sg, sc, s, j, &err) - err
+        x_coarse = sg.x_coarse + se.positions[s] * N_COARSE * sg.n_rows + j
+        for c in range(N_COARSE):
+            part = part + abs_pow(sc.qc_root[s * N_COARSE + c] - x_coarse[c * sg.n_rows],
+                                  se.p, se.kind)
+        total = _combine(se, s, total, part)
     return total
 
 
@@ -580,13 +610,19 @@ cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc
     cdef Py_ssize_t base = se.positions[0] * sg.n_rows + j0
     cdef const float64_t* x_low = sg.x_low + base
     cdef const float64_t* x_high = sg.x_high + base
-    cdef const float64_t* x_high_root = sg.x_high_root + base
     cdef const float64_t* acc = sc.acc
     cdef const uint8_t* mask = sg.mask + j0
     cdef float64_t* bounds = sc.bounds
-    cdef float64_t q_low = sc.norms[0], q_high_root = sc.norms[2], err_q = sc.norms[3]
+    cdef float64_t q_low = sc.norms[0], err_q = sc.norms[2]
     cdef float64_t low_rtol = ERR_RTOL + se.value_rtol
-    cdef float64_t d, diff
+    cdef float64_t d, d0, d1, d2, d3
+    # The coarse groups' norms, one array each (N_COARSE = 4).
+    base = se.positions[0] * N_COARSE * sg.n_rows + j0
+    cdef const float64_t* x0 = sg.x_coarse + base
+    cdef const float64_t* x1 = x0 + sg.n_rows
+    cdef const float64_t* x2 = x1 + sg.n_rows
+    cdef const float64_t* x3 = x2 + sg.n_rows
+    cdef float64_t q0 = sc.qc_root[0], q1 = sc.qc_root[1], q2 = sc.qc_root[2], q3 = sc.qc_root[3]
     if se.n_sel != 1:
         for j in range(n):
             bounds[j] = _bound_norm(se, sg, sc, j0 + j) if mask[j] else INFINITY
@@ -594,18 +630,22 @@ cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc
     if se.kind == 0:
         for j in range(n):
             d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * x_low[j] + ERR_RTOL * x_high[j])
-            d = d + fabs(q_high_root - x_high_root[j])
+            d = d + (fabs(q0 - x0[j]) + fabs(q1 - x1[j])) + (fabs(q2 - x2[j]) + fabs(q3 - x3[j]))
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
     elif se.kind == 1:
         for j in range(n):
-            diff = q_high_root - x_high_root[j]
+            d0 = q0 - x0[j]
+            d1 = q1 - x1[j]
+            d2 = q2 - x2[j]
+            d3 = q3 - x3[j]
             d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * x_low[j] + ERR_RTOL * x_high[j])
-            d = d + diff * diff
+            d = d + (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
     else:
         for j in range(n):
             d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * x_low[j] + ERR_RTOL * x_high[j])
-            d = d + pow(fabs(q_high_root - x_high_root[j]), se.p)
+            d = d + (pow(fabs(q0 - x0[j]), se.p) + pow(fabs(q1 - x1[j]), se.p)) \
+                + (pow(fabs(q2 - x2[j]), se.p) + pow(fabs(q3 - x3[j]), se.p))
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
 
 
@@ -732,7 +772,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     """The k best rows of sg[row_lo:row_hi] for query i into ``heap`` (a
     full heap also lowers ``shared``, the query's bound across units)."""
     cdef Py_ssize_t k = se.k, chunk = se.chunk, n_cols = sg.n_cols, n_groups = sg.n_groups
-    cdef Py_ssize_t s, r, t, h, gg, j, j0, j1, q_entry, seed_size, block_base, at, limit
+    cdef Py_ssize_t s, r, t, h, gg, cg, j, j0, j1, q_entry, seed_size, block_base, at, limit
     cdef bint new_block, chunk_ends
     cdef Py_ssize_t n_found = 0, n_upper = 0, count = 0
     cdef int kind = se.kind
@@ -750,8 +790,8 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     q_entry = 0
     for s in range(se.n_sel):
         r = se.positions[s]
-        sc.norms[4 * s] = 0.0
-        sc.norms[4 * s + 1] = 0.0
+        sc.norms[3 * s] = 0.0
+        sc.norms[3 * s + 1] = 0.0
         q_weight = 0.0
         for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
             slot = r * n_cols + se.q_indices[t]
@@ -759,7 +799,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             if h >= 0:
                 sc.qh[h] = se.q_data[t]
             else:
-                sc.norms[4 * s] += weight[slot] * abs_pow(se.q_data[t], p, kind)
+                sc.norms[3 * s] += weight[slot] * abs_pow(se.q_data[t], p, kind)
                 q_weight += weight[slot]
                 if row_lo == 0:
                     sc.cursor[q_entry] = sg.ptr[slot]
@@ -773,11 +813,17 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                 h = sg.group_slots[t]
                 v = v + sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind)
             sc.qg_root[gg] = _root(v, p, kind)
-            sc.norms[4 * s + 1] += v
-        sc.norms[4 * s + 2] = _root(sc.norms[4 * s + 1], p, kind)
+            sc.norms[3 * s + 1] += v
+        for cg in range(N_COARSE):
+            sc.qc_root[s * N_COARSE + cg] = 0.0
+        for h in range(sg.dense_ptr[r], sg.dense_ptr[r + 1]):
+            sc.qc_root[s * N_COARSE + sg.coarse_of[h] - r * N_COARSE] += (
+                sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind))
+        for cg in range(N_COARSE):
+            sc.qc_root[s * N_COARSE + cg] = _root(sc.qc_root[s * N_COARSE + cg], p, kind)
         # The part of the row's allowance that depends on the query only.
-        sc.norms[4 * s + 3] = (ERR_RTOL * (sc.norms[4 * s] + sc.norms[4 * s + 1])
-                               + se.value_rtol * sc.norms[4 * s] + se.value_atol * q_weight)
+        sc.norms[3 * s + 2] = (ERR_RTOL * (sc.norms[3 * s] + sc.norms[3 * s + 1])
+                               + se.value_rtol * sc.norms[3 * s] + se.value_atol * q_weight)
 
     j0 = row_lo
     while j0 < row_hi:
@@ -985,7 +1031,7 @@ def search_segments(
         views[g] = arrays.view
         views[g].x_low = row_norms.low
         views[g].x_high = row_norms.high
-        views[g].x_high_root = row_norms.high_root
+        views[g].x_coarse = row_norms.coarse_root
         views[g].x_group_root = row_norms.group_root
         views[g].mask = &mask[offset]
         offset += views[g].n_rows
@@ -1064,8 +1110,9 @@ def search_segments(
         + _lines(k * sizeof(int64_t))                   # seed_row
         + _lines(max_dense * sizeof(float64_t))         # qh
         + _lines(max_groups * sizeof(float64_t))        # qg_root
-        # Per selected root: |q|_L, |q|_H, |q|_H^(1/p), the query's allowance.
-        + _lines(4 * n_sel * sizeof(float64_t))         # norms
+        + _lines(n_sel * N_COARSE * sizeof(float64_t))  # qc_root
+        # Per selected root: |q|_L, |q|_H, the query's allowance.
+        + _lines(3 * n_sel * sizeof(float64_t))         # norms
         + 2 * _lines(max_entries * sizeof(int64_t))     # cursor, cursor_end
         + _lines(cap * sizeof(int64_t))                 # cand_rows
         + _lines(cap * sizeof(float64_t)))              # cand_lows
@@ -1085,7 +1132,8 @@ def search_segments(
         scratch.seed_row = <int64_t*> _take(&free_at, k * sizeof(int64_t))
         scratch.qh = <float64_t*> _take(&free_at, max_dense * sizeof(float64_t))
         scratch.qg_root = <float64_t*> _take(&free_at, max_groups * sizeof(float64_t))
-        scratch.norms = <float64_t*> _take(&free_at, 4 * n_sel * sizeof(float64_t))
+        scratch.qc_root = <float64_t*> _take(&free_at, n_sel * N_COARSE * sizeof(float64_t))
+        scratch.norms = <float64_t*> _take(&free_at, 3 * n_sel * sizeof(float64_t))
         scratch.cursor = <int64_t*> _take(&free_at, max_entries * sizeof(int64_t))
         scratch.cursor_end = <int64_t*> _take(&free_at, max_entries * sizeof(int64_t))
         scratch.cand_rows = <int64_t*> _take(&free_at, cap * sizeof(int64_t))

@@ -179,8 +179,18 @@ class InvertedFile:
         # group_slots[group_ptr[g]:group_ptr[g + 1]]; root r has groups
         # root_groups[r]:root_groups[r + 1]).
         group_slots, group_ptr, root_groups = [], [0], [0]
+        # Coarse groups too, exactly COARSE_GROUPS per root (some may be
+        # empty): every row's first bound sums over them.
+        n_coarse = _inverted.COARSE_GROUPS
+        self.coarse_of = np.zeros(len(dense_columns), dtype=np.int64)
         for r, tree in enumerate(trees):
             start, stop = self.dense_ptr[r], self.dense_ptr[r + 1]
+            coarse = subtree_groups(tree.parent, dense_columns[start:stop], n_coarse)
+            if len(coarse) and coarse.max() >= n_coarse:
+                # Pooled tops come in more groups than asked for: merge
+                # neighbours (any partition gives a valid bound).
+                coarse = coarse * n_coarse // (int(coarse.max()) + 1)
+            self.coarse_of[start:stop] = r * n_coarse + coarse
             labels = subtree_groups(tree.parent, dense_columns[start:stop], DENSE_GROUPS)
             group_slots.append(start + np.argsort(labels, kind="stable"))
             if len(labels):
@@ -199,7 +209,7 @@ class InvertedFile:
         self.kernel = _inverted.SegmentArrays(
             self.ptr, self.post_rows, self.post_values, self.col_slot, self.weight, self.dense,
             self.dense_ptr, self.dense_weight, self.group_slots, self.group_ptr,
-            self.root_groups, doc_ids,
+            self.root_groups, self.coarse_of, doc_ids,
             features, self.n_cols, block_start, RANGE_BLOCK_ROWS)
 
     def _check(self, arrays, name):
@@ -242,15 +252,16 @@ class InvertedFile:
 
     def row_norms(self, p):
         """The row norms for this p, as the kernel takes them (RowNorms of
-        low, high, high_root, group_root): per root and row the posted and
-        dense norms and the latter's 1/p power, and per row and dense group
-        the group norm's 1/p power. The two most recent p values are kept."""
+        low, high, coarse_root, group_root): per root and row the posted and
+        dense norms; the 1/p power of each group norm, per coarse group and
+        row, and per row and dense group. The two most recent p values are
+        kept."""
         features = self.features
         if p not in self._norms:
             if len(self._norms) >= 2:
                 del self._norms[next(iter(self._norms))]
             shape = (self.n_roots, self.n_rows)
-            low, high, high_root = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+            low, high = np.zeros(shape), np.zeros(shape)
             for r, (indptr, indices, data) in enumerate(features):
                 slot = self.col_slot[r * self.n_cols:(r + 1) * self.n_cols]
                 w = self.weight[r * self.n_cols:(r + 1) * self.n_cols]
@@ -258,12 +269,14 @@ class InvertedFile:
                     np.ascontiguousarray(indptr, dtype=np.int64),
                     np.ascontiguousarray(indices, dtype=np.int32),
                     np.ascontiguousarray(data, dtype=np.float64),
-                    w, slot, p, low[r], high[r], high_root[r])
+                    w, slot, p, low[r], high[r])
             n_groups = len(self.group_ptr) - 1
             group_root = np.zeros((self.n_rows, n_groups))
             _inverted.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
                                   group_root)
-            self._norms[p] = _inverted.RowNorms(low, high, high_root, group_root)
+            coarse_root = np.zeros((self.n_roots * _inverted.COARSE_GROUPS, self.n_rows))
+            _inverted.coarse_norms(self.dense, self.dense_weight, self.coarse_of, p, coarse_root)
+            self._norms[p] = _inverted.RowNorms(low, high, coarse_root, group_root)
         return self._norms[p]
 
 
