@@ -77,11 +77,15 @@ cdef extern from *:
 # 1e-13 of the summed magnitudes), and far below any gap between distances
 # that matters; it only widens the candidate set, never the result.
 cdef float64_t ERR_RTOL = 1e-11
-# Posting values are float32: each is within 2^-24 of its float64 value
-# (relative), or 2^-149 (absolute) below float32's normal range. Features
-# lie in [0, 1], and |d g(q, x) / dx| <= 2 p max(q, x)^(p - 1), so the
-# shared-column sum moves by at most 2 p 2^-24 (|q|_L + |x|_L) plus
-# 2 p 2^-149 sum_{c in q} w_c; the allowance takes twice both.
+# Posting values and the dense block are float32: each value is within
+# 2^-24 of its float64 value (relative), or 2^-149 (absolute) below
+# float32's normal range. Features lie in [0, 1], and
+# |d g(q, x) / dx| <= 2 p max(q, x)^(p - 1), so the shared-column sum moves
+# by at most 2 p 2^-24 (|q|_L + |x|_L) plus 2 p 2^-149 sum_{c in q} w_c.
+# The dense part, and each group-norm bound summed over groups, moves by at
+# most p 2^-24 (|q|_H + |x|_H) plus p 2^-149 times the root's dense weight
+# (a group norm is at most the 1/p power of its weight). The allowance
+# takes at least twice each.
 cdef float64_t VALUE_RTOL = 2.0 ** -22
 cdef float64_t VALUE_ATOL = 2.0 ** -146
 # Rows per block of posting offsets (uint16).
@@ -253,7 +257,25 @@ def compact_postings(const int32_t[::1] rows, const float64_t[::1] values):
     return offsets_arr, values_arr, low, high
 
 
-def group_norms(const float64_t[:, ::1] dense, const float64_t[::1] dense_weight,
+def to_float32(const float64_t[::1] values):
+    """values as float32, with the smallest and largest value (NaN makes
+    both NaN), in one pass."""
+    cdef Py_ssize_t n = values.shape[0], e
+    out_arr = np.empty(n, dtype=np.float32)
+    cdef float32_t[::1] out = out_arr
+    cdef float64_t low = INFINITY, high = -INFINITY, x
+    with nogil:
+        for e in range(n):
+            x = values[e]
+            out[e] = <float32_t> x
+            if not (x >= low):
+                low = x
+            if not (x <= high):
+                high = x
+    return out_arr, low, high
+
+
+def group_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,
                 const int64_t[::1] group_of, Py_ssize_t n_groups, float64_t p,
                 float64_t[:, ::1] out):
     """out[j, g] = (sum over dense slots h of group g of w_h |dense[j, h]|^p)^(1/p)."""
@@ -271,7 +293,7 @@ def group_norms(const float64_t[:, ::1] dense, const float64_t[::1] dense_weight
             out[j, g] = _root(out[j, g], p, kind)
 
 
-def coarse_norms(const float64_t[:, ::1] dense, const float64_t[::1] dense_weight,
+def coarse_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,
                  const int64_t[::1] coarse_of, float64_t p, float64_t[:, ::1] out):
     """out[c, j] = (sum over dense slots h of coarse group c of
     w_h |dense[j, h]|^p)^(1/p): one row per group, so that a scan over
@@ -421,9 +443,11 @@ cdef struct SegmentView:
     const float32_t* post_values
     const int32_t* col_slot
     const float64_t* weight
-    const float64_t* dense
+    # float32, like the posting values; weight sums of each root's columns.
+    const float32_t* dense
     const offset_t* dense_ptr
     const float64_t* dense_weight
+    const float64_t* dense_weight_sum
     const int64_t* group_slots
     const int64_t* group_ptr
     const int64_t* root_groups
@@ -483,7 +507,8 @@ cdef class SegmentArrays:
     cdef Py_ssize_t n_roots
 
     def __cinit__(self, ptr, post_rows, post_values, col_slot, weight, dense, dense_ptr,
-                  dense_weight, group_slots, group_ptr, root_groups, coarse_of, doc_ids,
+                  dense_weight, dense_weight_sum, group_slots, group_ptr, root_groups,
+                  coarse_of, doc_ids,
                   features,
                   Py_ssize_t n_cols,
                   block_start, Py_ssize_t block_rows):
@@ -504,9 +529,11 @@ cdef class SegmentArrays:
         self.view.post_values = <const float32_t*> self._pointer(post_values, np.float32)
         self.view.col_slot = <const int32_t*> self._pointer(col_slot, np.int32)
         self.view.weight = <const float64_t*> self._pointer(weight, np.float64)
-        self.view.dense = <const float64_t*> self._pointer(dense, np.float64)
+        self.view.dense = <const float32_t*> self._pointer(dense, np.float32)
         self.view.dense_ptr = <const offset_t*> self._pointer(dense_ptr, np.int64)
         self.view.dense_weight = <const float64_t*> self._pointer(dense_weight, np.float64)
+        self.view.dense_weight_sum = <const float64_t*> self._pointer(dense_weight_sum,
+                                                                      np.float64)
         self.view.group_slots = <const int64_t*> self._pointer(group_slots, np.int64)
         self.view.group_ptr = <const int64_t*> self._pointer(group_ptr, np.int64)
         self.view.root_groups = <const int64_t*> self._pointer(root_groups, np.int64)
@@ -570,8 +597,7 @@ cdef inline float64_t _low_part(const Search* se, const SegmentView* sg, const S
                                 Py_ssize_t s, Py_ssize_t j, float64_t* err) noexcept nogil:
     """D_L of root s for row j, and the allowance of the row's value."""
     cdef Py_ssize_t at = se.positions[s] * sg.n_rows + j
-    err[0] = (sc.norms[3 * s + 2] + (ERR_RTOL + se.value_rtol) * sg.x_low[at]
-              + ERR_RTOL * sg.x_high[at])
+    err[0] = sc.norms[3 * s + 2] + (ERR_RTOL + se.value_rtol) * (sg.x_low[at] + sg.x_high[at])
     return sc.norms[3 * s] + sg.x_low[at] - sc.acc[s * se.chunk + j - sc.j0]
 
 
@@ -629,7 +655,7 @@ cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc
         return
     if se.kind == 0:
         for j in range(n):
-            d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * x_low[j] + ERR_RTOL * x_high[j])
+            d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * (x_low[j] + x_high[j]))
             d = d + (fabs(q0 - x0[j]) + fabs(q1 - x1[j])) + (fabs(q2 - x2[j]) + fabs(q3 - x3[j]))
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
     elif se.kind == 1:
@@ -638,12 +664,12 @@ cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc
             d1 = q1 - x1[j]
             d2 = q2 - x2[j]
             d3 = q3 - x3[j]
-            d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * x_low[j] + ERR_RTOL * x_high[j])
+            d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * (x_low[j] + x_high[j]))
             d = d + (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
     else:
         for j in range(n):
-            d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * x_low[j] + ERR_RTOL * x_high[j])
+            d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * (x_low[j] + x_high[j]))
             d = d + (pow(fabs(q0 - x0[j]), se.p) + pow(fabs(q1 - x1[j]), se.p)) \
                 + (pow(fabs(q2 - x2[j]), se.p) + pow(fabs(q3 - x3[j]), se.p))
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
@@ -669,7 +695,7 @@ cdef void _value(const Search* se, const SegmentView* sg, const Scratch* sc, Py_
     """The row's value from the identity, widened by its allowance both ways."""
     cdef Py_ssize_t s, r, h
     cdef float64_t err, d, lo = 0.0, up = 0.0
-    cdef const float64_t* row = sg.dense + j * sg.n_dense
+    cdef const float32_t* row = sg.dense + j * sg.n_dense
     cdef const float64_t* qh = sc.qh
     for s in range(se.n_sel):
         r = se.positions[s]
@@ -822,8 +848,8 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
         for cg in range(N_COARSE):
             sc.qc_root[s * N_COARSE + cg] = _root(sc.qc_root[s * N_COARSE + cg], p, kind)
         # The part of the row's allowance that depends on the query only.
-        sc.norms[3 * s + 2] = (ERR_RTOL * (sc.norms[3 * s] + sc.norms[3 * s + 1])
-                               + se.value_rtol * sc.norms[3 * s] + se.value_atol * q_weight)
+        sc.norms[3 * s + 2] = ((ERR_RTOL + se.value_rtol) * (sc.norms[3 * s] + sc.norms[3 * s + 1])
+                               + se.value_atol * (q_weight + sg.dense_weight_sum[r]))
 
     j0 = row_lo
     while j0 < row_hi:

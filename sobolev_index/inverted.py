@@ -165,7 +165,15 @@ class InvertedFile:
             raise CorruptIndexError(
                 f"segment {name} has a malformed inverted file (a posting value is outside "
                 "[0, 1]); run verify() and restore the file from a backup")
-        self.dense = np.ascontiguousarray(arrays["dense"], dtype=np.float64)
+        # The dense block is read for the few rows whose bounds pass, and as
+        # float32 (allowed for like the posting values) in half the bytes.
+        dense = np.ascontiguousarray(arrays["dense"], dtype=np.float64)
+        dense32, low, high = _inverted.to_float32(dense.reshape(-1))
+        if dense.size and not (low >= 0.0 and high <= 1.0 + 1e-9):
+            raise CorruptIndexError(
+                f"segment {name} has a malformed inverted file (a dense value is outside "
+                "[0, 1]); run verify() and restore the file from a backup")
+        self.dense = dense32.reshape(dense.shape)
         self.dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
         dense_columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
         self.weight = np.concatenate([t.length for t in trees]).astype(np.float64)
@@ -175,6 +183,8 @@ class InvertedFile:
             for r in range(self.n_roots)])
         self.col_slot[slots] = np.arange(len(slots), dtype=np.int32)
         self.dense_weight = np.ascontiguousarray(self.weight[slots])
+        self.dense_weight_sum = np.array(
+            [self.dense_weight[a:b].sum() for a, b in zip(self.dense_ptr[:-1], self.dense_ptr[1:])])
         # Dense slots listed group by group (group g of the segment is
         # group_slots[group_ptr[g]:group_ptr[g + 1]]; root r has groups
         # root_groups[r]:root_groups[r + 1]).
@@ -208,7 +218,8 @@ class InvertedFile:
             block_start = _inverted.block_starts(self.ptr, rows, n_rows, RANGE_BLOCK_ROWS)
         self.kernel = _inverted.SegmentArrays(
             self.ptr, self.post_rows, self.post_values, self.col_slot, self.weight, self.dense,
-            self.dense_ptr, self.dense_weight, self.group_slots, self.group_ptr,
+            self.dense_ptr, self.dense_weight, self.dense_weight_sum, self.group_slots,
+            self.group_ptr,
             self.root_groups, self.coarse_of, doc_ids,
             features, self.n_cols, block_start, RANGE_BLOCK_ROWS)
 
