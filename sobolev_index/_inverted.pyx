@@ -107,7 +107,7 @@ cdef inline void _add_min(float64_t* acc, const uint16_t* rows, const float32_t*
     Four postings per step and one prefetch per stream and step: the loop
     is bound by its instruction count, not by memory."""
     cdef float64_t x0, x1, x2, x3
-    while e + 4 <= e_end:
+    while e + 8 <= e_end:
         SI_PREFETCH(values + e + PREFETCH_AHEAD)
         SI_PREFETCH(rows + e + PREFETCH_AHEAD)
         x0 = values[e]
@@ -118,7 +118,15 @@ cdef inline void _add_min(float64_t* acc, const uint16_t* rows, const float32_t*
         acc[rows[e + 1]] += c * (v if v < x1 else x1)
         acc[rows[e + 2]] += c * (v if v < x2 else x2)
         acc[rows[e + 3]] += c * (v if v < x3 else x3)
-        e = e + 4
+        x0 = values[e + 4]
+        x1 = values[e + 5]
+        x2 = values[e + 6]
+        x3 = values[e + 7]
+        acc[rows[e + 4]] += c * (v if v < x0 else x0)
+        acc[rows[e + 5]] += c * (v if v < x1 else x1)
+        acc[rows[e + 6]] += c * (v if v < x2 else x2)
+        acc[rows[e + 7]] += c * (v if v < x3 else x3)
+        e = e + 8
     while e < e_end:
         x0 = values[e]
         acc[rows[e]] += c * (v if v < x0 else x0)
