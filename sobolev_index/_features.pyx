@@ -149,35 +149,55 @@ def edge_masses(
 
 # What check_batch found first, in the order measures.py reports problems.
 BATCH_OK = 0
-BATCH_EMPTY = 1
-BATCH_NODE_RANGE = 2
-BATCH_NOT_FINITE = 3
-BATCH_NEGATIVE = 4
+BATCH_BAD_INDPTR = 1
+BATCH_EMPTY = 2
+BATCH_NODE_RANGE = 3
+BATCH_NOT_FINITE = 4
+BATCH_NEGATIVE = 5
+BATCH_ZERO_TOTAL = 6
 
 
 def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
                 const float64_t[::1] masses, int64_t n_nodes, node_t[::1] nodes_out):
-    """One pass over a batch whose indptr is known to be well formed, with
-    node ids copied to int32 into ``nodes_out``. Returns (problem, where):
-    the first problem by kind in the order of BATCH_* (an empty measure's
-    index, or the entry of a bad node or mass), or (BATCH_OK, -1)."""
+    """Check a batch in CSR form in one pass, copying node ids to int32
+    into ``nodes_out``. Returns (problem, where): the first problem by kind
+    in the order of BATCH_* (-1 for indptr, an empty or all-zero measure's
+    index, or the entry of a bad node or mass), or (BATCH_OK, -1). Nothing
+    past indptr is read unless indptr is well formed: starts at 0, never
+    decreases, ends at len(nodes) = len(masses)."""
     cdef Py_ssize_t n = indptr.shape[0] - 1, i, e
     cdef Py_ssize_t first_empty = -1, first_node = -1, first_nan = -1, first_negative = -1
+    cdef Py_ssize_t first_zero = -1
     cdef float64_t m
+    cdef bint positive
+    if n < 0 or indptr[0] != 0 or indptr[n] != nodes.shape[0] \
+            or nodes.shape[0] != masses.shape[0] or nodes_out.shape[0] != nodes.shape[0]:
+        return BATCH_BAD_INDPTR, -1
+    for i in range(n):
+        if indptr[i + 1] < indptr[i]:
+            return BATCH_BAD_INDPTR, -1
     with nogil:
         for i in range(n):
             if indptr[i + 1] == indptr[i] and first_empty < 0:
                 first_empty = i
-        for e in range(nodes.shape[0]):
-            if (nodes[e] < 0 or nodes[e] >= n_nodes) and first_node < 0:
-                first_node = e
-            nodes_out[e] = <node_t> nodes[e]
-            m = masses[e]
-            if not isfinite(m):
-                if first_nan < 0:
-                    first_nan = e
-            elif m < 0.0 and first_negative < 0:
-                first_negative = e
+            positive = False
+            for e in range(indptr[i], indptr[i + 1]):
+                if (nodes[e] < 0 or nodes[e] >= n_nodes) and first_node < 0:
+                    first_node = e
+                nodes_out[e] = <node_t> nodes[e]
+                m = masses[e]
+                if not isfinite(m):
+                    if first_nan < 0:
+                        first_nan = e
+                elif m < 0.0:
+                    if first_negative < 0:
+                        first_negative = e
+                elif m > 0.0:
+                    positive = True
+            # With finite, non-negative masses the total is 0 exactly when
+            # every mass is, whatever the order of summation.
+            if not positive and indptr[i + 1] > indptr[i] and first_zero < 0:
+                first_zero = i
     if first_empty >= 0:
         return BATCH_EMPTY, first_empty
     if first_node >= 0:
@@ -186,4 +206,6 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
         return BATCH_NOT_FINITE, first_nan
     if first_negative >= 0:
         return BATCH_NEGATIVE, first_negative
+    if first_zero >= 0:
+        return BATCH_ZERO_TOTAL, first_zero
     return BATCH_OK, -1
