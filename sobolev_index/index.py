@@ -101,9 +101,10 @@ class _Segment:
             for key in [key for key in self._scaled if key != "inverted" and key[-1] == oldest]:
                 del self._scaled[key]
 
-    def inverted_file(self, trees):
+    def inverted_file(self, trees, weight):
         """The segment's inverted file, checked once; and its feature rows,
-        checked too, since exact distances are merged from them."""
+        checked too, since exact distances are merged from them. ``weight``:
+        the trees' edge lengths, one after the other."""
         if "inverted" not in self._scaled:
             if self.data.inverted is None:
                 raise CorruptIndexError(
@@ -119,7 +120,7 @@ class _Segment:
                         f"({exc}); run verify() and restore the file from a backup") from None
             self._scaled["inverted"] = inverted.InvertedFile(
                 self.data.inverted, self.rows, trees, self.file, self.data.features,
-                self.data.doc_ids)
+                self.data.doc_ids, weight)
         return self._scaled["inverted"]
 
     def scaled(self, position, p, tree):
@@ -305,6 +306,9 @@ class SobolevIndex:
         self._eta_cache = {}
         if not hasattr(self, "graph"):
             self.graph, self.trees = storage.read_graph(self.path, len(self.roots))
+            # One copy for every segment's inverted file: a search reads it
+            # in each of them, and it then stays in the cache.
+            self._edge_weight = np.concatenate([t.length for t in self.trees]).astype(np.float64)
             if [t.root for t in self.trees] != self.roots.tolist():
                 raise CorruptIndexError(
                     f"{self.path}: graph.h5 has trees for roots {[t.root for t in self.trees]} "
@@ -913,7 +917,7 @@ class SobolevIndex:
                 [np.asarray(scope.masks[s], dtype=bool) for s in searched]
                 or [np.zeros(0, dtype=bool)]).view(np.uint8)
         values, segs, rows, docs = inverted.search(
-            [self._segments[s].inverted_file(self.trees) for s in searched],
+            [self._segments[s].inverted_file(self.trees, self._edge_weight) for s in searched],
             scope.mask, queries, positions, eta, k, p, n_threads=n_threads)
         if len(positions) == 1 and p != 1.0:
             values = values ** (1.0 / p)

@@ -146,7 +146,7 @@ def subtree_groups(parent, columns, n_groups):
 class InvertedFile:
     """A segment's inverted file, checked, with per-p row norms cached."""
 
-    def __init__(self, arrays, n_rows, trees, name, features, doc_ids):
+    def __init__(self, arrays, n_rows, trees, name, features, doc_ids, weight=None):
         self.n_rows = n_rows
         self.features = features
         self.n_roots = len(trees)
@@ -176,7 +176,9 @@ class InvertedFile:
         self.dense = dense32.reshape(dense.shape)
         self.dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
         dense_columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
-        self.weight = np.concatenate([t.length for t in trees]).astype(np.float64)
+        if weight is None:
+            weight = np.concatenate([t.length for t in trees])
+        self.weight = np.ascontiguousarray(weight, dtype=np.float64)
         self.col_slot = np.full(self.n_roots * self.n_cols, -1, dtype=np.int32)
         slots = np.concatenate([
             r * self.n_cols + dense_columns[self.dense_ptr[r]:self.dense_ptr[r + 1]]
