@@ -850,6 +850,9 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                 else:
                     sc.cursor[q_entry] = sg.block_start[slot * sg.block_stride
                                                         + row_lo // sg.block_rows]
+                # The list's first postings, for the first chunk.
+                SI_PREFETCH(post_rows + sc.cursor[q_entry])
+                SI_PREFETCH(post_values + sc.cursor[q_entry])
             q_entry = q_entry + 1
         for gg in range(sg.root_groups[r], sg.root_groups[r + 1]):
             v = 0.0
