@@ -156,6 +156,7 @@ def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
     ("dense", "wrong-shape"),
     ("dense_columns", "out-of-range"),
     ("values", "outside-0-1"),
+    ("dense", "outside-0-1"),
 ])
 def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damage):
     # Arrays read from a file reach unchecked loops; a malformed one must be
@@ -180,7 +181,8 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
             arrays["dense"] = arrays["dense"][:-1]
         elif damage == "outside-0-1":
             # The float32 rounding allowance holds for edge masses in [0, 1].
-            arrays["values"][0] = 1.5
+            assert arrays[array].size
+            arrays[array].reshape(-1)[0] = 1.5 if array == "values" else -0.25
         else:
             arrays["dense_columns"][0] = 40
         segment.data.inverted = arrays
