@@ -242,32 +242,21 @@ def block_starts(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t n_
     return starts_arr
 
 
-def compact_postings(const int32_t[::1] rows, const float64_t[::1] values):
-    """The postings as the kernel holds them: each row as its offset within
-    its 65,536-row block (uint16), each value as float32. Returns (offsets,
-    values32, smallest value, largest value), in one pass."""
+def block_offsets(const int32_t[::1] rows):
+    """Each posting's row as its offset within its 65,536-row block, as the
+    kernel holds them (uint16)."""
     cdef Py_ssize_t n = rows.shape[0], e
     offsets_arr = np.empty(n, dtype=np.uint16)
-    values_arr = np.empty(n, dtype=np.float32)
     cdef uint16_t[::1] offsets = offsets_arr
-    cdef float32_t[::1] values32 = values_arr
-    cdef float64_t low = INFINITY, high = -INFINITY, x
     with nogil:
         for e in range(n):
             offsets[e] = <uint16_t> (rows[e] & 0xFFFF)
-            x = values[e]
-            values32[e] = <float32_t> x
-            # Written so that a NaN fails both tests below.
-            if not (x >= low):
-                low = x
-            if not (x <= high):
-                high = x
-    return offsets_arr, values_arr, low, high
+    return offsets_arr
 
 
 def to_float32(const float64_t[::1] values):
-    """values as float32, with the smallest and largest value (NaN makes
-    both NaN), in one pass."""
+    """values as float32, with the smallest and largest value, in one pass
+    (written so that a NaN makes both NaN)."""
     cdef Py_ssize_t n = values.shape[0], e
     out_arr = np.empty(n, dtype=np.float32)
     cdef float32_t[::1] out = out_arr
@@ -446,7 +435,7 @@ cdef struct SegmentView:
     Py_ssize_t n_rows, n_cols, n_dense, n_groups
     const offset_t* ptr
     # Posting rows as offsets into their 65,536-row block, values as float32
-    # (see compact_postings): half the bytes a query streams.
+    # (see block_offsets and to_float32): half the bytes a query streams.
     const uint16_t* post_rows
     const float32_t* post_values
     const int32_t* col_slot

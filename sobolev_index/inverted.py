@@ -159,8 +159,9 @@ class InvertedFile:
         # file's 12, they search faster. The kernel allows for the rounding,
         # which relies on the values being edge masses of probability
         # measures, in [0, 1].
-        self.post_rows, self.post_values, low, high = _inverted.compact_postings(
-            rows, np.ascontiguousarray(arrays["values"], dtype=np.float64))
+        self.post_rows = _inverted.block_offsets(rows)
+        self.post_values, low, high = _inverted.to_float32(
+            np.ascontiguousarray(arrays["values"], dtype=np.float64))
         if len(rows) and not (low >= 0.0 and high <= 1.0 + 1e-9):
             raise CorruptIndexError(
                 f"segment {name} has a malformed inverted file (a posting value is outside "
