@@ -155,6 +155,11 @@ BATCH_NODE_RANGE = 3
 BATCH_NOT_FINITE = 4
 BATCH_NEGATIVE = 5
 BATCH_ZERO_TOTAL = 6
+BATCH_TOO_LARGE = 7
+# A measure whose masses sum to more than this is refused: every partial sum
+# of non-negative masses, in any order, is then far from overflowing.
+cdef float64_t _TOTAL_MAX = 1e300
+TOTAL_MAX = _TOTAL_MAX
 
 
 def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
@@ -167,8 +172,8 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
     decreases, ends at len(nodes) = len(masses)."""
     cdef Py_ssize_t n = indptr.shape[0] - 1, i, e
     cdef Py_ssize_t first_empty = -1, first_node = -1, first_nan = -1, first_negative = -1
-    cdef Py_ssize_t first_zero = -1
-    cdef float64_t m
+    cdef Py_ssize_t first_zero = -1, first_large = -1
+    cdef float64_t m, total
     cdef bint positive
     if n < 0 or indptr[0] != 0 or indptr[n] != nodes.shape[0] \
             or nodes.shape[0] != masses.shape[0] or nodes_out.shape[0] != nodes.shape[0]:
@@ -181,6 +186,7 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
             if indptr[i + 1] == indptr[i] and first_empty < 0:
                 first_empty = i
             positive = False
+            total = 0.0
             for e in range(indptr[i], indptr[i + 1]):
                 if (nodes[e] < 0 or nodes[e] >= n_nodes) and first_node < 0:
                     first_node = e
@@ -194,10 +200,13 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
                         first_negative = e
                 elif m > 0.0:
                     positive = True
+                    total += m
             # With finite, non-negative masses the total is 0 exactly when
             # every mass is, whatever the order of summation.
             if not positive and indptr[i + 1] > indptr[i] and first_zero < 0:
                 first_zero = i
+            if total > _TOTAL_MAX and first_large < 0:
+                first_large = i
     if first_empty >= 0:
         return BATCH_EMPTY, first_empty
     if first_node >= 0:
@@ -208,4 +217,6 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
         return BATCH_NEGATIVE, first_negative
     if first_zero >= 0:
         return BATCH_ZERO_TOTAL, first_zero
+    if first_large >= 0:
+        return BATCH_TOO_LARGE, first_large
     return BATCH_OK, -1

@@ -169,6 +169,12 @@ def as_measure_batch(measures=None, *, indptr=None, nodes=None, masses=None,
         raise InvalidMeasureError(
             f"measure {pos} has total mass 0.0; at least one mass must be positive"
         )
+    elif problem == _features.BATCH_TOO_LARGE:
+        # Their sum could overflow, which would scale the measure to zero.
+        raise InvalidMeasureError(
+            f"measure {pos} has masses that sum to more than {_features.TOTAL_MAX:g} "
+            "(near the float64 limit, inf); divide its masses by a common factor"
+        )
     totals = np.add.reduceat(masses, indptr[:-1]) if len(indptr) > 1 else np.zeros(0)
     row_scale = 1.0 / totals if normalize else np.ones(len(totals))
     return MeasureBatch(

@@ -86,6 +86,7 @@ BAD_MEASURES = {
     "inf mass": ((np.array([1, 2]), np.array([0.5, np.inf])), r"inf"),
     "negative mass": ((np.array([1, 2, 3]), np.array([0.5, -0.25, 1.0])), r"-0\.25"),
     "all-zero masses": ((np.array([4, 5]), np.array([0.0, 0.0])), r"\S"),
+    "masses summing past float64": ((np.array([4, 5]), np.array([1e308, 1e308])), r"1e\+300"),
     "unknown node": ((np.array([1, N + 7]), np.array([0.5, 0.5])), str(N + 7)),
     "negative node": ((np.array([-1, 2]), np.array([0.5, 0.5])), r"-1"),
     "empty measure": ((np.array([], dtype=np.int64), np.array([])), r"\S"),
