@@ -174,7 +174,6 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
     cdef Py_ssize_t first_empty = -1, first_node = -1, first_nan = -1, first_negative = -1
     cdef Py_ssize_t first_zero = -1, first_large = -1
     cdef float64_t m, total
-    cdef bint positive
     if n < 0 or indptr[0] != 0 or indptr[n] != nodes.shape[0] \
             or nodes.shape[0] != masses.shape[0] or nodes_out.shape[0] != nodes.shape[0]:
         return BATCH_BAD_INDPTR, -1
@@ -185,7 +184,6 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
         for i in range(n):
             if indptr[i + 1] == indptr[i] and first_empty < 0:
                 first_empty = i
-            positive = False
             total = 0.0
             for e in range(indptr[i], indptr[i + 1]):
                 if (nodes[e] < 0 or nodes[e] >= n_nodes) and first_node < 0:
@@ -199,11 +197,10 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
                     if first_negative < 0:
                         first_negative = e
                 elif m > 0.0:
-                    positive = True
                     total += m
-            # With finite, non-negative masses the total is 0 exactly when
-            # every mass is, whatever the order of summation.
-            if not positive and indptr[i + 1] > indptr[i] and first_zero < 0:
+            # A sum of positive masses is positive (it cannot round to 0), so
+            # the total is 0 exactly when every mass is, in any order.
+            if total == 0.0 and indptr[i + 1] > indptr[i] and first_zero < 0:
                 first_zero = i
             if total > _TOTAL_MAX and first_large < 0:
                 first_large = i
