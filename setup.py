@@ -15,7 +15,13 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-EXTENSIONS = ["_cluster", "_features", "_inverted", "_search"]
+EXTENSIONS = [
+    "_openmp_helpers",
+    "_features",
+    "_cluster",
+    "_pairwise",
+    "index._inverted",
+]
 
 OPENMP_PROBE = textwrap.dedent(
     """
@@ -76,7 +82,7 @@ class BuildExtWithOptionalOpenMP(build_ext):
 extensions = [
     Extension(
         f"sobolev_index.{name}",
-        [f"sobolev_index/{name}.pyx"],
+        [f"sobolev_index/{name.replace('.', '/')}.pyx"],
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )

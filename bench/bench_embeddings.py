@@ -101,7 +101,7 @@ def drop_page_cache(path):
 
 
 def read_ours(path, wanted):
-    from sobolev_index.embeddings import load_vectors
+    from sobolev_index.ingest.embeddings import load_vectors
 
     wv = load_vectors(path, wanted)
     return wv.words, wv.vectors
@@ -166,7 +166,7 @@ def child(reader, path, wanted_path, dim):
     """Runs in the subprocess: time one reader, note its peak RSS, then check
     its vectors (after the RSS reading, so the check is not counted)."""
     if reader == "ours":
-        import sobolev_index.embeddings  # noqa: F401  (imports are not the reader's cost)
+        import sobolev_index.ingest.embeddings  # noqa: F401  (imports are not the reader's cost)
     elif reader == "gensim":
         import gensim  # noqa: F401
     rows = np.array([int(x) for x in Path(wanted_path).read_text().split()], dtype=np.int64)

@@ -46,9 +46,9 @@ def twitter_measures(n, seed):
     """A stratified subsample of n tweets: (token lists, labels, vectors)."""
     from sklearn.model_selection import train_test_split
 
-    from sobolev_index.documents import read_corpus
-    from sobolev_index.embeddings import load_vectors
-    from sobolev_index.text import tokenize
+    from sobolev_index.ingest.documents import read_corpus
+    from sobolev_index.ingest.embeddings import load_vectors
+    from sobolev_index.ingest.text import tokenize
 
     path = os.path.join(DATA, "twitter", "all_twitter_by_line.txt")
     docs = list(read_corpus(path))
@@ -90,7 +90,7 @@ def sobolev_distances(graph, measures, p, n_roots, seed, strategy=None):
     kernel uses S_2^2 (sum over roots of eta S_2^2), as the paper's k_S2^2.
     Roots: the most central node for one root, random ones for several
     (``strategy`` overrides)."""
-    from sobolev_index.kernels import _sliced
+    from sobolev_index.distances import _sliced
 
     started = time.perf_counter()
     if strategy is None:
@@ -238,7 +238,7 @@ def main(argv=None):
     from paper import baselines, orbit
     from paper.protocol import splits
     from sobolev_index import Graph
-    from sobolev_index.pointsets import PointSet, pointsets_to_measures
+    from sobolev_index.ingest.pointsets import PointSet, pointsets_to_measures
 
     command = "python bench/reproduce_paper.py " + " ".join(argv if argv is not None else sys.argv[1:])
     started = time.perf_counter()

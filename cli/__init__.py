@@ -212,8 +212,8 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
           silent, as_json):
     """Build INDEX (a new directory) from a corpus and word vectors, or from
     point clouds or persistence diagrams (--points)."""
-    from ..documents import TextSettings, build_index, read_corpus
-    from ..text import DEFAULT_TOKEN_PATTERN, stopwords_from
+    from ..ingest.documents import TextSettings, build_index, read_corpus
+    from ..ingest.text import DEFAULT_TOKEN_PATTERN, stopwords_from
 
     started = time.perf_counter()
     if points:
@@ -266,7 +266,7 @@ def _run_build(silent, build):
 
 def _build_points(index, points, diagrams, diagram_weights, nodes, edges, roots, seed, p, silent,
                   as_json, started):
-    from ..pointindex import build_point_index, read_pointsets
+    from ..ingest.pointindex import build_point_index, read_pointsets
 
     kind = "diagrams" if diagrams else "clouds"
     pointsets = read_pointsets(list(points), kind, diagram_weights, label_from_dir=diagrams)
@@ -288,7 +288,7 @@ def _build_points(index, points, diagrams, diagram_weights, nodes, edges, roots,
 
 def _point_kind(index):
     """The kind of point sets of a point index, or None for other indexes."""
-    from ..pointindex import POINTS_META, index_kind
+    from ..ingest.pointindex import POINTS_META, index_kind
 
     if index_kind(index) != "points":
         return None
@@ -317,8 +317,8 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
     Each batch is committed on its own: after Ctrl-C, the batches already
     added stay, and the index is consistent.
     """
-    from ..documents import add_documents, read_corpus, stored_vectors_path
-    from ..pointindex import add_pointsets, read_pointsets
+    from ..ingest.documents import add_documents, read_corpus, stored_vectors_path
+    from ..ingest.pointindex import add_pointsets, read_pointsets
 
     started = time.perf_counter()
     progress = _progress(silent)
@@ -392,7 +392,7 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json
     those of --file. --json prints one list of {"key", "distance", "label"}
     per query, in that order.
     """
-    from ..documents import read_corpus, text_measures
+    from ..ingest.documents import read_corpus, text_measures
 
     if not (texts or keys or query_file):
         raise click.UsageError("give a query: --text TEXT, --key KEY or --file F")
@@ -406,7 +406,7 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json
         query_texts = list(texts)
         kind = _point_kind(opened)
         if query_file and kind is not None:
-            from ..pointindex import point_measures, read_pointsets
+            from ..ingest.pointindex import point_measures, read_pointsets
 
             pointsets = read_pointsets([query_file], kind)
             results.append(opened.search(point_measures(opened, pointsets), **options))
@@ -520,7 +520,7 @@ def verify(index, repair, as_json):
 @_json_option
 def info(index, as_json):
     """Counts, graph, roots, segments and size on disk."""
-    from ..documents import text_info
+    from ..ingest.documents import text_info
 
     with _open(index) as opened:
         out = opened.info()
@@ -548,7 +548,7 @@ def info(index, as_json):
 @_json_option
 def distance(index, a, b, as_text, p, roots, as_json):
     """S_p between two stored keys (or, with --text, two texts)."""
-    from ..documents import text_measures
+    from ..ingest.documents import text_measures
 
     with _open(index) as opened:
         if as_text:
@@ -635,7 +635,7 @@ def sql(index, query, as_csv, as_table, as_json):
         SELECT key, label, sobolev_distance(key, 'doc-17') AS d FROM documents
         WHERE deleted = 0 ORDER BY d LIMIT 10
     """
-    from ..sql import run_query
+    from ..index.sql import run_query
 
     if as_csv and as_table:
         raise click.UsageError("choose one of --csv and --table")
@@ -667,7 +667,7 @@ def quickstart(directory, seed, silent, as_json):
     SVD). Everything is written to DIRECTORY (default: a temporary folder,
     removed at the end), so you can go on with the other commands there.
     """
-    from ..quickstart import run_quickstart
+    from ..ingest.quickstart import run_quickstart
 
     log = (lambda line: None) if (as_json or silent) else click.echo
     report = run_quickstart(directory, seed=seed, log=log)

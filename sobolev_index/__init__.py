@@ -25,7 +25,7 @@ from .errors import (
 )
 from .graph import EDGE_KINDS, Graph, ShortestPathTree
 from .index import SearchResult, SobolevIndex
-from .kernels import SobolevFeatures, pairwise_sobolev, sobolev_distance, sobolev_kernel
+from .distances import SobolevFeatures, pairwise_sobolev, sobolev_distance, sobolev_kernel
 
 __all__ = [
     "__version__",

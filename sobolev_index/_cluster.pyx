@@ -1,4 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Farthest-point (Gonzalez) clustering, exact, with triangle-inequality pruning.
 
 Private: ``graph.py`` validates the points (finite, C-contiguous) first.
@@ -18,7 +17,7 @@ from libc.math cimport sqrt, INFINITY
 import numpy as np
 
 from ._typedefs cimport float64_t, offset_t
-from ._features import effective_threads
+from ._openmp_helpers import effective_threads
 
 ctypedef fused floating_t:
     float

@@ -1,4 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Measures on tree nodes -> sparse edge-mass rows (the feature map of Prop. 4.4).
 
 Private: ``ShortestPathTree.features`` validates every array (dtypes, ranges,
@@ -17,26 +16,13 @@ import numpy as np
 from libc.stdint cimport int64_t
 
 from ._typedefs cimport float64_t, node_t, offset_t
-from ._openmp_helpers cimport sobolev_max_threads
+from ._openmp_helpers import effective_threads
 
 
 cdef int _compare_nodes(const void* a, const void* b) noexcept nogil:
     cdef node_t x = (<const node_t*> a)[0]
     cdef node_t y = (<const node_t*> b)[0]
     return (x > y) - (x < y)
-
-
-# Below this much work a parallel region costs more than it saves (waking a
-# thread is slow, and very slow on a busy machine).
-SERIAL_BELOW = 1 << 14
-
-
-def effective_threads(n_threads):
-    """Number of threads a parallel loop will use (at least 1)."""
-    cdef int available = sobolev_max_threads()
-    if n_threads is None or n_threads <= 0:
-        return max(1, available)
-    return max(1, min(int(n_threads), available))
 
 
 cdef offset_t _count_row(
@@ -99,11 +85,10 @@ def edge_masses(
     """
     cdef Py_ssize_t n_rows = indptr.shape[0] - 1
     cdef Py_ssize_t n_nodes = parent.shape[0]
-    cdef int n_workers = effective_threads(n_threads)
+    cdef int n_workers
     cdef Py_ssize_t i
     cdef int tid
-    if nodes.shape[0] < SERIAL_BELOW:
-        n_workers = 1
+    n_workers = effective_threads(n_threads, nodes.shape[0])
 
     # Stamps are row numbers + 1, so within a pass the scratch needs no clearing
     # between rows; it is cleared once between the two passes.

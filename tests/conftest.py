@@ -186,3 +186,17 @@ def euclid_graph():
 @pytest.fixture(scope="session")
 def small_tree_spec():
     return random_graph(99, 25, tree=True, kind="random")
+
+
+@pytest.fixture
+def parallel_everywhere():
+    """Lower the one serial threshold so that small inputs really take the
+    parallel loops; skip where fewer than 2 threads are available."""
+    from sobolev_index import _openmp_helpers
+
+    if _openmp_helpers.effective_threads(2) < 2:
+        pytest.skip("fewer than 2 CPUs (or a build without OpenMP): the parallel "
+                    "loops cannot run with 2 threads here")
+    old = _openmp_helpers.set_serial_threshold(1)
+    yield
+    _openmp_helpers.set_serial_threshold(old)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from sobolev_index import SobolevIndex, __version__
 from sobolev_index.cli import main
-from sobolev_index.documents import text_measures
+from sobolev_index.ingest.documents import text_measures
 
 import text_corpus as tc
 
@@ -169,7 +169,7 @@ def test_add_refuses_duplicates_and_writes_nothing(writable, tmp_path):
 def test_add_refuses_fields_that_are_not_json_and_writes_nothing(writable):
     index, _, _ = writable
     with SobolevIndex.open(index, "a") as writer:
-        from sobolev_index.documents import add_documents
+        from sobolev_index.ingest.documents import add_documents
         from sobolev_index.errors import CorpusError
 
         docs = [{"key": "ok1", "text": "space1"},

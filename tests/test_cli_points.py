@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from sobolev_index import SobolevIndex
 from sobolev_index.cli import main
-from sobolev_index.pointindex import point_measures, read_pointsets
+from sobolev_index.ingest.pointindex import point_measures, read_pointsets
 
 
 def run(*args, ok=True):

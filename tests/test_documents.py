@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sobolev_index import SobolevIndex
-from sobolev_index.documents import (
+from sobolev_index.ingest.documents import (
     TextEncoder,
     TextSettings,
     add_documents,
@@ -16,7 +16,7 @@ from sobolev_index.documents import (
     read_corpus,
     text_measures,
 )
-from sobolev_index.embeddings import WordVectors
+from sobolev_index.ingest.embeddings import WordVectors
 from sobolev_index.errors import CorpusError, InvalidMeasureError
 
 import text_corpus as tc

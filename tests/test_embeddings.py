@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sobolev_index import embeddings
-from sobolev_index.embeddings import (
+from sobolev_index.ingest import embeddings
+from sobolev_index.ingest.embeddings import (
     WordVectors,
     load_vectors,
     vector_file_info,

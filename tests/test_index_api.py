@@ -699,7 +699,8 @@ def test_bad_search_arguments(tmp_path, spec, roots1):
 def test_interrupt_after_the_catalog_committed_keeps_the_data(tmp_path, monkeypatch, operation):
     """Ctrl-C can land after SQLite committed but before the call returned:
     the new segment file is then referenced and must not be removed."""
-    from sobolev_index import Graph, SobolevIndex, storage
+    from sobolev_index import Graph, SobolevIndex
+    from sobolev_index.index import storage
 
     rng = np.random.default_rng(9)
     graph = Graph.from_points(rng.normal(size=(80, 2)), n_nodes=10, seed=0)

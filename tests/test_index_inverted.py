@@ -10,8 +10,7 @@ the inverted file.
 import numpy as np
 import pytest
 
-import sobolev_index._inverted as inverted_kernels
-import sobolev_index.inverted as inverted_module
+import sobolev_index.index.inverted as inverted_module
 from sobolev_index import CorruptIndexError, Graph, SobolevIndex, pairwise_sobolev
 
 LAYOUTS = {
@@ -88,9 +87,7 @@ def test_search_equals_brute_force(topic_index, p, positions):
         check(result, D[q:q + 1], keys, alive, 4)
 
 
-def test_label_filter_and_thread_counts_agree(topic_index, monkeypatch):
-    # Small searches run serially; lower the threshold so two threads really run.
-    monkeypatch.setattr(inverted_kernels, "SERIAL_BELOW", 1)
+def test_label_filter_and_thread_counts_agree(topic_index, parallel_everywhere):
     index, measures, keys = topic_index
     queries = measures[5:25]
     labels = np.array([str(i % 6) for i in range(len(keys))])

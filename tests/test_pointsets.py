@@ -10,7 +10,7 @@ from scipy.spatial.distance import cdist
 from sobolev_index import Graph
 from sobolev_index.errors import CorpusError
 from sobolev_index.measures import as_measure_batch
-from sobolev_index.pointsets import (
+from sobolev_index.ingest.pointsets import (
     PointSet,
     pointsets_to_measures,
     read_diagram,

@@ -6,9 +6,9 @@ import sqlite3
 import pytest
 
 from sobolev_index import SobolevIndex
-from sobolev_index.documents import build_index
+from sobolev_index.ingest.documents import build_index
 from sobolev_index.errors import SobolevIndexError
-from sobolev_index.sql import register_functions, run_query
+from sobolev_index.index.sql import register_functions, run_query
 
 import text_corpus as tc
 
@@ -17,7 +17,7 @@ import text_corpus as tc
 def index_path(tmp_path_factory):
     directory = tmp_path_factory.mktemp("sql")
     corpus_path, vectors_path = tc.make_files(str(directory))
-    from sobolev_index.documents import read_corpus
+    from sobolev_index.ingest.documents import read_corpus
 
     index, _ = build_index(str(directory / "ix"), read_corpus(corpus_path), vectors_path,
                            nodes=10, roots=3, seed=2)

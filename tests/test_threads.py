@@ -1,15 +1,10 @@
 """Results must not depend on the thread count, also when the parallel loops
-really run: small inputs stay serial below SERIAL_BELOW, so it is lowered here."""
+really run: small inputs stay serial below the serial threshold, so the
+``parallel_everywhere`` fixture lowers it."""
 import numpy as np
 import pytest
 
-import sobolev_index._features as features_module
 from sobolev_index import Graph, pairwise_sobolev
-
-
-@pytest.fixture
-def parallel_everywhere(monkeypatch):
-    monkeypatch.setattr(features_module, "SERIAL_BELOW", 1)
 
 
 def test_features_and_matrices_do_not_depend_on_threads(parallel_everywhere):

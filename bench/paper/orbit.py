@@ -181,7 +181,7 @@ def to_pointsets(diagrams, labels, prefix="orbit"):
     An empty diagram cannot be a measure; it raises ValueError (not seen in
     practice: every orbit has H1 points).
     """
-    from sobolev_index.pointsets import PointSet
+    from sobolev_index.ingest.pointsets import PointSet
 
     return [PointSet(key=f"{prefix}-{i}", points=d, label=lab)
             for i, (d, lab) in enumerate(zip(diagrams, labels))]

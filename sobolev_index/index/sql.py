@@ -15,7 +15,7 @@ import json
 import math
 import sqlite3
 
-from .errors import SobolevIndexError
+from ..errors import SobolevIndexError
 
 __all__ = ["register_functions", "run_query", "FUNCTIONS"]
 

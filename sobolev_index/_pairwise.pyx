@@ -1,7 +1,6 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Scans over sparse non-negative rows: pairwise unweighted l_p powers.
 
-Private: ``kernels.py`` validates and scales the rows (by w**(1/p)) first, so
+Private: ``distances.py`` validates and scales the rows (by w**(1/p)) first, so
 these loops compute a plain l_p distance between CSR rows with sorted indices
 and non-negative values.
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from ._powers cimport abs_pow
 from ._typedefs cimport float64_t, node_t, offset_t
-from ._features import SERIAL_BELOW, effective_threads
+from ._openmp_helpers import effective_threads
 
 # Pairs whose identity-based result is below this fraction of the summed row
 # norms are recomputed exactly (see _finish).
@@ -241,15 +240,14 @@ def pairwise_powers(
     """
     cdef Py_ssize_t n_x = x_indptr.shape[0] - 1
     cdef Py_ssize_t n_y = y_indptr.shape[0] - 1
-    cdef int n_workers = effective_threads(n_threads)
+    cdef int n_workers
     cdef int kind
     cdef Py_ssize_t i, j
     cdef int tid
     kind = _kind(p)
     if n_x == 0 or n_y == 0:
         return
-    if n_x * n_y * max(1, x_indices.shape[0] // n_x) < SERIAL_BELOW:
-        n_workers = 1
+    n_workers = effective_threads(n_threads, n_x * n_y * max(1, x_indices.shape[0] // n_x))
     q_arr = np.zeros((n_workers, max(n_cols, 1) * BLOCK), dtype=np.float64)
     q_pow_arr = np.zeros((n_workers, max(n_cols, 1) * BLOCK if kind == 2 else 1), dtype=np.float64)
     scratch_arr = np.zeros((n_workers, 2 * BLOCK), dtype=np.float64)
@@ -348,7 +346,7 @@ def scan_powers(
     cdef Py_ssize_t n_stored = y_indptr.shape[0] - 1
     cdef bint subset = rows is not None
     cdef Py_ssize_t n_y = rows.shape[0] if subset else n_stored
-    cdef int n_workers = effective_threads(n_threads)
+    cdef int n_workers
     cdef int kind = _kind(p)
     cdef Py_ssize_t i0, nb, j, b, i, t
     cdef int tid
@@ -360,8 +358,7 @@ def scan_powers(
                 raise IndexError(f"row {rows[t]} is outside 0..{n_stored - 1}")
     else:
         rows = np.zeros(1, dtype=np.int64)  # never read; keeps &rows[0] valid
-    if n_y * max(1, y_indices.shape[0] // max(n_stored, 1)) < SERIAL_BELOW:
-        n_workers = 1
+    n_workers = effective_threads(n_threads, n_y * max(1, y_indices.shape[0] // max(n_stored, 1)))
     # A lone query uses a plain dense vector, so it needs no block-sized buffer.
     cdef Py_ssize_t width = 1 if n_q == 1 else BLOCK
     q_block_arr = np.zeros(max(n_cols, 1) * width, dtype=np.float64)
@@ -537,7 +534,7 @@ def scale_rows(
     cdef Py_ssize_t n = indptr.shape[0] - 1, i
     cdef offset_t k
     cdef int kind = _kind(p)
-    cdef int n_workers = effective_threads(n_threads)
+    cdef int n_workers
     cdef float64_t s, x
     # These arrays come from files: check them before any unchecked access.
     cdef Py_ssize_t n_cols = col_scale.shape[0]
@@ -554,8 +551,7 @@ def scale_rows(
     norms_arr = np.zeros(n, dtype=np.float64)
     cdef float64_t[::1] values = values_arr
     cdef float64_t[::1] norms = norms_arr
-    if data.shape[0] < SERIAL_BELOW:
-        n_workers = 1
+    n_workers = effective_threads(n_threads, data.shape[0])
     for i in prange(n, nogil=True, num_threads=n_workers, schedule="static", chunksize=1024):
         s = 0.0
         for k in range(indptr[i], indptr[i + 1]):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CorpusError
+from ..errors import CorpusError
 
 __all__ = [
     "PointSet",

@@ -30,13 +30,13 @@ import h5py
 import numpy as np
 import sqlite_utils
 
-from .errors import (
+from ..errors import (
     CorruptIndexError,
     IndexLockedError,
     NotAnIndexError,
     UnsupportedFormatError,
 )
-from .graph import Graph, ShortestPathTree
+from ..graph import Graph, ShortestPathTree
 
 FORMAT_VERSION = 2
 FORMAT_NAME = "sobolev-index"

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
 from .embeddings import WordVectors
-from .errors import CorpusError
+from ..errors import CorpusError
 from .text import tokenize
 
 __all__ = ["stdlib_documents", "ppmi_svd_vectors", "nearest_words"]

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .embeddings import WordVectors
-from .errors import CorpusError, InvalidMeasureError
-from .graph import Graph
-from .index import SobolevIndex
+from ..errors import CorpusError, InvalidMeasureError
+from ..graph import Graph
+from ..index import SobolevIndex
 from .text import DEFAULT_TOKEN_PATTERN, tokenize
 
 __all__ = [

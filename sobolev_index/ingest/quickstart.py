@@ -21,7 +21,7 @@ from .documents import (
     text_measures,
 )
 from .embeddings import write_word2vec_binary
-from .index import SobolevIndex
+from ..index import SobolevIndex
 from .stdlib_corpus import nearest_words, ppmi_svd_vectors, stdlib_documents
 from .text import ENGLISH_STOPWORDS, tokenize
 

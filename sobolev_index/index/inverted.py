@@ -12,7 +12,7 @@ the arrays, ``index.py`` decides which segments to search.
 import numpy as np
 
 from . import _inverted
-from .errors import CorruptIndexError
+from ..errors import CorruptIndexError
 
 # A column goes into the dense block when at least this fraction of the
 # segment's rows have it: its postings would cost a query more than reading

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from . import _search
+from . import _pairwise
 from .graph import ShortestPathTree, normalise_eta
 
 __all__ = [
@@ -93,7 +93,7 @@ def _powers(FX, FY, tree, p, n_threads):
     y = x if symmetric else _scaled_rows(FY, tree, p)
     n_y = FX.shape[0] if symmetric else FY.shape[0]
     out = np.zeros((FX.shape[0], n_y), dtype=np.float64)
-    _search.pairwise_powers(*x, *y, tree.n_nodes, p, symmetric, out, n_threads=n_threads)
+    _pairwise.pairwise_powers(*x, *y, tree.n_nodes, p, symmetric, out, n_threads=n_threads)
     return out
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import VectorFileError
+from ..errors import VectorFileError
 
 __all__ = [
     "VECTOR_FORMATS",

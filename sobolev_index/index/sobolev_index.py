@@ -14,8 +14,9 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from . import _search, inverted, storage
-from .errors import (
+from .. import _pairwise
+from . import inverted, storage
+from ..errors import (
     CorruptIndexError,
     DuplicateKeyError,
     InvalidMeasureError,
@@ -23,8 +24,8 @@ from .errors import (
     NotAnIndexError,
     SobolevIndexError,
 )
-from .graph import Graph, normalise_eta
-from .kernels import (
+from ..graph import Graph, normalise_eta
+from ..distances import (
     _difference_distance,
     _scaled_rows,
     _sliced,
@@ -32,7 +33,7 @@ from .kernels import (
     pairwise_sobolev,
     sobolev_kernel,
 )
-from .measures import MeasureBatch, as_measure_batch
+from ..measures import MeasureBatch, as_measure_batch
 
 __all__ = ["SobolevIndex", "SearchResult"]
 
@@ -130,7 +131,7 @@ class _Segment:
             indptr, indices, data = self.data.features[position]
             factor = np.ones(tree.n_nodes) if math.isinf(p) else tree.length ** (1.0 / p)
             try:
-                values, norms = _search.scale_rows(indptr, indices, data, factor, p)
+                values, norms = _pairwise.scale_rows(indptr, indices, data, factor, p)
             except ValueError as exc:
                 raise CorruptIndexError(
                     f"segment {self.file} has malformed features for root {position} ({exc}); "
@@ -953,7 +954,7 @@ class SobolevIndex:
             q = _csr_rows(_scaled_rows(query_features[r], tree, math.inf), start, stop)
             y_indptr, y_indices, y_data, y_norm = segment.scaled(position, math.inf, tree)
             out = np.empty((stop - start, segment.rows))
-            _search.scan_powers(*q, y_indptr, y_indices, y_data, y_norm, self.graph.n_nodes,
+            _pairwise.scan_powers(*q, y_indptr, y_indices, y_data, y_norm, self.graph.n_nodes,
                                 math.inf, out, n_threads=n_threads)
             if len(positions) == 1:
                 return out

@@ -1,4 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Exact top-k search for finite p through an inverted file over edges.
 
 Private: ``inverted.py`` checks every array (most come from files) before
@@ -37,9 +36,9 @@ from libc.string cimport memset
 
 import numpy as np
 
-from ._powers cimport abs_pow
-from ._typedefs cimport float32_t, float64_t, node_t, offset_t
-from ._features import SERIAL_BELOW, effective_threads
+from .._powers cimport abs_pow
+from .._typedefs cimport float32_t, float64_t, node_t, offset_t
+from .._openmp_helpers import effective_threads
 
 cdef extern from *:
     """
@@ -278,7 +277,7 @@ def group_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight
     """out[j, g] = (sum over dense slots h of group g of w_h |dense[j, h]|^p)^(1/p)."""
     cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], j, h, g
     cdef int kind = _kind(p)
-    cdef int n_workers = 1 if n * n_dense < SERIAL_BELOW else effective_threads(None)
+    cdef int n_workers = effective_threads(None, n * n_dense)
     if n_groups == 0 or n == 0:
         return
     for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
@@ -298,7 +297,7 @@ def coarse_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weigh
     cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], n_groups = out.shape[0]
     cdef Py_ssize_t j, h, c
     cdef int kind = _kind(p)
-    cdef int n_workers = 1 if n * n_dense < SERIAL_BELOW else effective_threads(None)
+    cdef int n_workers = effective_threads(None, n * n_dense)
     for c in range(n_groups):
         out[c, :] = 0.0
     if n == 0:
@@ -321,7 +320,7 @@ def split_power_sums(
     cdef offset_t k
     cdef int kind = _kind(p)
     cdef float64_t lo, hi, term
-    cdef int n_workers = 1 if data.shape[0] < SERIAL_BELOW else effective_threads(None)
+    cdef int n_workers = effective_threads(None, data.shape[0])
     for i in prange(n, nogil=True, schedule="static", chunksize=1024, num_threads=n_workers):
         lo = 0.0
         hi = 0.0
@@ -1112,8 +1111,7 @@ def search_segments(
             n_units += 1
     units_arr = units_arr[:n_units]
     cdef const int64_t[:, ::1] units = units_arr
-    if n_q * n_units < 2 or work < SERIAL_BELOW:
-        n_workers = 1
+    n_workers = 1 if n_q * n_units < 2 else effective_threads(n_threads, work)
 
     se.n_q = n_q
     se.n_sel = n_sel

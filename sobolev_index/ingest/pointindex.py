@@ -13,8 +13,8 @@ import os
 import numpy as np
 
 from .documents import create_and_fill
-from .errors import CorpusError
-from .graph import Graph
+from ..errors import CorpusError
+from ..graph import Graph
 from .pointsets import PointSet, pointsets_to_measures, read_diagrams, read_point_clouds
 
 __all__ = ["POINT_KINDS", "read_pointsets", "build_point_index", "add_pointsets", "point_measures",
