@@ -17,6 +17,7 @@ from sobolev_index.ingest.documents import (
     text_measures,
 )
 from sobolev_index.ingest.embeddings import WordVectors
+from sobolev_index.ingest.words import read_words
 from sobolev_index.errors import CorpusError, InvalidMeasureError
 
 import text_corpus as tc
@@ -129,7 +130,7 @@ def test_settings_reject_bad_values():
 def test_build_maps_words_to_the_graph_assignment(built, files):
     index, report = built
     words, rows = tc.vectors(extra_words=("space99", "music99"))
-    table = index.catalog.words()
+    table = read_words(index.catalog)
     corpus_words = {w for d in tc.corpus() for w in d["text"].lower().rstrip(".").split()}
     assert set(table) == corpus_words  # exactly the corpus's words with vectors
     nodes = {w: n for w, (n, _) in table.items()}
@@ -148,7 +149,7 @@ def test_stored_document_measures_follow_the_word_counts(built):
     index, _ = built
     doc = tc.corpus()[5]
     stored = index.get(doc["key"])
-    nodes = {w: n for w, (n, _) in index.catalog.words().items()}
+    nodes = {w: n for w, (n, _) in read_words(index.catalog).items()}
     counts = Counter(doc["text"].lower().rstrip(".").split())
     expected = Counter()
     for word, c in counts.items():
@@ -174,7 +175,7 @@ def test_unknown_words_take_the_nearest_node_when_vectors_are_given(built, files
     report = add_documents(index, [{"key": "new", "text": "space99 space99 music99", "label": "x"}],
                            vectors_path)
     assert report["new_words"] == 2 and report["added"] == ["new"]
-    table = index.catalog.words()
+    table = read_words(index.catalog)
     words, rows = tc.vectors(extra_words=("space99", "music99"))
     expected = index.graph.nearest_nodes(rows[[words.index("space99"), words.index("music99")]])
     assert [table["space99"][0], table["music99"][0]] == expected.tolist()

@@ -421,29 +421,26 @@ class Catalog:
         row = self.conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return None if row is None else json.loads(row[0])
 
-    def words(self):
-        """The word -> node table of a text index, as {word: (node, df)};
-        empty for an index of plain measures."""
-        try:
-            rows = self.conn.execute("SELECT word, node, df FROM words").fetchall()
-        except sqlite3.OperationalError:  # no such table: not a text index
-            return {}
-        return {word: (node, df) for word, node, df in rows}
+    def has_table(self, name):
+        """Whether the catalog has a table of this name (tables other than
+        the index's own are added by the layers above, such as ``words``)."""
+        row = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+        return row is not None
+
+    def query(self, sql, params=()):
+        """All rows of one read-only statement, as tuples."""
+        return self.conn.execute(sql, params).fetchall()
 
     # -------------------------------------------------------------- writing
-    def add_words(self, rows, meta=None):
-        """One transaction: insert (word, node, df) rows that are not there
-        yet, and set ``meta`` values. A word keeps the node it got first."""
-        with self._transaction():
-            self.conn.execute(
-                "CREATE TABLE IF NOT EXISTS words (word TEXT PRIMARY KEY, "
-                "node INTEGER NOT NULL, df INTEGER NOT NULL DEFAULT 0, added_at TEXT)")
-            now = _now()
-            self.conn.executemany(
-                "INSERT OR IGNORE INTO words (word, node, df, added_at) VALUES (?, ?, ?, ?)",
-                [(str(w), int(n), int(d), now) for w, n, d in rows])
-            if meta:
-                self._set_meta(meta)
+    def transaction(self):
+        """A write transaction for tables the index does not own.
+
+        ``with catalog.transaction() as tx:`` then ``tx.execute(sql, params)``,
+        ``tx.executemany(sql, rows)`` and ``tx.set_meta(values)``; everything
+        commits together when the block ends, or nothing does if it raises.
+        """
+        return _Transaction(self)
 
     def set_meta(self, values):
         """Set ``meta`` values (JSON) in one transaction."""
@@ -512,20 +509,32 @@ class Catalog:
         )
 
     def _transaction(self):
-        conn = self.conn
+        return _Transaction(self)
 
-        class _Tx:
-            def __enter__(self_inner):
-                conn.execute("BEGIN IMMEDIATE")
 
-            def __exit__(self_inner, exc_type, exc, tb):
-                if exc_type is None:
-                    conn.execute("COMMIT")
-                else:
-                    conn.execute("ROLLBACK")
-                return False
+class _Transaction:
+    """BEGIN IMMEDIATE on entry; COMMIT on a clean exit, ROLLBACK otherwise."""
 
-        return _Tx()
+    def __init__(self, catalog):
+        self._catalog = catalog
+        self._conn = catalog.conn
+
+    def __enter__(self):
+        self._conn.execute("BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        return False
+
+    def execute(self, sql, params=()):
+        return self._conn.execute(sql, params)
+
+    def executemany(self, sql, rows):
+        return self._conn.executemany(sql, rows)
+
+    def set_meta(self, values):
+        self._catalog._set_meta(values)
 
 
 def orphan_files(index_path, committed_files):

@@ -28,6 +28,7 @@ from ..errors import CorpusError, InvalidMeasureError
 from ..graph import Graph
 from ..index import SobolevIndex
 from .text import DEFAULT_TOKEN_PATTERN, tokenize
+from .words import add_words, read_words
 
 __all__ = [
     "TextSettings",
@@ -251,7 +252,7 @@ class TextEncoder:
                 f"the index at {index.path} was not built from text (it has no word table); "
                 "add measures through the Python API, or build a text index with "
                 "`sobolev-index build`")
-        words = index.catalog.words()
+        words = read_words(index.catalog)
         return cls(TextSettings.from_json(stored), {w: n for w, (n, _) in words.items()},
                    {w: df for w, (_, df) in words.items()})
 
@@ -361,7 +362,7 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
     def fill(index):
         rows = [(w, int(graph.assignment[i]), document_frequency[w])
                 for i, w in enumerate(found.words)]
-        index.catalog.add_words(rows, meta={TEXT_META: settings.to_json()})
+        add_words(index.catalog, rows, meta={TEXT_META: settings.to_json()})
         return add_documents(index, documents, skip_empty=skip_empty, batch_size=batch_size,
                              progress=progress, store_text=store_text)
 
@@ -458,7 +459,7 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
 
     # Only now, with the input known to be good, is anything written.
     if new_rows:
-        index.catalog.add_words(new_rows)
+        add_words(index.catalog, new_rows)
     added = []
     _progress("adding", 0, len(measures))
     write = index.upsert if upsert else index.add
@@ -557,6 +558,6 @@ def text_info(index):
     if stored is None:
         return {"words": None}
     settings = TextSettings.from_json(stored)
-    return {"words": len(index.catalog.words()), "weighting": settings.weighting,
+    return {"words": len(read_words(index.catalog)), "weighting": settings.weighting,
             "token_pattern": settings.pattern, "stopwords": len(settings.stopwords),
             "vectors": (settings.vectors or {}).get("path")}
