@@ -174,8 +174,7 @@ class SobolevIndex:
         if not isinstance(graph, Graph):
             raise TypeError(f"graph is {type(graph).__name__}; expected a sobolev_index.Graph")
         path = os.fspath(path)
-        if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-            raise FileExistsError(f"{path} exists and is not an empty directory; choose a new path")
+        storage.require_new_directory(path)
         p = check_p(p)
         if roots is None:
             root_nodes, eta = graph.roots(1, strategy="center", seed=seed, eta=eta,

@@ -51,6 +51,13 @@ def _now():
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def require_new_directory(path):
+    """Refuse a ``path`` that exists and is not an empty directory: an index,
+    or a folder of files made for one, is only ever created fresh."""
+    if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+        raise FileExistsError(f"{path} exists and is not an empty directory; choose a new path")
+
+
 def file_checksum(path):
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
