@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from .. import _pairwise
 from . import inverted, storage
+from .catalog import Catalog
 from ..errors import (
     CorruptIndexError,
     DuplicateKeyError,
@@ -202,7 +203,7 @@ class SobolevIndex:
             meta = {
                 "format": storage.FORMAT_NAME,
                 "format_version": storage.FORMAT_VERSION,
-                "created_at": storage._now(),
+                "created_at": storage.utc_now(),
                 "p": p if not math.isinf(p) else "inf",
                 "n_nodes": graph.n_nodes,
                 "n_edges": graph.n_edges,
@@ -212,11 +213,11 @@ class SobolevIndex:
                 "next_doc_id": 1,
                 "next_segment_id": 1,
             }
-            storage.Catalog.create(staging, meta, root_nodes, eta)
+            Catalog.create(staging, meta, root_nodes, eta)
             if os.path.isdir(path):
                 os.rmdir(path)
             os.rename(staging, path)
-            storage._fsync_path(parent, directory=True)
+            storage.fsync_path(parent, directory=True)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -242,10 +243,10 @@ class SobolevIndex:
                 f"{path} is not a sobolev-index directory: it has no {storage.CATALOG}"
             )
         if mode == "a":
-            storage.Catalog(path, readonly=True).close()  # format check; writes nothing
+            Catalog(path, readonly=True).close()  # format check; writes nothing
         lock = storage.WriterLock(path, timeout) if mode == "a" else None
         try:
-            catalog = storage.Catalog(path, readonly=(mode == "r"))
+            catalog = Catalog(path, readonly=(mode == "r"))
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -346,7 +347,7 @@ class SobolevIndex:
         self._load()
 
     def _remove_orphans(self):
-        committed = [r[0] for r in self._catalog.conn.execute("SELECT file FROM segments")]
+        committed = self._catalog.segment_files()
         storage.remove_files(self.path, storage.orphan_files(self.path, committed))
 
     # ---------------------------------------------------------------- checks
@@ -530,7 +531,7 @@ class SobolevIndex:
 
     @property
     def catalog(self):
-        """The SQLite catalog (``storage.Catalog``): its ``db`` is a
+        """The SQLite catalog (``catalog.Catalog``): its ``db`` is a
         sqlite-utils Database on the index's connection."""
         self._check_open()
         return self._catalog
@@ -585,7 +586,7 @@ class SobolevIndex:
         segment_id = int(self._meta["next_segment_id"])
         row_of = np.arange(n)
         file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
-        now = storage._now()
+        now = storage.utc_now()
         segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": data.nnz,
                        "bytes": nbytes, "checksum": checksum, "created_at": now}
         sizes = np.diff(batch.indptr)
@@ -627,16 +628,12 @@ class SobolevIndex:
         call returned: then the new file is referenced and must stay, and
         the in-memory state is reloaded from the catalog. Otherwise the file
         is an orphan and goes."""
-        conn = self._catalog.conn
+        catalog = self._catalog
         try:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            landed = conn.execute("SELECT 1 FROM segments WHERE id = ?",
-                                  (segment_id,)).fetchone() is not None
+            catalog.abandon_transaction()
+            landed = bool(catalog.existing_segments([segment_id]))
             if not landed and landed_if_gone:
-                marks = ",".join("?" * len(landed_if_gone))
-                landed = conn.execute(f"SELECT count(*) FROM segments WHERE id IN ({marks})",
-                                      list(landed_if_gone)).fetchone()[0] == 0
+                landed = not catalog.existing_segments(landed_if_gone)
         except Exception:
             return  # unknown: keep the file; the next writer removes it if unreferenced
         if landed:
@@ -727,7 +724,7 @@ class SobolevIndex:
             data.inverted = inverted.build(data.features, self.graph.n_nodes)
             file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
             segment_row = {"id": segment_id, "file": file, "rows": data.rows, "nnz": data.nnz,
-                           "bytes": nbytes, "checksum": checksum, "created_at": storage._now()}
+                           "bytes": nbytes, "checksum": checksum, "created_at": storage.utc_now()}
             new_segment = _Segment(segment_row, data, np.ones(data.rows, dtype=bool), labels)
             moved = list(zip(data.doc_ids.tolist(), range(data.rows)))
         else:
@@ -995,8 +992,7 @@ class SobolevIndex:
                 data = storage.read_segment(self.path, row["file"], len(self.roots), row["checksum"])
             except FileNotFoundError:
                 # Merged away after our snapshot: only a problem if still committed.
-                if self._catalog.conn.execute("SELECT 1 FROM segments WHERE id = ?",
-                                              (row["id"],)).fetchone():
+                if self._catalog.existing_segments([row["id"]]):
                     problems.append(f"segment {row['file']} is missing")
                 continue
             except CorruptIndexError as exc:

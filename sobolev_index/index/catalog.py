@@ -1,0 +1,321 @@
+"""The catalog: the SQLite database that is an index's commit point.
+
+It holds the ``meta`` values, the roots, the committed segments and the
+documents (key, segment, row, label, fields, tombstone); a segment file is
+part of the index once, and only once, a transaction here refers to it
+(see ``storage.py`` for the files). Layers above may add their own tables
+through :meth:`Catalog.transaction`, in the same commit as meta values.
+"""
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+
+import numpy as np
+import sqlite_utils
+
+from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
+from .storage import CATALOG, FORMAT_NAME, FORMAT_VERSION
+
+SCHEMA = {
+    "meta": ({"name": str, "value": str}, "name"),
+    "roots": ({"position": int, "node": int, "eta": float}, "position"),
+    "segments": ({"id": int, "file": str, "rows": int, "nnz": int, "bytes": int,
+                  "checksum": str, "created_at": str}, "id"),
+    "documents": ({"id": int, "key": str, "segment": int, "row": int, "n_supports": int,
+                   "label": str, "fields": str, "deleted": int, "added_at": str}, "id"),
+}
+
+
+@dataclass
+class Snapshot:
+    """The committed state a reader works from."""
+
+    meta: dict
+    roots: list
+    segments: list          # dicts from the segments table, by id
+    doc_ids: np.ndarray     # per document (live and tombstoned), sorted by id
+    keys: list
+    segment_of: np.ndarray
+    row_of: np.ndarray
+    labels: list
+    deleted: np.ndarray
+
+
+class Catalog:
+    """The SQLite commit point. One connection; writes happen in transactions."""
+
+    def __init__(self, index_path, readonly):
+        self.path = os.path.join(index_path, CATALOG)
+        if not os.path.isfile(self.path):
+            raise NotAnIndexError(
+                f"{index_path} is not a sobolev-index directory: it has no {CATALOG}"
+            )
+        # The format is checked through a read-only connection first, so that
+        # a foreign database is never switched to WAL or otherwise touched.
+        probe = self._connect_readonly()
+        try:
+            self._check_format(probe)
+        except BaseException:
+            probe.close()
+            raise
+        if not readonly:
+            probe.close()
+        self.conn = probe if readonly else self._connect_writer()
+        self.db = sqlite_utils.Database(self.conn)
+
+    def _connect_readonly(self):
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
+                               check_same_thread=False, timeout=30)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL reader needs the -shm file; in a directory it may not
+            # write, that file cannot be made. With no pending log the
+            # database file alone is the whole committed state.
+            conn.close()
+            if os.access(os.path.dirname(self.path) or ".", os.W_OK):
+                raise
+            wal = self.path + "-wal"
+            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                raise CorruptIndexError(
+                    f"{self.path} has a pending write-ahead log and its directory is not "
+                    "writable; open the index once with write access to fold the log in"
+                ) from None
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True,
+                                   isolation_level=None, check_same_thread=False)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise NotAnIndexError(f"{self.path} is not a sobolev-index catalog ({exc})") from None
+        return conn
+
+    def _connect_writer(self):
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        return conn
+
+    @classmethod
+    def create(cls, index_path, meta, roots, eta):
+        path = os.path.join(index_path, CATALOG)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        db = sqlite_utils.Database(conn)
+        conn.execute("BEGIN")
+        for name, (columns, pk) in SCHEMA.items():
+            db[name].create(columns, pk=pk, not_null={pk})
+        db["documents"].create_index(["segment"])
+        db["documents"].create_index(["label"])
+        # Keys are unique among live documents; a tombstone keeps its key.
+        conn.execute("CREATE UNIQUE INDEX documents_live_key ON documents(key) WHERE deleted = 0")
+        conn.executemany("INSERT INTO meta (name, value) VALUES (?, ?)",
+                         [(k, json.dumps(v)) for k, v in meta.items()])
+        conn.executemany("INSERT INTO roots (position, node, eta) VALUES (?, ?, ?)",
+                         [(i, int(n), float(e)) for i, (n, e) in enumerate(zip(roots, eta))])
+        conn.execute("COMMIT")
+        conn.close()
+
+    def _check_format(self, conn):
+        try:
+            rows = dict(conn.execute("SELECT name, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as exc:
+            raise NotAnIndexError(
+                f"{self.path} is not a sobolev-index catalog ({exc})"
+            ) from None
+        try:
+            name = json.loads(rows.get("format", "null"))
+            version = json.loads(rows.get("format_version", "null"))
+        except (TypeError, ValueError):
+            name = version = None
+        if name != FORMAT_NAME:
+            raise NotAnIndexError(f"{self.path} is not a sobolev-index catalog")
+        if version != FORMAT_VERSION:
+            raise UnsupportedFormatError(
+                f"{self.path} has format version {version}; this release of sobolev-index "
+                f"reads version {FORMAT_VERSION}. Upgrade sobolev-index, or rebuild the index"
+            )
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    # -------------------------------------------------------------- reading
+    def snapshot(self):
+        """Everything a reader needs, read inside one transaction."""
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            meta = {k: json.loads(v) for k, v in conn.execute("SELECT name, value FROM meta")}
+            roots = conn.execute("SELECT node, eta FROM roots ORDER BY position").fetchall()
+            cursor = conn.execute(
+                "SELECT id, file, rows, nnz, bytes, checksum, created_at FROM segments ORDER BY id"
+            )
+            columns = [c[0] for c in cursor.description]
+            segments = [dict(zip(columns, row)) for row in cursor]
+            docs = conn.execute(
+                "SELECT id, key, segment, row, label, deleted FROM documents ORDER BY id"
+            ).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        if docs:
+            ids, keys, segs, rows, labels, deleted = zip(*docs)
+        else:
+            ids, keys, segs, rows, labels, deleted = (), (), (), (), (), ()
+        return Snapshot(
+            meta=meta, roots=roots, segments=segments,
+            doc_ids=np.asarray(ids, dtype=np.int64), keys=list(keys),
+            segment_of=np.asarray(segs, dtype=np.int64), row_of=np.asarray(rows, dtype=np.int64),
+            labels=list(labels), deleted=np.asarray(deleted, dtype=bool),
+        )
+
+    def document_by_id(self, doc_id):
+        cursor = self.conn.execute(
+            "SELECT id, key, segment, row, n_supports, label, fields, added_at FROM documents "
+            "WHERE id = ?", (int(doc_id),)
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        columns = [c[0] for c in cursor.description]
+        doc = dict(zip(columns, row))
+        doc["fields"] = json.loads(doc["fields"]) if doc["fields"] else None
+        return doc
+
+    def segment_files(self):
+        """The file names of the committed segments."""
+        return [row[0] for row in self.conn.execute("SELECT file FROM segments")]
+
+    def existing_segments(self, segment_ids):
+        """Those of ``segment_ids`` that a committed segment has."""
+        segment_ids = [int(i) for i in segment_ids]
+        found = set()
+        for start in range(0, len(segment_ids), 500):
+            chunk = segment_ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(row[0] for row in self.conn.execute(
+                f"SELECT id FROM segments WHERE id IN ({marks})", chunk))
+        return found
+
+    def meta_value(self, name):
+        row = self.conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def has_table(self, name):
+        """Whether the catalog has a table of this name (tables other than
+        the index's own are added by the layers above, such as ``words``)."""
+        row = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone()
+        return row is not None
+
+    def query(self, sql, params=()):
+        """All rows of one read-only statement, as tuples."""
+        return self.conn.execute(sql, params).fetchall()
+
+    # -------------------------------------------------------------- writing
+    def transaction(self):
+        """A write transaction (the index's own writes use one too).
+
+        ``with catalog.transaction() as tx:`` then ``tx.execute(sql, params)``,
+        ``tx.executemany(sql, rows)`` and ``tx.set_meta(values)``; everything
+        commits together when the block ends, or nothing does if it raises.
+        Layers above add their own tables this way.
+        """
+        return _Transaction(self)
+
+    def abandon_transaction(self):
+        """Roll back a transaction that an interrupted write left open, if any."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    def set_meta(self, values):
+        """Set ``meta`` values (JSON) in one transaction."""
+        with self.transaction():
+            self._set_meta(values)
+
+    def commit_segment(self, segment_row, documents, tombstone_ids=(), next_ids=None):
+        """One transaction: new segment + its documents (+ tombstones for upsert)."""
+        with self.transaction():
+            self._tombstone(tombstone_ids)
+            self._insert("segments", [segment_row])
+            self._insert("documents", documents)
+            if next_ids:
+                self._set_meta(next_ids)
+
+    def tombstone(self, doc_ids):
+        with self.transaction():
+            self._tombstone(doc_ids)
+
+    def replace_segments(self, old_ids, segment_row, moved, dropped_ids, next_ids):
+        """One transaction for a merge: the new segment replaces the old ones.
+
+        ``moved`` is a list of (doc_id, new_row); ``dropped_ids`` are tombstoned
+        documents of the old segments, now forgotten.
+        """
+        with self.transaction():
+            if segment_row is not None:
+                self._insert("segments", [segment_row])
+                self.conn.executemany(
+                    "UPDATE documents SET segment = ?, row = ? WHERE id = ?",
+                    [(segment_row["id"], int(row), int(doc_id)) for doc_id, row in moved],
+                )
+            self._delete_in("documents", "id", dropped_ids)
+            self._delete_in("segments", "id", old_ids)
+            self._set_meta(next_ids)
+
+    def _insert(self, table, rows):
+        # Plain executemany: sqlite-utils' inserts commit on their own, which
+        # would split the caller's transaction.
+        if not rows:
+            return
+        columns = list(SCHEMA[table][0])
+        self.conn.executemany(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            [tuple(row.get(c) for c in columns) for row in rows],
+        )
+
+    def _tombstone(self, doc_ids):
+        doc_ids = [int(i) for i in doc_ids]
+        for start in range(0, len(doc_ids), 500):
+            chunk = doc_ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            self.conn.execute(f"UPDATE documents SET deleted = 1 WHERE id IN ({marks})", chunk)
+
+    def _delete_in(self, table, column, values):
+        values = [int(v) for v in values]
+        for start in range(0, len(values), 500):
+            chunk = values[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            self.conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
+
+    def _set_meta(self, values):
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+            [(k, json.dumps(v)) for k, v in values.items()],
+        )
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE on entry; COMMIT on a clean exit, ROLLBACK otherwise."""
+
+    def __init__(self, catalog):
+        self._catalog = catalog
+        self._conn = catalog.conn
+
+    def __enter__(self):
+        self._conn.execute("BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        return False
+
+    def execute(self, sql, params=()):
+        return self._conn.execute(sql, params)
+
+    def executemany(self, sql, rows):
+        return self._conn.executemany(sql, rows)
+
+    def set_meta(self, values):
+        self._catalog._set_meta(values)
