@@ -21,6 +21,9 @@ __all__ = [
     "pairwise_sobolev",
     "sobolev_kernel",
     "SobolevFeatures",
+    "difference_distance",
+    "scaled_rows",
+    "sliced_pairwise",
 ]
 
 
@@ -73,8 +76,10 @@ def _checked_features(F, tree, name):
     return F
 
 
-def _scaled_rows(F, tree, p):
-    """Row arrays with values multiplied by w**(1/p), so S_p is a plain l_p."""
+def scaled_rows(F, tree, p):
+    """(indptr, indices, data) of the feature rows ``F`` (a CSR matrix, or
+    anything with those three arrays) with each value multiplied by its
+    edge's w**(1/p), so that S_p is a plain l_p distance between rows."""
     if math.isinf(p):
         data = F.data
     elif p == 1.0:
@@ -89,15 +94,18 @@ def _scaled_rows(F, tree, p):
 def _powers(FX, FY, tree, p, n_threads):
     """sum_v w_v |x_v - y_v|^p for every pair (max |.| for p = inf)."""
     symmetric = FY is None
-    x = _scaled_rows(FX, tree, p)
-    y = x if symmetric else _scaled_rows(FY, tree, p)
+    x = scaled_rows(FX, tree, p)
+    y = x if symmetric else scaled_rows(FY, tree, p)
     n_y = FX.shape[0] if symmetric else FY.shape[0]
     out = np.zeros((FX.shape[0], n_y), dtype=np.float64)
     _pairwise.pairwise_powers(*x, *y, tree.n_nodes, p, symmetric, out, n_threads=n_threads)
     return out
 
 
-def _sliced(FX, FY, trees, p, eta, n_threads, power):
+def sliced_pairwise(FX, FY, trees, p, eta, n_threads=None, power=False):
+    """sum_r eta_r S_p^(r) between the rows of FX and FY (FY=None: FX with
+    itself), or sum_r eta_r (S_p^(r))^p with ``power=True``: the matrix of
+    :func:`pairwise_sobolev`, and what :func:`sobolev_kernel` takes exp(-t .) of."""
     trees = _tree_list(trees)
     p = check_p(p)
     eta = normalise_eta(eta, len(trees))
@@ -122,7 +130,7 @@ def pairwise_sobolev(FX, FY=None, trees=None, p=1, eta=None, n_threads=None):
     zero diagonal. ``n_threads`` defaults to all OpenMP threads; results do
     not depend on it.
     """
-    return _sliced(FX, FY, trees, p, eta, n_threads, power=False)
+    return sliced_pairwise(FX, FY, trees, p, eta, n_threads, power=False)
 
 
 def sobolev_kernel(FX, FY=None, trees=None, p=1, t=1.0, power=False, eta=None, n_threads=None):
@@ -137,7 +145,7 @@ def sobolev_kernel(FX, FY=None, trees=None, p=1, t=1.0, power=False, eta=None, n
     p = check_p(p)
     if power and math.isinf(p):
         raise ValueError("power=True needs a finite p; S_inf has no p-th power")
-    values = _sliced(FX, FY, trees, p, eta, n_threads, power=power)
+    values = sliced_pairwise(FX, FY, trees, p, eta, n_threads, power=power)
     np.multiply(values, -float(t), out=values)
     return np.exp(values, out=values)
 
@@ -152,10 +160,10 @@ def sobolev_distance(mu, nu, trees, p=1, eta=None, normalize=True):
     p = check_p(p)
     eta = normalise_eta(eta, len(trees))
     pairs = [tree.features_of([mu, nu], normalize=normalize) for tree in trees]
-    return _difference_distance([F[0] for F in pairs], [F[1] for F in pairs], trees, p, eta)
+    return difference_distance([F[0] for F in pairs], [F[1] for F in pairs], trees, p, eta)
 
 
-def _difference_distance(fa, fb, trees, p, eta):
+def difference_distance(fa, fb, trees, p, eta):
     """sum_r eta_r S_p between one-row feature matrices fa[r] and fb[r], from
     their sparse difference: no cancellation, so exact for near-equal rows."""
     total = 0.0
@@ -219,7 +227,7 @@ class SobolevFeatures:
         blocks = []
         for r, tree in enumerate(self.trees_):
             F = tree.features_of(X, normalize=self.normalize)
-            indptr, indices, data = _scaled_rows(F, tree, self.p_)
+            indptr, indices, data = scaled_rows(F, tree, self.p_)
             if len(self.trees_) > 1:
                 data = data * self.eta_[r]
             blocks.append(sp.csr_matrix((data, indices, indptr), shape=F.shape))

@@ -489,23 +489,27 @@ class ShortestPathTree:
         """
         batch = as_measure_batch(indptr=indptr, nodes=nodes, masses=masses,
                                  n_nodes=self.n_nodes, normalize=normalize)
-        return self._features(batch, n_threads)
+        return self.features_of_batch(batch, n_threads)
 
     def features_of(self, measures, normalize=True, n_threads=None):
         """Like :meth:`features`, for a sequence of ``(nodes, masses)`` pairs
         or an N x n_nodes (sparse) matrix of node masses."""
         batch = as_measure_batch(measures, n_nodes=self.n_nodes, normalize=normalize)
-        return self._features(batch, n_threads)
+        return self.features_of_batch(batch, n_threads)
 
-    def _feature_arrays(self, batch, n_threads):
-        """(indptr, indices, data) of the features of a checked batch."""
+    def feature_arrays_of_batch(self, batch, n_threads=None):
+        """(indptr, indices, data) of the features of a :class:`MeasureBatch`
+        that :func:`as_measure_batch` made for this tree's graph: the arrays
+        of :meth:`features_of_batch` without building a SciPy matrix."""
         return _features.edge_masses(
             self._parent32, self.root, batch.indptr, batch.nodes, batch.masses,
             batch.row_scale, n_threads=n_threads,
         )
 
-    def _features(self, batch, n_threads):
-        out_indptr, out_indices, out_data = self._feature_arrays(batch, n_threads)
+    def features_of_batch(self, batch, n_threads=None):
+        """Like :meth:`features`, for a :class:`MeasureBatch` that
+        :func:`as_measure_batch` already checked (nothing is checked again)."""
+        out_indptr, out_indices, out_data = self.feature_arrays_of_batch(batch, n_threads)
         matrix = sp.csr_matrix((out_data, out_indices, out_indptr), shape=(len(batch), self.n_nodes))
         matrix.has_sorted_indices = True
         return matrix

@@ -27,9 +27,9 @@ from ..errors import (
 )
 from ..graph import Graph, normalise_eta
 from ..distances import (
-    _difference_distance,
-    _scaled_rows,
-    _sliced,
+    difference_distance,
+    scaled_rows,
+    sliced_pairwise,
     check_p,
     pairwise_sobolev,
     sobolev_kernel,
@@ -439,7 +439,7 @@ class SobolevIndex:
         p = self.p if p is None else check_p(p)
         positions = self._root_positions(roots)
         eta = normalise_eta(self.eta[positions], len(positions))
-        return _difference_distance(self._features_of(a, positions), self._features_of(b, positions),
+        return difference_distance(self._features_of(a, positions), self._features_of(b, positions),
                                     [self.trees[r] for r in positions], p, eta)
 
     def pairwise(self, keys, other_keys=None, p=None, roots=None, n_threads=None):
@@ -494,7 +494,7 @@ class SobolevIndex:
         if t is None:
             if power and math.isinf(p):
                 raise ValueError("power=True needs a finite p; S_inf has no p-th power")
-            matrix = _sliced(F, None, trees, p, eta, n_threads, power=power)
+            matrix = sliced_pairwise(F, None, trees, p, eta, n_threads, power=power)
         else:
             matrix = sobolev_kernel(F, None, trees, p=p, t=t, power=power, eta=eta,
                                     n_threads=n_threads)
@@ -576,7 +576,7 @@ class SobolevIndex:
         if n == 0:
             return []
 
-        features = [tree._features(batch, None) for tree in self.trees]
+        features = [tree.features_of_batch(batch) for tree in self.trees]
         data = storage.SegmentData(
             doc_ids=doc_ids, indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,
             features=[(f.indptr.astype(np.int64), f.indices.astype(np.int32), f.data)
@@ -853,9 +853,9 @@ class SobolevIndex:
             # A single query's search is a few milliseconds; building a SciPy
             # matrix (and checking it) would be a tenth of that.
             shape = (len(batch), self.graph.n_nodes)
-            return [_FeatureRows(*self.trees[r]._feature_arrays(batch, None), shape)
+            return [_FeatureRows(*self.trees[r].feature_arrays_of_batch(batch), shape)
                     for r in positions]
-        return [self.trees[r]._features(batch, None) for r in positions]
+        return [self.trees[r].features_of_batch(batch) for r in positions]
 
     def _search_scope(self, where):
         """The rows a search may return (see _SearchScope). Without ``where``
@@ -947,7 +947,7 @@ class SobolevIndex:
         total = None
         for r, position in enumerate(positions):
             tree = self.trees[position]
-            q = _csr_rows(_scaled_rows(query_features[r], tree, math.inf), start, stop)
+            q = _csr_rows(scaled_rows(query_features[r], tree, math.inf), start, stop)
             y_indptr, y_indices, y_data, y_norm = segment.scaled(position, math.inf, tree)
             out = np.empty((stop - start, segment.rows))
             _pairwise.scan_powers(*q, y_indptr, y_indices, y_data, y_norm, self.graph.n_nodes,
@@ -1012,7 +1012,7 @@ class SobolevIndex:
                 problems.append(f"segment {row['file']} stores an invalid measure: {exc}")
                 continue
             for r, tree in enumerate(self.trees):
-                fresh = tree._features(batch, None)
+                fresh = tree.features_of_batch(batch)
                 stored = _csr_rows(data.features[r], 0, data.rows)
                 for j, i in enumerate(picks):
                     a = slice(fresh.indptr[j], fresh.indptr[j + 1])
