@@ -288,11 +288,10 @@ def _build_points(index, points, diagrams, diagram_weights, nodes, edges, roots,
 
 def _point_kind(index):
     """The kind of point sets of a point index, or None for other indexes."""
-    from ..ingest.pointindex import POINTS_META, index_kind
+    from ..ingest.fill import index_kind
 
-    if index_kind(index) != "points":
-        return None
-    return index.catalog.meta_value(POINTS_META)["kind"]
+    kind = index_kind(index)
+    return None if kind == "text" else kind
 
 
 # --------------------------------------------------------------------- add

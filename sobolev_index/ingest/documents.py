@@ -1,7 +1,7 @@
 """Documents as measures: corpus files in, an index of bags of words out.
 
 A document becomes a measure on the graph's nodes: its words are tokenized
-(:mod:`sobolev_index.text`), weighted by normalised counts or tf-idf, and
+(:mod:`sobolev_index.ingest.text`), weighted by normalised counts or tf-idf, and
 each word sits at the node of its word vector's cluster. The word -> node
 table is made when the index is built (farthest-point clustering of the
 corpus's word vectors) and kept in the index's catalog, so that queries and
@@ -15,7 +15,6 @@ Corpus files (see :func:`read_corpus`): JSONL (``key``, ``text``, optional
 import json
 import math
 import os
-import shutil
 import sys
 import warnings
 from collections import Counter
@@ -23,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .embeddings import WordVectors
 from ..errors import CorpusError, InvalidMeasureError
-from ..graph import Graph
-from ..index import SobolevIndex
+from ..index.storage import require_new_directory
+from .embeddings import WordVectors, load_vectors
+from .fill import TEXT_META, add_in_batches, build_graph, check_can_add, check_new_keys, create_and_fill
 from .text import DEFAULT_TOKEN_PATTERN, tokenize
 from .words import add_words, read_words
 
@@ -42,7 +41,6 @@ __all__ = [
 ]
 
 WEIGHTINGS = ("count", "tfidf")
-TEXT_META = "text"
 CORPUS_FORMATS = ("auto", "jsonl", "lines", "text", "dir")
 
 
@@ -296,8 +294,6 @@ def _vectors_for(vectors, words, fold_case=False, progress=None):
         return vectors.subset(words)
     if not os.path.exists(os.fspath(vectors)):
         raise CorpusError(f"vector file {vectors} does not exist")
-    from .embeddings import load_vectors
-
     return load_vectors(vectors, words=words, fold_case=fold_case, progress=progress)
 
 
@@ -323,8 +319,7 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
     """
     settings = settings or TextSettings()
     path = os.fspath(path)
-    if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-        raise FileExistsError(f"{path} exists and is not an empty directory; choose a new path")
+    require_new_directory(path)
     documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
     if not documents:
         raise CorpusError("the corpus has no documents")
@@ -341,24 +336,16 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
         raise CorpusError(f"no document has a word matching the token pattern {settings.pattern!r}")
     vocabulary = sorted(frequency, key=lambda w: (-frequency[w], w))
 
-    if isinstance(vectors, WordVectors):
-        found = vectors.subset(vocabulary)
-    else:
-        size = os.path.getsize(vectors) if os.path.isfile(vectors) else 0
-        _progress("vectors", 0, size)
-        found = _vectors_for(vectors, vocabulary, fold_case,
-                             progress=lambda done: _progress("vectors", done, size))
+    found = _vectors_for(vectors, vocabulary, fold_case, progress=_vector_progress(vectors, _progress))
     if found is None or len(found) == 0:
         raise CorpusError(
             f"none of the corpus's {len(vocabulary):,} distinct words has a vector in {vectors}; "
             "check that the vectors match the corpus's language and case (try fold_case)")
-    n_centres = min(nodes, len(found))
-    _progress("graph", 0, n_centres)
-    graph = Graph.from_points(found.vectors, n_nodes=nodes, edges=edges, seed=seed,
-                              progress=lambda done: _progress("graph", done, n_centres))
+    graph = build_graph(found.vectors, nodes=nodes, edges=edges, seed=seed, progress=progress)
     settings = TextSettings(**{**settings.to_json(), "stopwords": settings.stopwords,
                                "n_documents": len(documents),
                                "vectors": _vectors_meta(vectors, fold_case)})
+
     def fill(index):
         rows = [(w, int(graph.assignment[i]), document_frequency[w])
                 for i, w in enumerate(found.words)]
@@ -370,30 +357,12 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
                                     on_violation=on_violation)
     covered = sum(frequency[w] for w in found.words)
     report.update({
+        "kind": "text",
         "vocabulary": len(vocabulary),
         "words_with_vectors": len(found),
         "token_coverage": covered / sum(frequency.values()),
-        "nodes": graph.n_nodes,
-        "edges": graph.n_edges,
-        "roots": index.roots.tolist(),
     })
     return index, report
-
-
-def create_and_fill(path, graph, fill, **create_options):
-    """Create an index at ``path`` and run ``fill(index)``; returns (index,
-    what fill returned). A build is not incremental: if it fails, nothing is
-    left behind (an empty folder the caller gave stays, empty)."""
-    existed = os.path.isdir(path)
-    index = SobolevIndex.create(path, graph, **create_options)
-    try:
-        return index, fill(index)
-    except BaseException:
-        index.close()
-        shutil.rmtree(path, ignore_errors=True)
-        if existed:
-            os.makedirs(path, exist_ok=True)
-        raise
 
 
 def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_size=1000,
@@ -411,10 +380,7 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     (``fields["text"]``). Returns a report with ``added`` (keys),
     ``skipped`` (keys or positions) and ``new_words``.
     """
-    if not index.writable:
-        raise CorpusError(f"the index at {index.path} is open for reading; open it with mode='a'")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size is {batch_size!r}; expected an integer >= 1")
+    check_can_add(index, batch_size)
     encoder = TextEncoder.of_index(index)
     documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
     _progress = progress or (lambda stage, done, total: None)
@@ -455,48 +421,20 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     if upsert and keys and keys[0] is None:
         raise CorpusError("upsert needs a key on every document: the documents to replace are "
                           "found by key")
-    _check_new_keys(index, keys, upsert)
+    check_new_keys(index, keys, upsert)
 
     # Only now, with the input known to be good, is anything written.
     if new_rows:
         add_words(index.catalog, new_rows)
-    added = []
-    _progress("adding", 0, len(measures))
-    write = index.upsert if upsert else index.add
-    batch_keys = None
-    try:
-        for start in range(0, len(measures), batch_size):
-            stop = start + batch_size
-            batch_keys = None if keys[start] is None else keys[start:stop]
-            added.extend(write(measures[start:stop], keys=batch_keys, labels=labels[start:stop],
-                               fields=fields[start:stop]))
-            batch_keys = None
-            _progress("adding", len(added), len(measures))
-    except KeyboardInterrupt as exc:
-        # The batch in flight may have committed before the interrupt (for
-        # instance during the merge that follows a commit).
-        if batch_keys is not None:
-            added.extend(k for k in batch_keys if k in index)
-        exc.added = added
-        raise
+    added = add_in_batches(index, measures, None if keys and keys[0] is None else keys, labels,
+                           fields, batch_size=batch_size, upsert=upsert, progress=_progress)
     return {"added": added, "skipped": skipped, "new_words": len(new_rows)}
 
 
-def _check_new_keys(index, keys, upsert):
-    """Every key problem is found before the first batch is written."""
-    seen = set()
-    for key in keys:
-        if key is None:
-            continue
-        if key in seen:
-            raise CorpusError(f"key {key!r} appears twice in the input; keys must be unique")
-        seen.add(key)
-        if not upsert and key in index:
-            raise CorpusError(f"key {key!r} is already in the index; delete it first, or upsert")
-
-
 def _vector_progress(vectors, progress):
-    if isinstance(vectors, WordVectors) or not os.path.isfile(vectors):
+    """A :func:`load_vectors` progress callback that reports stage
+    ``"vectors"`` against the file's size; None unless ``vectors`` is a file."""
+    if not isinstance(vectors, (str, os.PathLike)) or not os.path.isfile(vectors):
         return None
     size = os.path.getsize(vectors)
     progress("vectors", 0, size)

@@ -3,26 +3,30 @@
 The graph is built from the points of all the sets given at build time
 (farthest-point clustering into at most ``nodes`` nodes), and every point
 set becomes a measure by sending its points to their nearest node
-(:func:`sobolev_index.pointsets.pointsets_to_measures`). Sets added later,
-and queries, use the same nearest-node rule, so they need nothing stored
-beyond the graph's node coordinates. The catalog's ``meta`` records the
-kind of sets (``points``) so that the CLI reads later input the same way.
+(:func:`sobolev_index.ingest.pointsets.pointsets_to_measures`). Sets added
+later, and queries, use the same nearest-node rule, so they need nothing
+stored beyond the graph's node coordinates. The catalog's ``meta`` records
+the kind of sets (``clouds`` or ``diagrams``) so that later input is read
+the same way.
 """
 import os
 
 import numpy as np
 
-from .documents import create_and_fill
 from ..errors import CorpusError
-from ..graph import Graph
+from ..index.storage import require_new_directory
+from .fill import POINTS_META, add_in_batches, build_graph, check_can_add, check_new_keys, create_and_fill
 from .pointsets import PointSet, pointsets_to_measures, read_diagrams, read_point_clouds
 
-__all__ = ["POINT_KINDS", "read_pointsets", "build_point_index", "add_pointsets", "point_measures",
-           "index_kind"]
+__all__ = ["POINT_KINDS", "read_pointsets", "build_point_index", "add_pointsets", "point_measures"]
 
-POINTS_META = "points"
 POINT_KINDS = ("clouds", "diagrams")
 _DIAGRAM_SUFFIXES = (".csv", ".tsv", ".txt", ".npy")
+
+
+def _check_kind(kind):
+    if kind not in POINT_KINDS:
+        raise ValueError(f"kind is {kind!r}; expected one of {', '.join(POINT_KINDS)}")
 
 
 def _diagram_files(path):
@@ -40,8 +44,7 @@ def read_pointsets(sources, kind="clouds", diagram_weights="uniform", label_from
     clouds (``-`` for stdin); ``kind="diagrams"`` reads one persistence
     diagram per CSV/text/.npy file (directories are searched, and with
     ``label_from_dir`` a diagram's label is its folder's name)."""
-    if kind not in POINT_KINDS:
-        raise ValueError(f"kind is {kind!r}; expected one of {', '.join(POINT_KINDS)}")
+    _check_kind(kind)
     sources = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
     if kind == "clouds":
         return [s for source in sources for s in read_point_clouds(source)]
@@ -49,43 +52,29 @@ def read_pointsets(sources, kind="clouds", diagram_weights="uniform", label_from
     return list(read_diagrams(files, weights=diagram_weights, label_from_dir=label_from_dir))
 
 
-def index_kind(index):
-    """"text", "points" or None (an index of plain measures)."""
-    from .documents import TEXT_META
-
-    if index.catalog.meta_value(TEXT_META) is not None:
-        return "text"
-    if index.catalog.meta_value(POINTS_META) is not None:
-        return "points"
-    return None
-
-
 def build_point_index(path, pointsets, *, nodes=1000, edges="log", roots=None, p=1, seed=0,
                       kind="clouds", batch_size=1000, progress=None, on_violation="perturb"):
     """Build an index at ``path`` from point sets (a list of
-    :class:`~sobolev_index.pointsets.PointSet`). Returns (index open for
-    writing, report dict)."""
+    :class:`~sobolev_index.ingest.pointsets.PointSet`); ``kind`` ("clouds" or
+    "diagrams") is recorded so that later input is read the same way.
+    Returns (index open for writing, report dict)."""
+    _check_kind(kind)
     path = os.fspath(path)
-    if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-        raise FileExistsError(f"{path} exists and is not an empty directory; choose a new path")
+    require_new_directory(path)
     pointsets = list(pointsets)
     if not pointsets:
         raise CorpusError("no point sets were given")
     _check_pointsets(pointsets)
-    _progress = progress or (lambda stage, done, total: None)
     points = np.vstack([s.points for s in pointsets])
-    n_centres = min(nodes, len(points))
-    _progress("graph", 0, n_centres)
-    graph = Graph.from_points(points, n_nodes=nodes, edges=edges, seed=seed,
-                              progress=lambda done: _progress("graph", done, n_centres))
+    graph = build_graph(points, nodes=nodes, edges=edges, seed=seed, progress=progress)
+
     def fill(index):
         index.catalog.set_meta({POINTS_META: {"kind": kind, "dim": int(points.shape[1])}})
         return add_pointsets(index, pointsets, batch_size=batch_size, progress=progress)
 
     index, report = create_and_fill(path, graph, fill, roots=roots, p=p, seed=seed,
                                     on_violation=on_violation)
-    report.update({"points": int(len(points)), "dim": int(points.shape[1]),
-                   "nodes": graph.n_nodes, "edges": graph.n_edges, "roots": index.roots.tolist()})
+    report.update({"kind": kind, "points": int(len(points)), "dim": int(points.shape[1])})
     return index, report
 
 
@@ -108,29 +97,16 @@ def point_measures(index, pointsets):
 
 def add_pointsets(index, pointsets, *, batch_size=1000, progress=None, upsert=False):
     """Add point sets in committed batches; every key is checked before the
-    first batch is written. Returns {"added": keys}."""
-    if not index.writable:
-        raise CorpusError(f"the index at {index.path} is open for reading; open it with mode='a'")
+    first batch is written. The batches before an interruption stay
+    committed (a KeyboardInterrupt carries their keys as ``added``).
+    Returns {"added": keys, "skipped": []}."""
+    check_can_add(index, batch_size)
     pointsets = list(pointsets)
     _check_pointsets(pointsets)
-    if not upsert:
-        taken = [s.key for s in pointsets if s.key in index]
-        if taken:
-            raise CorpusError(f"key {taken[0]!r} is already in the index; delete it first, or upsert")
+    keys = [s.key for s in pointsets]
+    check_new_keys(index, keys, upsert)
     measures = point_measures(index, pointsets)
-    _progress = progress or (lambda stage, done, total: None)
-    write = index.upsert if upsert else index.add
-    added = []
-    _progress("adding", 0, len(measures))
-    try:
-        for start in range(0, len(measures), batch_size):
-            chunk = pointsets[start:start + batch_size]
-            added.extend(write(measures[start:start + batch_size], keys=[s.key for s in chunk],
-                               labels=[s.label for s in chunk],
-                               fields=[s.fields or None for s in chunk]))
-            _progress("adding", len(added), len(measures))
-    except KeyboardInterrupt as exc:
-        exc.added = added + [s.key for s in pointsets[len(added):len(added) + batch_size]
-                             if s.key in index]
-        raise
+    added = add_in_batches(index, measures, keys, [s.label for s in pointsets],
+                           [s.fields or None for s in pointsets], batch_size=batch_size,
+                           upsert=upsert, progress=progress)
     return {"added": added, "skipped": []}
