@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import VectorFileError
+from .fill import is_number
 
 __all__ = [
     "VECTOR_FORMATS",
@@ -111,6 +112,12 @@ def _decode(raw):
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw.decode("latin-1")
+
+
+def _word(raw, fold_case):
+    """A word of the file as matched against the words wanted."""
+    word = _decode(raw)
+    return word.lower() if fold_case else word
 
 
 def _show(raw, limit=60):
@@ -312,12 +319,7 @@ def _read_word2vec_binary(source, wanted, fold_case, dtype, progress):
             continue
         start = space + 1
         end = start + nbytes
-        try:
-            word = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            word = raw.decode("latin-1")
-        if fold_case:
-            word = word.lower()
+        word = _word(raw, fold_case)
         keep = (wanted is None or word in wanted) and word not in seen
         if keep:
             seen.add(word)
@@ -363,14 +365,6 @@ def _read_word2vec_binary(source, wanted, fold_case, dtype, progress):
     return _finish(path, words, rows, lambda i: f"at byte offset {offsets[i]}", dtype)
 
 
-def _is_number(token):
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
-
-
 def _parse_line(line, dim, path, line_no, note):
     """(word bytes, float64 values) of a text line with ``dim`` values."""
     # Splitting from the right keeps a word that contains spaces whole (GloVe
@@ -379,7 +373,7 @@ def _parse_line(line, dim, path, line_no, note):
     n_values = len(fields) - 1
     if n_values == dim:
         head = fields[0].split()
-        if len(head) > 1 and all(_is_number(token) for token in head[1:]):
+        if len(head) > 1 and all(is_number(token) for token in head[1:]):
             n_values = dim + len(head) - 1
     if n_values != dim:
         raise VectorFileError(
@@ -389,7 +383,7 @@ def _parse_line(line, dim, path, line_no, note):
         values = np.array(fields[1:], dtype=np.float64)
     except ValueError:
         for i, token in enumerate(fields[1:]):
-            if not _is_number(token):
+            if not is_number(token):
                 raise VectorFileError(
                     f"{path}: line {line_no}: value {i + 1} of {_show(word)} is "
                     f"{_show(token)}; expected a number") from None
@@ -441,13 +435,10 @@ def _read_text(source, fmt, wanted, fold_case, dtype, progress):
         if wanted is not None:
             # Only lines whose first field is wanted are parsed: this keeps a
             # pass over a large file to a split per line.
-            word = _decode(first[0])
-            if (word.lower() if fold_case else word) not in wanted:
+            if _word(first[0], fold_case) not in wanted:
                 continue
         raw, values = _parse_line(line, dim, path, line_no, note)
-        word = _decode(raw)
-        if fold_case:
-            word = word.lower()
+        word = _word(raw, fold_case)
         if (wanted is None or word in wanted) and word not in seen:
             seen.add(word)
             words.append(word)
@@ -499,9 +490,7 @@ def _read_npy(path, vocab, wanted, fold_case, dtype, progress):
                 raise VectorFileError(
                     f"{vocab}: line {blank} is blank; expected a word (row {blank - 1} of "
                     f"{path})")
-            word = _decode(fields[0])
-            if fold_case:
-                word = word.lower()
+            word = _word(fields[0], fold_case)
             if (wanted is None or word in wanted) and word not in seen:
                 seen.add(word)
                 words.append(word)
@@ -720,4 +709,4 @@ def write_word2vec_text(path, words, vectors, header=True):
             handle.write(f"{len(words)} {vectors.shape[1]}\n".encode("ascii"))
         for word, vector in zip(words, vectors):
             values = " ".join(f"{v:.{digits}g}" for v in vector.tolist())
-            handle.write(f"{word} {values}\n".encode("utf-8"))
+            handle.write(f"{word} {values}\n".encode())

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorpusError
+from .fill import is_number
 
 __all__ = [
     "PointSet",
@@ -350,7 +351,8 @@ def _iter_point_clouds(source):
             ) from None
         except json.JSONDecodeError as exc:
             raise CorpusError(
-                f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); expected one JSON object per line"
+                f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                "expected one JSON object per line"
             ) from None
         if not isinstance(record, dict):
             raise CorpusError(
@@ -405,14 +407,6 @@ def _split_fields(line):
     return line.split()
 
 
-def _is_number(text):
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _text_diagram(path, name):
     """Columns (birth, death, dimension or None) and 1-based line numbers."""
     header, header_line = None, None
@@ -422,7 +416,7 @@ def _text_diagram(path, name):
         if not text or text.startswith("#"):
             continue
         fields = _split_fields(text)
-        if header is None and not rows and not any(_is_number(f) for f in fields):
+        if header is None and not rows and not any(is_number(f) for f in fields):
             header, header_line = [f.lower() for f in fields], number
             continue
         rows.append(fields)
