@@ -13,15 +13,9 @@ import shutil
 import tempfile
 import time
 
-from .documents import (
-    TextSettings,
-    add_documents,
-    build_index,
-    read_corpus,
-    text_measures,
-)
+from ..index.storage import require_new_directory
+from .documents import TextSettings, add_documents, build_index, read_corpus, text_measures
 from .embeddings import write_word2vec_binary
-from ..index import SobolevIndex
 from .stdlib_corpus import nearest_words, ppmi_svd_vectors, stdlib_documents
 from .text import ENGLISH_STOPWORDS, tokenize
 
@@ -53,8 +47,7 @@ def run_quickstart(directory=None, seed=0, log=print):
     keep = directory is not None
     if keep:
         directory = os.path.abspath(os.fspath(directory))
-        if os.path.exists(directory) and os.listdir(directory):
-            raise FileExistsError(f"{directory} is not empty; give a new or empty folder")
+        require_new_directory(directory)
         os.makedirs(directory, exist_ok=True)
     else:
         directory = tempfile.mkdtemp(prefix="sobolev-quickstart-")
@@ -146,7 +139,7 @@ def _run(directory, seed, log, keep):
         added = add_documents(index, read_corpus(more_file), vectors_file, skip_empty=True)
         log(f"  add: {len(added['added']):,} more documents, {added['new_words']} new words "
             f"placed by their vectors; {len(index):,} in all ({timed('add', t):.2f} s)")
-        victims = [k for k in added["added"][:5]]
+        victims = added["added"][:5]
         t = time.perf_counter()
         index.delete(victims)
         segments_before = len(index.segments)

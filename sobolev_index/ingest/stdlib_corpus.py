@@ -18,8 +18,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
-from .embeddings import WordVectors
 from ..errors import CorpusError
+from .embeddings import WordVectors
 from .text import tokenize
 
 __all__ = ["stdlib_documents", "ppmi_svd_vectors", "nearest_words"]
@@ -167,7 +167,7 @@ def stdlib_documents(stdlib_dir=None, include_topics=True, min_words=5, return_s
         ``help("with")``), if that file exists.
     min_words : int, default=5
         Drop documents with fewer tokens than this, as counted by
-        :func:`sobolev_index.text.tokenize`.
+        :func:`sobolev_index.ingest.text.tokenize`.
     return_stats : bool, default=False
         Also return a dict of counts and the time taken.
 
@@ -359,7 +359,7 @@ def ppmi_svd_vectors(token_lists, dim=100, window=5, min_count=3, seed=0, max_wo
     ----------
     token_lists : iterable of list of str
         The tokens of each document, in order (e.g. from
-        :func:`sobolev_index.text.tokenize`).
+        :func:`sobolev_index.ingest.text.tokenize`).
     dim : int, default=100
         Dimension of the vectors.
     window : int, default=5
