@@ -20,7 +20,8 @@ EXTENSIONS = [
     "_features",
     "_cluster",
     "_pairwise",
-    "index._inverted",
+    "index._inverted_build",
+    "index._inverted_search",
 ]
 
 OPENMP_PROBE = textwrap.dedent(

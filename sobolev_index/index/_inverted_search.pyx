@@ -1,7 +1,7 @@
 """Exact top-k search for finite p through an inverted file over edges.
 
-Private: ``inverted.py`` checks every array (most come from files) before
-calling in here, so these loops trust their inputs.
+Private: ``inverted.py`` checks every array before calling in here, so
+these loops trust their inputs. The arrays are built by _inverted_build.
 
 For one root with edge weights w, a query q and a stored row x (raw edge
 masses), S_p^p(q, x) = sum_c w_c |q_c - x_c|^p. The columns of a segment
@@ -29,15 +29,18 @@ the threshold at the end get their exact value by merging the two rows'
 sorted columns (no cancellation), so results are exact.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport fabs, pow, sqrt, INFINITY
+from cython.parallel cimport prange, threadid
+from libc.math cimport fabs, pow, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, INT64_MAX
 from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memset
 
 import numpy as np
 
-from .._powers cimport abs_pow
+from .._powers cimport abs_pow, power_kind, pth_root
 from .._typedefs cimport float32_t, float64_t, node_t, offset_t
+from ._heap cimport Found, Tagged, heap_offer, worse
+from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE
 from .._openmp_helpers import effective_threads
 
 cdef extern from *:
@@ -87,14 +90,8 @@ cdef float64_t ERR_RTOL = 1e-11
 # takes at least twice each.
 cdef float64_t VALUE_RTOL = 2.0 ** -22
 cdef float64_t VALUE_ATOL = 2.0 ** -146
-# Rows per block of posting offsets (uint16).
-cdef Py_ssize_t BLOCK_ROWS = 65536
 # Doubles per cache line (64 bytes).
 cdef Py_ssize_t SHARED_STRIDE = 8
-# Coarse groups of dense columns per root (see inverted.py): the first,
-# cheapest bound of every row sums over them.
-DEF N_COARSE = 4
-COARSE_GROUPS = N_COARSE
 # Posting values are prefetched this many entries ahead of the loop.
 cdef Py_ssize_t PREFETCH_AHEAD = 64
 
@@ -103,8 +100,9 @@ cdef inline void _add_min(float64_t* acc, const uint16_t* rows, const float32_t*
                           offset_t e, offset_t e_end, float64_t c, float64_t v) noexcept nogil:
     """acc[rows[e]] += c min(v, values[e]) for e in e..e_end (p = 1).
 
-    Four postings per step and one prefetch per stream and step: the loop
-    is bound by its instruction count, not by memory."""
+    Eight postings per step, loaded four at a time, and one prefetch per
+    stream and step: the loop is bound by its instruction count, not by
+    memory."""
     cdef float64_t x0, x1, x2, x3
     while e + 8 <= e_end:
         SI_PREFETCH(values + e + PREFETCH_AHEAD)
@@ -148,282 +146,13 @@ cdef inline void _add_product(float64_t* acc, const uint16_t* rows, const float3
         e = e + 1
 
 
-cdef inline int _kind(float64_t p) noexcept nogil:
-    if p == 1.0:
-        return 0
-    if p == 2.0:
-        return 1
-    return 2
-
-
-
-
-cdef inline float64_t _root(float64_t x, float64_t p, int kind) noexcept nogil:
-    """x^(1/p) for x >= 0."""
-    if kind == 0:
-        return x
-    if kind == 1:
-        return sqrt(x)
-    return pow(x, 1.0 / p)
-
-
-def build_inverted(
-    const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
-    Py_ssize_t n_cols, const node_t[::1] dense_columns,
-):
-    """Postings of one root's rows for every column not in ``dense_columns``,
-    and the dense block (rows x len(dense_columns)) of the others.
-
-    Returns (ptr, rows, values, dense): column c's postings are
-    rows[ptr[c]:ptr[c+1]] (ascending) with their values; dense columns have
-    empty posting lists.
-    """
-    cdef Py_ssize_t n = indptr.shape[0] - 1, n_dense = dense_columns.shape[0]
-    cdef Py_ssize_t i, c
-    cdef offset_t k, at
-    cdef int32_t h
-    slot_arr = np.full(max(n_cols, 1), -1, dtype=np.int32)
-    counts_arr = np.zeros(n_cols + 1, dtype=np.int64)
-    cdef int32_t[::1] slot = slot_arr
-    cdef int64_t[::1] counts = counts_arr
-    for h in range(n_dense):
-        slot[dense_columns[h]] = h
-    for k in range(indices.shape[0]):
-        if slot[indices[k]] < 0:
-            counts[indices[k] + 1] += 1
-    ptr_arr = np.cumsum(counts_arr)
-    cdef int64_t[::1] ptr = ptr_arr
-    cdef offset_t n_posted = ptr[n_cols]
-    rows_arr = np.empty(n_posted, dtype=np.int32)
-    values_arr = np.empty(n_posted, dtype=np.float64)
-    dense_arr = np.zeros((n, n_dense), dtype=np.float64)
-    cursor_arr = ptr_arr[:n_cols].copy() if n_cols else np.zeros(1, dtype=np.int64)
-    cdef int32_t[::1] rows = rows_arr
-    cdef float64_t[::1] values = values_arr
-    cdef float64_t[:, ::1] dense = dense_arr
-    cdef int64_t[::1] cursor = cursor_arr
-    with nogil:
-        for i in range(n):
-            for k in range(indptr[i], indptr[i + 1]):
-                c = indices[k]
-                h = slot[c]
-                if h >= 0:
-                    dense[i, h] = data[k]
-                else:
-                    at = cursor[c]
-                    rows[at] = <int32_t> i
-                    values[at] = data[k]
-                    cursor[c] = at + 1
-    return ptr_arr, rows_arr, values_arr, dense_arr
-
-
-def block_starts(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t n_rows,
-                 Py_ssize_t block_rows):
-    """For every posting list c and block b of ``block_rows`` rows, the
-    position of the list's first row >= b * block_rows (the list's end if
-    none): an (n_lists, n_blocks + 1) array, so that a row range starting at
-    a block boundary finds its postings without a search."""
-    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, n_blocks = (n_rows + block_rows - 1) // block_rows
-    cdef Py_ssize_t c, b
-    cdef offset_t e
-    starts_arr = np.empty((n_lists, n_blocks + 1), dtype=np.int64)
-    cdef int64_t[:, ::1] starts = starts_arr
-    with nogil:
-        for c in range(n_lists):
-            b = 0
-            for e in range(ptr[c], ptr[c + 1]):
-                while rows[e] >= b * block_rows:
-                    starts[c, b] = e
-                    b = b + 1
-            while b <= n_blocks:
-                starts[c, b] = ptr[c + 1]
-                b = b + 1
-    return starts_arr
-
-
-def block_offsets(const int32_t[::1] rows):
-    """Each posting's row as its offset within its 65,536-row block, as the
-    kernel holds them (uint16)."""
-    cdef Py_ssize_t n = rows.shape[0], e
-    offsets_arr = np.empty(n, dtype=np.uint16)
-    cdef uint16_t[::1] offsets = offsets_arr
-    with nogil:
-        for e in range(n):
-            offsets[e] = <uint16_t> (rows[e] & 0xFFFF)
-    return offsets_arr
-
-
-def to_float32(const float64_t[::1] values):
-    """values as float32, with the smallest and largest value, in one pass
-    (written so that a NaN makes both NaN)."""
-    cdef Py_ssize_t n = values.shape[0], e
-    out_arr = np.empty(n, dtype=np.float32)
-    cdef float32_t[::1] out = out_arr
-    cdef float64_t low = INFINITY, high = -INFINITY, x
-    with nogil:
-        for e in range(n):
-            x = values[e]
-            out[e] = <float32_t> x
-            if not (x >= low):
-                low = x
-            if not (x <= high):
-                high = x
-    return out_arr, low, high
-
-
-def group_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,
-                const int64_t[::1] group_of, Py_ssize_t n_groups, float64_t p,
-                float64_t[:, ::1] out):
-    """out[j, g] = (sum over dense slots h of group g of w_h |dense[j, h]|^p)^(1/p)."""
-    cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], j, h, g
-    cdef int kind = _kind(p)
-    cdef int n_workers = effective_threads(None, n * n_dense)
-    if n_groups == 0 or n == 0:
-        return
-    for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
-        for g in range(n_groups):
-            out[j, g] = 0.0
-        for h in range(n_dense):
-            out[j, group_of[h]] += dense_weight[h] * abs_pow(dense[j, h], p, kind)
-        for g in range(n_groups):
-            out[j, g] = _root(out[j, g], p, kind)
-
-
-def coarse_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,
-                 const int64_t[::1] coarse_of, float64_t p, float64_t[:, ::1] out):
-    """out[c, j] = (sum over dense slots h of coarse group c of
-    w_h |dense[j, h]|^p)^(1/p): one row per group, so that a scan over
-    rows reads each group's norms in order."""
-    cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], n_groups = out.shape[0]
-    cdef Py_ssize_t j, h, c
-    cdef int kind = _kind(p)
-    cdef int n_workers = effective_threads(None, n * n_dense)
-    for c in range(n_groups):
-        out[c, :] = 0.0
-    if n == 0:
-        return
-    for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
-        for h in range(n_dense):
-            out[coarse_of[h], j] += dense_weight[h] * abs_pow(dense[j, h], p, kind)
-        for c in range(n_groups):
-            out[c, j] = _root(out[c, j], p, kind)
-
-
-def split_power_sums(
-    const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
-    const float64_t[::1] weight, const int32_t[::1] col_slot, float64_t p,
-    float64_t[::1] low, float64_t[::1] high,
-):
-    """Per row: sum_c w_c x_c^p over posted columns (``low``) and dense
-    columns (``high``)."""
-    cdef Py_ssize_t n = indptr.shape[0] - 1, i
-    cdef offset_t k
-    cdef int kind = _kind(p)
-    cdef float64_t lo, hi, term
-    cdef int n_workers = effective_threads(None, data.shape[0])
-    for i in prange(n, nogil=True, schedule="static", chunksize=1024, num_threads=n_workers):
-        lo = 0.0
-        hi = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            term = weight[indices[k]] * abs_pow(data[k], p, kind)
-            if col_slot[indices[k]] >= 0:
-                hi = hi + term
-            else:
-                lo = lo + term
-        low[i] = lo
-        high[i] = hi
-
-
-cdef inline void _heap_offer(float64_t* heap, int64_t* tags, Py_ssize_t* size, Py_ssize_t k,
-                             float64_t value, int64_t tag) noexcept nogil:
-    """Keep the k smallest values offered so far (with their tags, if
-    ``tags`` is not NULL); heap[0] is the largest of them."""
-    cdef Py_ssize_t i, parent, child
-    if size[0] < k:
-        i = size[0]
-        size[0] += 1
-        while i > 0:
-            parent = (i - 1) // 2
-            if heap[parent] >= value:
-                break
-            heap[i] = heap[parent]
-            if tags != NULL:
-                tags[i] = tags[parent]
-            i = parent
-        heap[i] = value
-        if tags != NULL:
-            tags[i] = tag
-        return
-    if value >= heap[0]:
-        return
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= k:
-            break
-        if child + 1 < k and heap[child + 1] > heap[child]:
-            child += 1
-        if value >= heap[child]:
-            break
-        heap[i] = heap[child]
-        if tags != NULL:
-            tags[i] = tags[child]
-        i = child
-    heap[i] = value
-    if tags != NULL:
-        tags[i] = tag
-
-
-cdef struct Found:
-    # One exact result: its value, document id, and where it is stored.
-    float64_t value
-    int64_t doc
-    int64_t segment
-    int64_t row
-
-
-cdef inline bint _worse(const Found* a, const Found* b) noexcept nogil:
-    """Results are ordered by value, then by document id."""
-    return a.value > b.value or (a.value == b.value and a.doc > b.doc)
-
-
-cdef void _found_offer(Found* heap, Py_ssize_t* size, Py_ssize_t k,
-                       const Found* item) noexcept nogil:
-    """Keep the k best results offered so far; heap[0] is the worst of them."""
-    cdef Py_ssize_t i, parent, child
-    if size[0] < k:
-        i = size[0]
-        size[0] += 1
-        while i > 0:
-            parent = (i - 1) // 2
-            if not _worse(item, &heap[parent]):
-                break
-            heap[i] = heap[parent]
-            i = parent
-        heap[i] = item[0]
-        return
-    if not _worse(&heap[0], item):
-        return
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= k:
-            break
-        if child + 1 < k and _worse(&heap[child + 1], &heap[child]):
-            child += 1
-        if not _worse(&heap[child], item):
-            break
-        heap[i] = heap[child]
-        i = child
-    heap[i] = item[0]
-
-
 cdef int _compare_found(const void* a, const void* b) noexcept nogil:
+    """qsort's comparison of results: best first."""
     cdef const Found* x = <const Found*> a
     cdef const Found* y = <const Found*> b
-    if _worse(x, y):
+    if worse(x, y):
         return 1
-    if _worse(y, x):
+    if worse(y, x):
         return -1
     return 0
 
@@ -433,7 +162,7 @@ cdef struct SegmentView:
     # row norms and the rows that may be returned.
     Py_ssize_t n_rows, n_cols, n_dense, n_groups
     const offset_t* ptr
-    # Posting rows as offsets into their 65,536-row block, values as float32
+    # Posting rows as offsets into their BLOCK_ROWS-row block, values as float32
     # (see block_offsets and to_float32): half the bytes a query streams.
     const uint16_t* post_rows
     const float32_t* post_values
@@ -481,8 +210,7 @@ cdef struct Scratch:
     # One thread's buffers, and its query's state within the current chunk.
     float64_t* acc
     float64_t* bounds
-    float64_t* seed_val
-    int64_t* seed_row
+    Tagged* seed
     float64_t* qh
     float64_t* qg_root
     float64_t* qc_root
@@ -586,7 +314,7 @@ cdef inline float64_t _combine(const Search* se, Py_ssize_t s, float64_t total,
         part = 0.0
     if se.single:
         return total + part
-    return total + se.eta[s] * _root(part, se.p, se.kind)
+    return total + se.eta[s] * pth_root(part, se.p, se.kind)
 
 
 cdef inline float64_t _low_part(const Search* se, const SegmentView* sg, const Scratch* sc,
@@ -785,7 +513,7 @@ cdef void _settle(const Search* se, const SegmentView* sg, Py_ssize_t segment, P
             item.doc = sg.doc_ids[sc.cand_rows[t]]
             item.segment = segment
             item.row = sc.cand_rows[t]
-            _found_offer(heap, n_found, se.k, &item)
+            heap_offer(heap, n_found, se.k, &item)
 
 
 cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segment,
@@ -799,13 +527,13 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     cdef Py_ssize_t n_found = 0, n_upper = 0, count = 0
     cdef int kind = se.kind
     cdef float64_t p = se.p, v, c, x, lb, thr, lo, up, other, q_weight
+    cdef Tagged seed
     cdef offset_t e, e_end, e_stop, slot
     cdef float64_t* acc = sc.acc
     cdef float64_t* bounds = sc.bounds
     cdef const uint16_t* post_rows = sg.post_rows
     cdef const float32_t* post_values = sg.post_values
     cdef const float64_t* weight = sg.weight
-    cdef const uint8_t* mask = sg.mask
 
     # The query's norms, its dense values and group norms, and where each of
     # its posting lists enters this row range. These reads go to a different
@@ -847,7 +575,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             for t in range(sg.group_ptr[gg], sg.group_ptr[gg + 1]):
                 h = sg.group_slots[t]
                 v = v + sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind)
-            sc.qg_root[gg] = _root(v, p, kind)
+            sc.qg_root[gg] = pth_root(v, p, kind)
             sc.norms[3 * s + 1] += v
         for cg in range(N_COARSE):
             sc.qc_root[s * N_COARSE + cg] = 0.0
@@ -855,7 +583,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             sc.qc_root[s * N_COARSE + sg.coarse_of[h] - r * N_COARSE] += (
                 sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind))
         for cg in range(N_COARSE):
-            sc.qc_root[s * N_COARSE + cg] = _root(sc.qc_root[s * N_COARSE + cg], p, kind)
+            sc.qc_root[s * N_COARSE + cg] = pth_root(sc.qc_root[s * N_COARSE + cg], p, kind)
         # The part of the row's allowance that depends on the query only.
         sc.norms[3 * s + 2] = ((ERR_RTOL + se.value_rtol) * (sc.norms[3 * s] + sc.norms[3 * s + 1])
                                + se.value_atol * (q_weight + sg.dense_weight_sum[r]))
@@ -863,7 +591,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     j0 = row_lo
     while j0 < row_hi:
         # Chunks end at multiples of ``chunk`` (a power of two dividing the
-        # 65,536-row blocks of the posting offsets): none spans two blocks.
+        # BLOCK_ROWS-row blocks of the posting offsets): none spans two blocks.
         j1 = (j0 // chunk + 1) * chunk
         if j1 > row_hi:
             j1 = row_hi
@@ -872,7 +600,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
         # posting streams are prefetched: short lists restart often, and the
         # hardware prefetcher alone leaves the loop waiting on memory.
         q_entry = 0
-        block_base = (j0 >> 16) << 16
+        block_base = (j0 >> BLOCK_SHIFT) << BLOCK_SHIFT
         new_block = j0 == row_lo or j0 == block_base
         limit = j1 - block_base
         # Where each list leaves the chunk is known when the chunk ends at
@@ -953,10 +681,12 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                 if lb <= thr and lb != INFINITY:
                     _prefetch_row(sg.x_group_root + j * n_groups, n_groups)
                     if n_upper < k:
-                        _heap_offer(sc.seed_val, sc.seed_row, &seed_size, k, lb, j)
+                        seed.value = lb
+                        seed.tag = j
+                        heap_offer(sc.seed, &seed_size, k, &seed)
         for t in range(seed_size + (j1 - j0)):
             if t < seed_size:
-                j = sc.seed_row[t]
+                j = sc.seed[t].tag
             else:
                 j = j0 + t - seed_size
             lb = bounds[j - j0]
@@ -982,7 +712,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             sc.cand_rows[count] = j
             sc.cand_lows[count] = lo
             count = count + 1
-            _heap_offer(sc.upper, NULL, &n_upper, k, up, 0)
+            heap_offer(sc.upper, &n_upper, k, &up)
             other = si_load(shared)
             if n_upper == k and sc.upper[0] < other:
                 si_lower(shared, sc.upper[0])
@@ -1051,6 +781,8 @@ def search_segments(
     cdef SegmentArrays arrays
     cdef RowNorms row_norms
     cdef Search se
+    if power_kind(p) == 3:
+        raise ValueError("the inverted file serves finite p only")
     if n_q == 0 or n_segments == 0:
         out_value[:, :] = INFINITY
         out_segment[:, :] = -1
@@ -1117,7 +849,7 @@ def search_segments(
     se.n_sel = n_sel
     se.k = k
     se.chunk = chunk
-    se.kind = _kind(p)
+    se.kind = power_kind(p)
     se.single = n_sel == 1
     se.p = p
     se.value_rtol = p * VALUE_RTOL
@@ -1140,8 +872,8 @@ def search_segments(
         _lines(sizeof(Scratch))
         + _lines(n_sel * chunk * sizeof(float64_t))     # acc
         + _lines(chunk * sizeof(float64_t))             # bounds
-        + 2 * _lines(k * sizeof(float64_t))             # seed_val, upper
-        + _lines(k * sizeof(int64_t))                   # seed_row
+        + _lines(k * sizeof(Tagged))                    # seed
+        + _lines(k * sizeof(float64_t))                 # upper
         + _lines(max_dense * sizeof(float64_t))         # qh
         + _lines(max_groups * sizeof(float64_t))        # qg_root
         + _lines(n_sel * N_COARSE * sizeof(float64_t))  # qc_root
@@ -1161,9 +893,8 @@ def search_segments(
         scratch = <Scratch*> _take(&free_at, sizeof(Scratch))
         scratch.acc = <float64_t*> _take(&free_at, n_sel * chunk * sizeof(float64_t))
         scratch.bounds = <float64_t*> _take(&free_at, chunk * sizeof(float64_t))
-        scratch.seed_val = <float64_t*> _take(&free_at, k * sizeof(float64_t))
+        scratch.seed = <Tagged*> _take(&free_at, k * sizeof(Tagged))
         scratch.upper = <float64_t*> _take(&free_at, k * sizeof(float64_t))
-        scratch.seed_row = <int64_t*> _take(&free_at, k * sizeof(int64_t))
         scratch.qh = <float64_t*> _take(&free_at, max_dense * sizeof(float64_t))
         scratch.qg_root = <float64_t*> _take(&free_at, max_groups * sizeof(float64_t))
         scratch.qc_root = <float64_t*> _take(&free_at, n_sel * N_COARSE * sizeof(float64_t))
@@ -1187,8 +918,8 @@ def search_segments(
             u = t // n_q
             i = t % n_q
             _search_unit(&se, &views[units[u, 0]], units[u, 0], i, units[u, 1], units[u, 2],
-                         <Scratch*> (scratch_base + threadid() * scratch_stride), &found[(i * n_units + u) * k],
-                         &shared[i * SHARED_STRIDE])
+                         <Scratch*> (scratch_base + threadid() * scratch_stride),
+                         &found[(i * n_units + u) * k], &shared[i * SHARED_STRIDE])
         for i in prange(n_q, num_threads=min(n_workers, n_q), schedule="static"):
             qsort(&found[i * n_found], n_found, sizeof(Found), _compare_found)
             take = min(k, out_value.shape[1])
@@ -1197,48 +928,3 @@ def search_segments(
                 out_segment[i, u] = found[i * n_found + u].segment
                 out_row[i, u] = found[i * n_found + u].row
                 out_doc[i, u] = found[i * n_found + u].doc if found[i * n_found + u].row >= 0 else -1
-
-
-def check_csr(const offset_t[::1] indptr, const node_t[::1] indices, Py_ssize_t n_values,
-              Py_ssize_t n_cols):
-    """Raise ValueError unless the arrays form a CSR matrix with n_cols
-    columns and sorted, distinct column indices in each row."""
-    cdef Py_ssize_t n = indptr.shape[0] - 1, i
-    cdef offset_t k
-    cdef Py_ssize_t bad_row = -1
-    if n < 0 or indptr[0] != 0 or indptr[n] != indices.shape[0] or n_values != indices.shape[0]:
-        raise ValueError("row pointers do not match the stored values")
-    with nogil:
-        for i in range(n):
-            if indptr[i + 1] < indptr[i]:
-                bad_row = i
-                break
-            for k in range(indptr[i], indptr[i + 1]):
-                if indices[k] < 0 or indices[k] >= n_cols or (
-                        k > indptr[i] and indices[k] <= indices[k - 1]):
-                    bad_row = i
-                    break
-            if bad_row >= 0:
-                break
-    if bad_row >= 0:
-        raise ValueError(f"row {bad_row} has decreasing pointers, or columns outside "
-                         f"0..{n_cols - 1} or out of order")
-
-
-def check_postings(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t n_rows):
-    """Raise ValueError unless every posting list holds rows in 0..n_rows-1,
-    strictly ascending (``ptr`` is already known to be non-decreasing)."""
-    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, c
-    cdef offset_t k
-    cdef Py_ssize_t bad = -1
-    with nogil:
-        for c in range(n_lists):
-            for k in range(ptr[c], ptr[c + 1]):
-                if rows[k] < 0 or rows[k] >= n_rows or (k > ptr[c] and rows[k] <= rows[k - 1]):
-                    bad = c
-                    break
-            if bad >= 0:
-                break
-    if bad >= 0:
-        raise ValueError(f"posting list {bad} names a row outside 0..{n_rows - 1} "
-                         "or is not in ascending row order")

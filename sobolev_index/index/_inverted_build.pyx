@@ -1,0 +1,247 @@
+"""Building the inverted file over edges that _inverted_search reads.
+
+Private: ``inverted.py`` checks every array before calling in here (with
+check_csr and check_postings below, among others), so these loops trust
+their inputs.
+
+For one root, the columns of a segment's rows (raw edge masses) are split
+in two (see _inverted_search for why):
+
+* posted columns keep their nonzeros as posting lists, rows ascending
+  (build_inverted), stored as float32 values (to_float32) and as row offsets
+  within blocks of BLOCK_ROWS rows (block_offsets), with where each list
+  enters each range of rows that search splits off (block_starts);
+* dense columns, the few present in most rows, form a dense row-major
+  block, summarised per row by the norms of groups of its columns
+  (group_norms, coarse_norms): |x|_G = (sum_{c in G} w_c x_c^p)^(1/p).
+
+split_power_sums gives each row's |x|_L^p and |x|_H^p over the posted and
+the dense columns. These functions serve finite p only.
+"""
+from cython.parallel cimport prange
+from libc.math cimport INFINITY
+from libc.stdint cimport int32_t, int64_t, uint16_t
+
+import numpy as np
+
+from .._powers cimport abs_pow, power_kind, pth_root
+from .._typedefs cimport float32_t, float64_t, node_t, offset_t
+from ._inverted_common cimport BLOCK_ROWS, N_COARSE
+from .._openmp_helpers import effective_threads
+
+COARSE_GROUPS = N_COARSE
+
+
+def build_inverted(
+    const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
+    Py_ssize_t n_cols, const node_t[::1] dense_columns,
+):
+    """Postings of one root's rows for every column not in ``dense_columns``,
+    and the dense block (rows x len(dense_columns)) of the others.
+
+    Returns (ptr, rows, values, dense): column c's postings are
+    rows[ptr[c]:ptr[c+1]] (ascending) with their values; dense columns have
+    empty posting lists.
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1, n_dense = dense_columns.shape[0]
+    cdef Py_ssize_t i, c
+    cdef offset_t k, at
+    cdef int32_t h
+    slot_arr = np.full(max(n_cols, 1), -1, dtype=np.int32)
+    counts_arr = np.zeros(n_cols + 1, dtype=np.int64)
+    cdef int32_t[::1] slot = slot_arr
+    cdef int64_t[::1] counts = counts_arr
+    for h in range(n_dense):
+        slot[dense_columns[h]] = h
+    for k in range(indices.shape[0]):
+        if slot[indices[k]] < 0:
+            counts[indices[k] + 1] += 1
+    ptr_arr = np.cumsum(counts_arr)
+    cdef int64_t[::1] ptr = ptr_arr
+    cdef offset_t n_posted = ptr[n_cols]
+    rows_arr = np.empty(n_posted, dtype=np.int32)
+    values_arr = np.empty(n_posted, dtype=np.float64)
+    dense_arr = np.zeros((n, n_dense), dtype=np.float64)
+    cursor_arr = ptr_arr[:n_cols].copy() if n_cols else np.zeros(1, dtype=np.int64)
+    cdef int32_t[::1] rows = rows_arr
+    cdef float64_t[::1] values = values_arr
+    cdef float64_t[:, ::1] dense = dense_arr
+    cdef int64_t[::1] cursor = cursor_arr
+    with nogil:
+        for i in range(n):
+            for k in range(indptr[i], indptr[i + 1]):
+                c = indices[k]
+                h = slot[c]
+                if h >= 0:
+                    dense[i, h] = data[k]
+                else:
+                    at = cursor[c]
+                    rows[at] = <int32_t> i
+                    values[at] = data[k]
+                    cursor[c] = at + 1
+    return ptr_arr, rows_arr, values_arr, dense_arr
+
+
+def block_starts(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t n_rows,
+                 Py_ssize_t block_rows):
+    """For every posting list c and block b of ``block_rows`` rows, the
+    position of the list's first row >= b * block_rows (the list's end if
+    none): an (n_lists, n_blocks + 1) array, so that a row range starting at
+    a block boundary finds its postings without a search."""
+    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, n_blocks = (n_rows + block_rows - 1) // block_rows
+    cdef Py_ssize_t c, b
+    cdef offset_t e
+    starts_arr = np.empty((n_lists, n_blocks + 1), dtype=np.int64)
+    cdef int64_t[:, ::1] starts = starts_arr
+    with nogil:
+        for c in range(n_lists):
+            b = 0
+            for e in range(ptr[c], ptr[c + 1]):
+                while rows[e] >= b * block_rows:
+                    starts[c, b] = e
+                    b = b + 1
+            while b <= n_blocks:
+                starts[c, b] = ptr[c + 1]
+                b = b + 1
+    return starts_arr
+
+
+def block_offsets(const int32_t[::1] rows):
+    """Each posting's row as its offset within its block of BLOCK_ROWS rows,
+    as the search kernel holds them (uint16)."""
+    cdef Py_ssize_t n = rows.shape[0], e
+    offsets_arr = np.empty(n, dtype=np.uint16)
+    cdef uint16_t[::1] offsets = offsets_arr
+    with nogil:
+        for e in range(n):
+            offsets[e] = <uint16_t> (rows[e] & (BLOCK_ROWS - 1))
+    return offsets_arr
+
+
+def to_float32(const float64_t[::1] values):
+    """values as float32, with the smallest and largest value, in one pass
+    (written so that a NaN makes both NaN)."""
+    cdef Py_ssize_t n = values.shape[0], e
+    out_arr = np.empty(n, dtype=np.float32)
+    cdef float32_t[::1] out = out_arr
+    cdef float64_t low = INFINITY, high = -INFINITY, x
+    with nogil:
+        for e in range(n):
+            x = values[e]
+            out[e] = <float32_t> x
+            if not (x >= low):
+                low = x
+            if not (x <= high):
+                high = x
+    return out_arr, low, high
+
+
+def group_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,
+                const int64_t[::1] group_of, Py_ssize_t n_groups, float64_t p,
+                float64_t[:, ::1] out):
+    """out[j, g] = (sum over dense slots h of group g of w_h |dense[j, h]|^p)^(1/p)."""
+    cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], j, h, g
+    cdef int kind = power_kind(p)
+    cdef int n_workers = effective_threads(None, n * n_dense)
+    if n_groups == 0 or n == 0:
+        return
+    for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
+        for g in range(n_groups):
+            out[j, g] = 0.0
+        for h in range(n_dense):
+            out[j, group_of[h]] += dense_weight[h] * abs_pow(dense[j, h], p, kind)
+        for g in range(n_groups):
+            out[j, g] = pth_root(out[j, g], p, kind)
+
+
+def coarse_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,
+                 const int64_t[::1] coarse_of, float64_t p, float64_t[:, ::1] out):
+    """out[c, j] = (sum over dense slots h of coarse group c of
+    w_h |dense[j, h]|^p)^(1/p): one row per group, so that a scan over
+    rows reads each group's norms in order."""
+    cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], n_groups = out.shape[0]
+    cdef Py_ssize_t j, h, c
+    cdef int kind = power_kind(p)
+    cdef int n_workers = effective_threads(None, n * n_dense)
+    for c in range(n_groups):
+        out[c, :] = 0.0
+    if n == 0:
+        return
+    for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
+        for h in range(n_dense):
+            out[coarse_of[h], j] += dense_weight[h] * abs_pow(dense[j, h], p, kind)
+        for c in range(n_groups):
+            out[c, j] = pth_root(out[c, j], p, kind)
+
+
+def split_power_sums(
+    const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
+    const float64_t[::1] weight, const int32_t[::1] col_slot, float64_t p,
+    float64_t[::1] low, float64_t[::1] high,
+):
+    """Per row: sum_c w_c x_c^p over posted columns (``low``) and dense
+    columns (``high``)."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, i
+    cdef offset_t k
+    cdef int kind = power_kind(p)
+    cdef float64_t lo, hi, term
+    cdef int n_workers = effective_threads(None, data.shape[0])
+    for i in prange(n, nogil=True, schedule="static", chunksize=1024, num_threads=n_workers):
+        lo = 0.0
+        hi = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            term = weight[indices[k]] * abs_pow(data[k], p, kind)
+            if col_slot[indices[k]] >= 0:
+                hi = hi + term
+            else:
+                lo = lo + term
+        low[i] = lo
+        high[i] = hi
+
+
+def check_csr(const offset_t[::1] indptr, const node_t[::1] indices, Py_ssize_t n_values,
+              Py_ssize_t n_cols):
+    """Raise ValueError unless the arrays form a CSR matrix with n_cols
+    columns and sorted, distinct column indices in each row."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, i
+    cdef offset_t k
+    cdef Py_ssize_t bad_row = -1
+    if n < 0 or indptr[0] != 0 or indptr[n] != indices.shape[0] or n_values != indices.shape[0]:
+        raise ValueError("row pointers do not match the stored values")
+    with nogil:
+        # Every pointer first: a row is read only once all of them are known
+        # to lie within the stored values.
+        for i in range(n):
+            if indptr[i + 1] < indptr[i]:
+                bad_row = i
+                break
+        for i in range(n if bad_row < 0 else 0):
+            for k in range(indptr[i], indptr[i + 1]):
+                if indices[k] < 0 or indices[k] >= n_cols or (
+                        k > indptr[i] and indices[k] <= indices[k - 1]):
+                    bad_row = i
+                    break
+            if bad_row >= 0:
+                break
+    if bad_row >= 0:
+        raise ValueError(f"row {bad_row} has decreasing pointers, or columns outside "
+                         f"0..{n_cols - 1} or out of order")
+
+
+def check_postings(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t n_rows):
+    """Raise ValueError unless every posting list holds rows in 0..n_rows-1,
+    strictly ascending (``ptr`` is already known to be non-decreasing)."""
+    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, c
+    cdef offset_t k
+    cdef Py_ssize_t bad = -1
+    with nogil:
+        for c in range(n_lists):
+            for k in range(ptr[c], ptr[c + 1]):
+                if rows[k] < 0 or rows[k] >= n_rows or (k > ptr[c] and rows[k] <= rows[k - 1]):
+                    bad = c
+                    break
+            if bad >= 0:
+                break
+    if bad >= 0:
+        raise ValueError(f"posting list {bad} names a row outside 0..{n_rows - 1} "
+                         "or is not in ascending row order")

@@ -1,0 +1,11 @@
+# Declarations shared by _inverted_build (which writes the inverted file's
+# arrays) and _inverted_search (which reads them).
+
+cdef enum:
+    # Coarse groups of dense columns per root (see inverted.py): the first,
+    # cheapest bound of every row sums over them.
+    N_COARSE = 4
+    # Posting rows are stored as uint16 offsets within blocks of
+    # 2^BLOCK_SHIFT rows.
+    BLOCK_SHIFT = 16
+    BLOCK_ROWS = 65536
