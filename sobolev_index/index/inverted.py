@@ -2,23 +2,24 @@
 
 Each segment stores, next to its feature rows, the same values column by
 column (posting lists) for every root, except for the few columns present in
-most rows, which are kept as a dense block (see ``_inverted.pyx`` for the
+most rows, which are kept as a dense block (see ``_inverted_search.pyx`` for the
 bounds this allows). A query then reads the postings of its own edges only,
 and the dense block only for rows whose lower bound can still reach the top k.
 
 This module knows nothing of files or SQLite: ``storage.py`` writes and reads
-the arrays, ``index.py`` decides which segments to search.
+the arrays, ``search.py`` decides which segments to search and with what.
 """
 import numpy as np
 
-from . import _inverted
 from ..errors import CorruptIndexError
+from . import _inverted_build, _inverted_search
+from .csr import stack_rows
 
 # A column goes into the dense block when at least this fraction of the
 # segment's rows have it: its postings would cost a query more than reading
-# the dense values of the few rows whose bounds pass. (On the benchmark
-# corpus, with bounds over subtree groups, 0.3 searched 6% faster than 0.5
-# and 0.2 no faster than 0.5: more rows passed the whole-norm bound.)
+# the dense values of the few rows whose bounds pass. A lower fraction makes
+# the dense norms larger, and the bounds on them looser. (Tuned with
+# bench/bench_index.py.)
 DENSE_MIN_FRACTION = 0.3
 DENSE_MAX_COLUMNS = 128
 # Small segments are searched in a blink either way; keep them all postings.
@@ -28,9 +29,9 @@ DENSE_MIN_ROWS = 64
 CHUNK = 8192
 # A single query's rows are split into ranges, of whole blocks of this many
 # rows, that threads search at once; a smaller range would spend more on its
-# own start and top k than it saves (2,048-row blocks searched 7% slower on
-# the benchmark corpus). Segments of more than one block keep where each
-# posting list enters each block, so that a range finds its start at once.
+# own start and top k than it saves (tuned with bench/bench_index.py).
+# Segments of more than one block keep where each posting list enters each
+# block, so that a range finds its start at once.
 RANGE_BLOCK_ROWS = 8192
 # Candidate places per row range (at least 4 k): rows that may reach the top
 # k wait there, and only those still in reach when the range is done get an
@@ -59,7 +60,7 @@ def build(features, n_cols):
         indices = np.ascontiguousarray(indices, dtype=np.int32)
         data = np.ascontiguousarray(data, dtype=np.float64)
         dense_columns = _dense_columns(indices, n_rows, n_cols)
-        ptr, post_rows, post_values, dense = _inverted.build_inverted(
+        ptr, post_rows, post_values, dense = _inverted_build.build_inverted(
             indptr, indices, data, n_cols, dense_columns)
         ptrs.append(ptr[:-1] + offset)
         offset += int(ptr[-1])
@@ -96,8 +97,8 @@ def subtree_groups(parent, columns, n_groups):
 
     A group's bound |‖q‖_g - ‖x‖_g| is tight when q - x has one sign over
     the group. Masses in one branch tend to move together, and masses in
-    different branches against each other (frequency-rank groups bounded
-    about twice as loosely on the benchmark corpus). So, starting from the
+    different branches against each other, so groups follow the tree
+    rather than, say, how often columns occur. So, starting from the
     tops of the dense part, the biggest group is split into its top edge and
     its child subtrees while the count allows. If there are more than
     2 n_groups tops, the tops are pooled into that many groups.
@@ -159,8 +160,8 @@ class InvertedFile:
         # file's 12, they search faster. The kernel allows for the rounding,
         # which relies on the values being edge masses of probability
         # measures, in [0, 1].
-        self.post_rows = _inverted.block_offsets(rows)
-        self.post_values, low, high = _inverted.to_float32(
+        self.post_rows = _inverted_build.block_offsets(rows)
+        self.post_values, low, high = _inverted_build.to_float32(
             np.ascontiguousarray(arrays["values"], dtype=np.float64))
         if len(rows) and not (low >= 0.0 and high <= 1.0 + 1e-9):
             raise CorruptIndexError(
@@ -169,7 +170,7 @@ class InvertedFile:
         # The dense block is read for the few rows whose bounds pass, and as
         # float32 (allowed for like the posting values) in half the bytes.
         dense = np.ascontiguousarray(arrays["dense"], dtype=np.float64)
-        dense32, low, high = _inverted.to_float32(dense.reshape(-1))
+        dense32, low, high = _inverted_build.to_float32(dense.reshape(-1))
         if dense.size and not (low >= 0.0 and high <= 1.0 + 1e-9):
             raise CorruptIndexError(
                 f"segment {name} has a malformed inverted file (a dense value is outside "
@@ -194,7 +195,7 @@ class InvertedFile:
         group_slots, group_ptr, root_groups = [], [0], [0]
         # Coarse groups too, exactly COARSE_GROUPS per root (some may be
         # empty): every row's first bound sums over them.
-        n_coarse = _inverted.COARSE_GROUPS
+        n_coarse = _inverted_build.COARSE_GROUPS
         self.coarse_of = np.zeros(len(dense_columns), dtype=np.int64)
         for r, tree in enumerate(trees):
             start, stop = self.dense_ptr[r], self.dense_ptr[r + 1]
@@ -218,8 +219,8 @@ class InvertedFile:
         self._norms = {}
         block_start = None
         if n_rows > RANGE_BLOCK_ROWS:
-            block_start = _inverted.block_starts(self.ptr, rows, n_rows, RANGE_BLOCK_ROWS)
-        self.kernel = _inverted.SegmentArrays(
+            block_start = _inverted_build.block_starts(self.ptr, rows, n_rows, RANGE_BLOCK_ROWS)
+        self.kernel = _inverted_search.SegmentArrays(
             self.ptr, self.post_rows, self.post_values, self.col_slot, self.weight, self.dense,
             self.dense_ptr, self.dense_weight, self.dense_weight_sum, self.group_slots,
             self.group_ptr,
@@ -245,7 +246,7 @@ class InvertedFile:
                 or ptr[-1] != len(rows) or len(values) != len(rows):
             fail("posting pointers do not match the postings")
         try:
-            _inverted.check_postings(np.ascontiguousarray(ptr, dtype=np.int64),
+            _inverted_build.check_postings(np.ascontiguousarray(ptr, dtype=np.int64),
                                      np.ascontiguousarray(rows, dtype=np.int32), n_rows)
         except ValueError as exc:
             fail(str(exc))
@@ -279,18 +280,18 @@ class InvertedFile:
             for r, (indptr, indices, data) in enumerate(features):
                 slot = self.col_slot[r * self.n_cols:(r + 1) * self.n_cols]
                 w = self.weight[r * self.n_cols:(r + 1) * self.n_cols]
-                _inverted.split_power_sums(
+                _inverted_build.split_power_sums(
                     np.ascontiguousarray(indptr, dtype=np.int64),
                     np.ascontiguousarray(indices, dtype=np.int32),
                     np.ascontiguousarray(data, dtype=np.float64),
                     w, slot, p, low[r], high[r])
             n_groups = len(self.group_ptr) - 1
             group_root = np.zeros((self.n_rows, n_groups))
-            _inverted.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
+            _inverted_build.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
                                   group_root)
-            coarse_root = np.zeros((self.n_roots * _inverted.COARSE_GROUPS, self.n_rows))
-            _inverted.coarse_norms(self.dense, self.dense_weight, self.coarse_of, p, coarse_root)
-            self._norms[p] = _inverted.RowNorms(low, high, coarse_root, group_root)
+            coarse_root = np.zeros((self.n_roots * _inverted_build.COARSE_GROUPS, self.n_rows))
+            _inverted_build.coarse_norms(self.dense, self.dense_weight, self.coarse_of, p, coarse_root)
+            self._norms[p] = _inverted_search.RowNorms(low, high, coarse_root, group_root)
         return self._norms[p]
 
 
@@ -322,29 +323,12 @@ def search(files, mask, queries, positions, eta, k, p, n_threads=None):
     segments = np.empty((n_q, k), dtype=np.int64)
     rows = np.empty((n_q, k), dtype=np.int64)
     docs = np.empty((n_q, k), dtype=np.int64)
-    if len(queries) == 1:
-        indptr, indices, data = queries[0]
-    else:
-        indptr, indices, data = _stack_rows(queries)
-    _inverted.search_segments(
+    indptr, indices, data = queries[0] if len(queries) == 1 else stack_rows(queries)
+    _inverted_search.search_segments(
         [f.kernel for f in files], [f.row_norms(p) for f in files], mask,
-        indptr, indices, data, n_q, np.asarray(positions, dtype=np.int64),
+        np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int32),
+        np.ascontiguousarray(data, dtype=np.float64), n_q, np.asarray(positions, dtype=np.int64),
         np.ascontiguousarray(eta, dtype=np.float64), k, p, CHUNK, MIN_CANDIDATES,
         values, segments, rows, docs, n_threads=n_threads)
     return values, segments, rows, docs
 
-
-def _stack_rows(blocks):
-    """CSR blocks of the same number of rows, one after the other."""
-    nnz = np.cumsum([0] + [int(b[0][-1]) for b in blocks])
-    indptr = np.concatenate([np.asarray(b[0][:-1], dtype=np.int64) + nnz[s]
-                             for s, b in enumerate(blocks)] + [[nnz[-1]]]).astype(np.int64)
-    indices = np.concatenate([np.asarray(b[1], dtype=np.int32) for b in blocks])
-    data = np.concatenate([np.asarray(b[2], dtype=np.float64) for b in blocks])
-    return indptr, indices, data
-
-
-def check_csr(indptr, indices, n_values, n_cols):
-    """ValueError unless (indptr, indices) is a CSR matrix with sorted columns."""
-    _inverted.check_csr(np.ascontiguousarray(indptr, dtype=np.int64),
-                        np.ascontiguousarray(indices, dtype=np.int32), int(n_values), int(n_cols))

@@ -1,40 +1,38 @@
 """SobolevIndex: a persistent, incrementally updatable, exact k-NN index under S_p.
 
-This is the one module that knows both storage (``storage.py``) and search
-(``inverted.py`` for finite p, ``_search`` for p = inf and verification). The on-disk protocol is described in ``storage.py`` and in the
-README's format section.
+This module holds the index's lifecycle and writes: create, open, close and
+refresh (loading a committed snapshot), get, features and info, and add,
+upsert, delete, compact and the tiered merges. Queries are executed by
+``search.py`` (``SearchMixin``) and ``verify()`` by ``verify.py``; the
+files are ``storage.py``'s and the commit point ``catalog.py``'s, where the
+on-disk protocol is described.
 """
+import json
 import math
 import os
 import shutil
 import tempfile
 import warnings
-from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _pairwise
-from . import inverted, storage
-from .catalog import Catalog
+from ..distances import check_p
 from ..errors import (
     CorruptIndexError,
     DuplicateKeyError,
-    InvalidMeasureError,
     KeyNotFoundError,
     NotAnIndexError,
     SobolevIndexError,
 )
-from ..graph import Graph, normalise_eta
-from ..distances import (
-    difference_distance,
-    scaled_rows,
-    sliced_pairwise,
-    check_p,
-    pairwise_sobolev,
-    sobolev_kernel,
-)
+from ..graph import Graph
 from ..measures import MeasureBatch, as_measure_batch
+from . import inverted, storage
+from .catalog import Catalog
+from .csr import gather_rows, stack_rows
+from .search import SearchMixin, SearchResult
+from .segment import Segment
+from .verify import VERIFY_SAMPLE, verify_index
 
 __all__ = ["SobolevIndex", "SearchResult"]
 
@@ -42,107 +40,11 @@ __all__ = ["SobolevIndex", "SearchResult"]
 # holding TIER segments is merged into one, so a corpus of N rows has
 # O(TIER * log N) segments however it was added.
 TIER = 8
-# Queries scanned together; bounds the (queries x rows) distance buffer.
-QUERY_CHUNK = 64
-# Rows per segment whose features verify() rebuilds from the raw measures.
-VERIFY_SAMPLE = 64
 # How often a reader retries a snapshot whose files a writer just replaced.
 SNAPSHOT_RETRIES = 5
 
 
-class SearchResult:
-    """Results of :meth:`SobolevIndex.search`.
-
-    ``keys[i]`` lists the keys found for query i by ascending distance (ties by
-    insertion order); ``distances[i, j]`` is S_p to ``keys[i][j]``, and inf
-    where fewer than k documents qualified. ``labels`` mirrors ``keys``.
-    """
-
-    def __init__(self, keys, distances, labels, p):
-        self.keys = keys
-        self.distances = distances
-        self.labels = labels
-        self.p = p
-
-    def __len__(self):
-        return len(self.keys)
-
-    def __repr__(self):
-        return f"SearchResult(queries={len(self.keys)}, k={self.distances.shape[1]}, p={self.p})"
-
-    def to_records(self):
-        """One list of {"key", "distance", "label"} dicts per query."""
-        return [
-            [{"key": key, "distance": float(self.distances[i, j]), "label": label}
-             for j, (key, label) in enumerate(zip(keys, labels))]
-            for i, (keys, labels) in enumerate(zip(self.keys, self.labels))
-        ]
-
-
-class _Segment:
-    """One immutable segment held in memory, plus its live-row mask."""
-
-    def __init__(self, row, data, live, labels):
-        self.id = int(row["id"])
-        self.file = row["file"]
-        self.data = data
-        self.live = live
-        self.labels = labels
-        self._scaled = {}
-
-    @property
-    def rows(self):
-        return self.data.rows
-
-    def _forget_other_p(self, p):
-        # Scaled copies cost as much memory as the features; keep those of
-        # the two most recent p values (all roots), not one per p ever used.
-        ps = list(dict.fromkeys(key[-1] for key in self._scaled if key != "inverted"))
-        if p not in ps and len(ps) >= 2:
-            oldest = ps[0]
-            for key in [key for key in self._scaled if key != "inverted" and key[-1] == oldest]:
-                del self._scaled[key]
-
-    def inverted_file(self, trees, weight):
-        """The segment's inverted file, checked once; and its feature rows,
-        checked too, since exact distances are merged from them. ``weight``:
-        the trees' edge lengths, one after the other."""
-        if "inverted" not in self._scaled:
-            if self.data.inverted is None:
-                raise CorruptIndexError(
-                    f"segment {self.file} has no inverted file; run verify() and restore "
-                    "the file from a backup")
-            for position, tree in enumerate(trees):
-                indptr, indices, data = self.data.features[position]
-                try:
-                    inverted.check_csr(indptr, indices, len(data), tree.n_nodes)
-                except ValueError as exc:
-                    raise CorruptIndexError(
-                        f"segment {self.file} has malformed features for root {position} "
-                        f"({exc}); run verify() and restore the file from a backup") from None
-            self._scaled["inverted"] = inverted.InvertedFile(
-                self.data.inverted, self.rows, trees, self.file, self.data.features,
-                self.data.doc_ids, weight)
-        return self._scaled["inverted"]
-
-    def scaled(self, position, p, tree):
-        """Row arrays scaled by w^(1/p) for root ``position``, and their norms."""
-        key = (position, p)
-        if key not in self._scaled:
-            indptr, indices, data = self.data.features[position]
-            factor = np.ones(tree.n_nodes) if math.isinf(p) else tree.length ** (1.0 / p)
-            try:
-                values, norms = _pairwise.scale_rows(indptr, indices, data, factor, p)
-            except ValueError as exc:
-                raise CorruptIndexError(
-                    f"segment {self.file} has malformed features for root {position} ({exc}); "
-                    "run verify() and restore the file from a backup") from None
-            self._forget_other_p(p)
-            self._scaled[key] = (indptr, indices, values, norms)
-        return self._scaled[key]
-
-
-class SobolevIndex:
+class SobolevIndex(SearchMixin):
     """A persistent exact k-nearest-neighbour index of measures under S_p.
 
     Create one with :meth:`create`, open one with :meth:`open`. A writer
@@ -283,7 +185,7 @@ class SobolevIndex:
     def _load(self):
         if self.mode == "a":
             self._remove_orphans()
-        for attempt in range(SNAPSHOT_RETRIES):
+        for _ in range(SNAPSHOT_RETRIES):
             snapshot = self._catalog.snapshot()
             try:
                 self._load_snapshot(snapshot)
@@ -329,7 +231,7 @@ class SobolevIndex:
             live = known & ~snapshot.deleted[pos] if len(all_ids) else known
             labels = np.where(known, all_labels[pos], None) if len(all_ids) else \
                 np.full(len(ids), None, dtype=object)
-            segments.append(_Segment(row, data, live, labels))
+            segments.append(Segment(row, data, live, labels))
         self._segments = segments
         self._scope_cache = None
         alive = ~snapshot.deleted
@@ -424,82 +326,6 @@ class SobolevIndex:
         out = sp.vstack(rows, format="csr") if rows else sp.csr_matrix((0, self.graph.n_nodes))
         out.has_sorted_indices = True
         return out
-
-    def _features_of(self, item, positions):
-        """Features per selected root of a stored key or a (nodes, masses) measure."""
-        if isinstance(item, str):
-            return [self.features([item], root=r) for r in positions]
-        return self._query_features([item], positions)
-
-    def distance(self, a, b, p=None, roots=None):
-        """S_p (sliced over ``roots``, default all) between two stored keys or
-        (nodes, masses) measures, from a direct sparse difference: exact even
-        for nearly equal measures."""
-        self._check_open()
-        p = self.p if p is None else check_p(p)
-        positions = self._root_positions(roots)
-        eta = normalise_eta(self.eta[positions], len(positions))
-        return difference_distance(self._features_of(a, positions), self._features_of(b, positions),
-                                    [self.trees[r] for r in positions], p, eta)
-
-    def pairwise(self, keys, other_keys=None, p=None, roots=None, n_threads=None):
-        """Matrix of S_p between stored documents: ``keys`` x ``other_keys``
-        (``keys`` with themselves by default; then exactly symmetric with a
-        zero diagonal)."""
-        self._check_open()
-        p = self.p if p is None else check_p(p)
-        positions = self._root_positions(roots)
-        eta = normalise_eta(self.eta[positions], len(positions))
-        keys = [keys] if isinstance(keys, str) else list(keys)
-        FX = [self.features(keys, root=r) for r in positions]
-        FY = None
-        if other_keys is not None:
-            other_keys = [other_keys] if isinstance(other_keys, str) else list(other_keys)
-            FY = [self.features(other_keys, root=r) for r in positions]
-        return pairwise_sobolev(FX, FY, trees=[self.trees[r] for r in positions], p=p, eta=eta,
-                                n_threads=n_threads)
-
-    def keys_with_labels(self, labels):
-        """Live keys whose label is one of ``labels``, in insertion order."""
-        self._check_open()
-        wanted = {labels} if isinstance(labels, str) else set(labels)
-        found = []
-        for segment in self._segments:
-            for row in np.flatnonzero(segment.live):
-                if segment.labels[row] in wanted:
-                    found.append(int(segment.data.doc_ids[row]))
-        return [self._key_by_id[i] for i in sorted(found)]
-
-    def gram(self, keys=None, labels=None, p=None, roots=None, t=None, power=False,
-             n_threads=None):
-        """Distance matrix (or kernel exp(-t d) with ``t``) of stored documents.
-
-        The documents are ``keys`` plus every live document with one of
-        ``labels``. ``power=True`` uses d = sum_r eta_r S_p^p, which keeps
-        exp(-t d) positive definite for p <= 2. Returns (matrix, keys, labels).
-        """
-        self._check_open()
-        chosen = [] if keys is None else ([keys] if isinstance(keys, str) else list(keys))
-        if labels:
-            seen = set(chosen)
-            chosen += [k for k in self.keys_with_labels(labels) if k not in seen]
-        if not chosen:
-            raise ValueError("no documents were chosen; give keys, or labels that some "
-                             "documents have")
-        p = self.p if p is None else check_p(p)
-        positions = self._root_positions(roots)
-        eta = normalise_eta(self.eta[positions], len(positions))
-        F = [self.features(chosen, root=r) for r in positions]
-        trees = [self.trees[r] for r in positions]
-        if t is None:
-            if power and math.isinf(p):
-                raise ValueError("power=True needs a finite p; S_inf has no p-th power")
-            matrix = sliced_pairwise(F, None, trees, p, eta, n_threads, power=power)
-        else:
-            matrix = sobolev_kernel(F, None, trees, p=p, t=t, power=power, eta=eta,
-                                    n_threads=n_threads)
-        row_labels = [self.get(k)["label"] for k in chosen]
-        return matrix, chosen, row_labels
 
     def info(self):
         """Counts and sizes: documents (live), deleted, segments, nodes,
@@ -606,7 +432,7 @@ class SobolevIndex:
         self._tombstone_in_memory(replaced)
         segment_labels = np.empty(n, dtype=object)
         segment_labels[row_of] = labels
-        segment = _Segment(segment_row, data, np.ones(n, dtype=bool), segment_labels)
+        segment = Segment(segment_row, data, np.ones(n, dtype=bool), segment_labels)
         self._segments.append(segment)
         self._scope_cache = None
         self._segment_by_id[segment_id] = segment
@@ -725,7 +551,7 @@ class SobolevIndex:
             file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
             segment_row = {"id": segment_id, "file": file, "rows": data.rows, "nnz": data.nnz,
                            "bytes": nbytes, "checksum": checksum, "created_at": storage.utc_now()}
-            new_segment = _Segment(segment_row, data, np.ones(data.rows, dtype=bool), labels)
+            new_segment = Segment(segment_row, data, np.ones(data.rows, dtype=bool), labels)
             moved = list(zip(data.doc_ids.tolist(), range(data.rows)))
         else:
             segment_row, moved = None, []
@@ -752,211 +578,8 @@ class SobolevIndex:
         try:
             storage.remove_files(self.path, [s.file for s in segments])
         except OSError as exc:
-            warnings.warn(f"could not remove merged segment files: {exc}", RuntimeWarning)
-
-    # ---------------------------------------------------------------- search
-    def search(self, queries, k=10, p=None, roots=None, where=None, n_threads=None):
-        """Exact k nearest neighbours under S_p (sliced over the index's roots).
-
-        ``queries``: (nodes, masses) pairs, a sparse matrix of node masses, a
-        stored key, or a list of stored keys. ``roots``: positions into
-        ``self.roots`` to use (default all), their eta renormalised. ``where``:
-        ``{"label": value_or_list}`` and/or ``{"keys": [...]}`` restricts the
-        candidates. Returns a :class:`SearchResult`. Ties go to the earlier
-        document, except that a stored key used as a query comes first among
-        the documents at distance 0 from it.
-        """
-        self._check_open()
-        p = self.p if p is None else check_p(p)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k is {k!r}; expected an integer >= 1")
-        k = int(k)
-        positions = self._root_positions(roots)
-        eta = self._search_eta(positions)
-        query_features = self._query_features(queries, positions, csr=False)
-        n_queries = query_features[0].shape[0]
-        scope = self._search_scope(where)
-
-        keys = [[] for _ in range(n_queries)]
-        labels = [[] for _ in range(n_queries)]
-        distances = np.full((n_queries, k), np.inf)
-        key_by_id = self._key_by_id
-        for start in range(0, n_queries, QUERY_CHUNK):
-            stop = min(n_queries, start + QUERY_CHUNK)
-            found = self._search_chunk(query_features, start, stop, k, p, positions, eta,
-                                       scope, n_threads)
-            for i, (dist, segs, rows, docs) in enumerate(found):
-                q = start + i
-                distances[q, :len(dist)] = dist
-                keys[q] = [key_by_id[doc] for doc in docs]
-                labels[q] = [self._segments[seg].labels[row] for seg, row in zip(segs, rows)]
-        if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
-                                        and isinstance(queries[0], str)):
-            self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
-                                distances, labels, scope.masks)
-        return SearchResult(keys, distances, labels, p)
-
-    def _own_key_first(self, query_keys, keys, distances, labels, masks):
-        """A stored document used as the query comes first among the
-        documents at distance 0 from it (duplicates), not after those with
-        lower ids, as long as ``where`` admits it."""
-        position = {s.id: i for i, s in enumerate(self._segments)}
-        for q, key in enumerate(query_keys):
-            if not keys[q] or distances[q, 0] != 0.0:
-                continue
-            if key in keys[q]:
-                j = keys[q].index(key)
-                label = labels[q][j]
-                del keys[q][j], labels[q][j]
-            else:
-                seg_id, row = self._location[self._key_to_id[key]]
-                if not masks[position[seg_id]][row] or distances[q, len(keys[q]) - 1] != 0.0:
-                    continue
-                label = self._segment_by_id[seg_id].labels[row]
-                if len(keys[q]) == distances.shape[1]:
-                    keys[q].pop()
-                    labels[q].pop()
-            keys[q].insert(0, key)
-            labels[q].insert(0, label)
-
-    def _search_eta(self, positions):
-        # The same few root selections come back query after query.
-        key = tuple(positions)
-        if key not in self._eta_cache:
-            self._eta_cache[key] = normalise_eta(self.eta[positions], len(positions))
-        return self._eta_cache[key]
-
-    def _root_positions(self, roots):
-        if roots is None:
-            return list(range(len(self.roots)))
-        if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
-            roots = [roots]
-        positions = [int(r) for r in roots]
-        if not positions or any(r < 0 or r >= len(self.roots) for r in positions) \
-                or len(set(positions)) != len(positions):
-            raise ValueError(
-                f"roots is {roots!r}; expected distinct positions in 0..{len(self.roots) - 1} "
-                f"(this index has {len(self.roots)} root(s))"
-            )
-        return positions
-
-    def _query_features(self, queries, positions, csr=True):
-        if isinstance(queries, str) or (
-                isinstance(queries, (list, tuple)) and queries and
-                all(isinstance(q, str) for q in queries)):
-            return [self.features(queries if not isinstance(queries, str) else [queries], root=r)
-                    for r in positions]
-        batch = as_measure_batch(queries, n_nodes=self.graph.n_nodes)
-        if len(batch) == 0:
-            raise InvalidMeasureError("no queries were given")
-        if not csr:
-            # A single query's search is a few milliseconds; building a SciPy
-            # matrix (and checking it) would be a tenth of that.
-            shape = (len(batch), self.graph.n_nodes)
-            return [_FeatureRows(*self.trees[r].feature_arrays_of_batch(batch), shape)
-                    for r in positions]
-        return [self.trees[r].features_of_batch(batch) for r in positions]
-
-    def _search_scope(self, where):
-        """The rows a search may return (see _SearchScope). Without ``where``
-        it is kept until the index changes: a single query takes a few
-        milliseconds, and rebuilding this would be a tenth of them."""
-        if where is None and self._scope_cache is not None:
-            return self._scope_cache
-        masks = self._candidate_masks(where)
-        searched = [s for s, mask in enumerate(masks) if mask.any()]
-        scope = _SearchScope(masks, searched, None)
-        if where is None:
-            self._scope_cache = scope
-        return scope
-
-    def _candidate_masks(self, where):
-        masks = [s.live.copy() for s in self._segments]
-        if where is None:
-            return masks
-        if not isinstance(where, dict) or not set(where) <= {"label", "keys"}:
-            raise ValueError(
-                f"where is {where!r}; expected a dict with 'label' (a value or list) "
-                "and/or 'keys' (a list of keys)"
-            )
-        if "label" in where:
-            wanted = where["label"]
-            wanted = set(wanted) if isinstance(wanted, (list, tuple, set, frozenset)) else {wanted}
-            for mask, segment in zip(masks, self._segments):
-                mask &= np.fromiter((lab in wanted for lab in segment.labels), bool,
-                                    count=segment.rows)
-        if "keys" in where:
-            if isinstance(where["keys"], str):
-                raise ValueError(f"where['keys'] is the str {where['keys']!r}; expected a list of keys")
-            allowed = {}
-            for key in where["keys"]:
-                doc_id = self._key_to_id.get(key)
-                if doc_id is not None:
-                    seg_id, row = self._location[doc_id]
-                    allowed.setdefault(seg_id, []).append(row)
-            for mask, segment in zip(masks, self._segments):
-                keep = np.zeros(segment.rows, dtype=bool)
-                keep[allowed.get(segment.id, [])] = True
-                mask &= keep
-        return masks
-
-    def _search_chunk(self, query_features, start, stop, k, p, positions, eta, scope,
-                      n_threads):
-        """Per query: (distances, segment positions, rows, doc ids), best first."""
-        searched = scope.searched
-        if math.isinf(p):
-            return self._scan_chunk(query_features, start, stop, k, positions, eta,
-                                    scope.masks, searched, n_threads)
-        queries = [_csr_rows((F.indptr, F.indices, F.data), start, stop)
-                   for F in query_features]
-        if scope.mask is None:
-            scope.mask = np.concatenate(
-                [np.asarray(scope.masks[s], dtype=bool) for s in searched]
-                or [np.zeros(0, dtype=bool)]).view(np.uint8)
-        values, segs, rows, docs = inverted.search(
-            [self._segments[s].inverted_file(self.trees, self._edge_weight) for s in searched],
-            scope.mask, queries, positions, eta, k, p, n_threads=n_threads)
-        if len(positions) == 1 and p != 1.0:
-            values = values ** (1.0 / p)
-        found = []
-        for i in range(stop - start):
-            n = int(np.count_nonzero(segs[i] >= 0))
-            found.append((values[i, :n], [searched[g] for g in segs[i, :n].tolist()],
-                          rows[i, :n].tolist(), docs[i, :n].tolist()))
-        return found
-
-    def _scan_chunk(self, query_features, start, stop, k, positions, eta, masks, searched,
-                    n_threads):
-        # No identity splits the max-norm over shared columns, so p = inf
-        # scans every row.
-        best = [_TopK(k) for _ in range(stop - start)]
-        for s in searched:
-            segment, mask = self._segments[s], masks[s]
-            total = self._scan_segment(segment, query_features, start, stop, positions,
-                                       eta, n_threads)
-            total[:, ~mask] = np.inf
-            kk = min(k, int(mask.sum()))
-            threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
-            for i in range(stop - start):
-                rows = np.flatnonzero(total[i] <= threshold[i])
-                best[i].offer(total[i, rows], segment.data.doc_ids[rows], s, rows)
-        return [top.result() for top in best]
-
-    def _scan_segment(self, segment, query_features, start, stop, positions, eta, n_threads):
-        """sum_s eta_s S_inf from every query to every row of a segment."""
-        total = None
-        for r, position in enumerate(positions):
-            tree = self.trees[position]
-            q = _csr_rows(scaled_rows(query_features[r], tree, math.inf), start, stop)
-            y_indptr, y_indices, y_data, y_norm = segment.scaled(position, math.inf, tree)
-            out = np.empty((stop - start, segment.rows))
-            _pairwise.scan_powers(*q, y_indptr, y_indices, y_data, y_norm, self.graph.n_nodes,
-                                math.inf, out, n_threads=n_threads)
-            if len(positions) == 1:
-                return out
-            out *= eta[r]
-            total = out if total is None else np.add(total, out, out=total)
-        return total
+            warnings.warn(f"could not remove merged segment files: {exc}", RuntimeWarning,
+                          stacklevel=3)
 
     # ---------------------------------------------------------------- verify
     def verify(self, repair=False, sample=VERIFY_SAMPLE, seed=0):
@@ -973,137 +596,14 @@ class SobolevIndex:
             raise ValueError(f"sample is {sample!r}; expected an integer >= 1")
         if repair:
             self._check_writable()
-        problems, repaired = [], []
-        graph_path = os.path.join(self.path, storage.GRAPH_FILE)
-        expected = self._catalog.meta_value("graph_checksum")
-        if not os.path.exists(graph_path):
-            problems.append(f"{graph_path} is missing")
-        elif expected and storage.file_checksum(graph_path) != expected:
-            problems.append(f"{graph_path} fails its checksum")
-        snapshot = self._catalog.snapshot()
-        rng = np.random.default_rng(seed)
-        checked = 0
-        for row in snapshot.segments:
-            path = os.path.join(self.path, storage.SEGMENT_DIR, row["file"])
-            if not os.path.exists(path):
-                problems.append(f"segment {row['file']} is missing")
-                continue
-            try:
-                data = storage.read_segment(self.path, row["file"], len(self.roots), row["checksum"])
-            except FileNotFoundError:
-                # Merged away after our snapshot: only a problem if still committed.
-                if self._catalog.existing_segments([row["id"]]):
-                    problems.append(f"segment {row['file']} is missing")
-                continue
-            except CorruptIndexError as exc:
-                problems.append(str(exc))
-                continue
-            if data.rows != row["rows"]:
-                problems.append(f"segment {row['file']} has {data.rows} rows; the catalog says {row['rows']}")
-                continue
-            picks = np.sort(rng.choice(data.rows, min(sample, data.rows), replace=False))
-            try:
-                batch = as_measure_batch(
-                    indptr=np.concatenate([[0], np.cumsum(np.diff(data.indptr)[picks])]),
-                    nodes=np.concatenate([data.nodes[data.indptr[i]:data.indptr[i + 1]] for i in picks]),
-                    masses=np.concatenate([data.masses[data.indptr[i]:data.indptr[i + 1]] for i in picks]),
-                    n_nodes=self.graph.n_nodes)
-            except InvalidMeasureError as exc:
-                problems.append(f"segment {row['file']} stores an invalid measure: {exc}")
-                continue
-            for r, tree in enumerate(self.trees):
-                fresh = tree.features_of_batch(batch)
-                stored = _csr_rows(data.features[r], 0, data.rows)
-                for j, i in enumerate(picks):
-                    a = slice(fresh.indptr[j], fresh.indptr[j + 1])
-                    b = slice(stored[0][i], stored[0][i + 1])
-                    if not (np.array_equal(fresh.indices[a], stored[1][b])
-                            and np.array_equal(fresh.data[a], stored[2][b])):
-                        problems.append(
-                            f"segment {row['file']} row {i}: stored features for root {r} differ "
-                            "from features rebuilt from its measure")
-            checked += len(picks)
-            ids = data.doc_ids
-            in_segment = snapshot.segment_of == row["id"]
-            for doc_id, doc_row in zip(snapshot.doc_ids[in_segment], snapshot.row_of[in_segment]):
-                if doc_row >= data.rows or ids[doc_row] != doc_id:
-                    problems.append(f"document {doc_id} points at row {doc_row} of "
-                                    f"{row['file']}, which holds another document")
-        orphans = storage.orphan_files(self.path, [r["file"] for r in snapshot.segments])
-        if repair and orphans:
-            storage.remove_files(self.path, orphans)
-            repaired = orphans
-        return {
-            "ok": not problems, "problems": problems, "orphans": orphans, "repaired": repaired,
-            "segments": len(snapshot.segments), "documents": int((~snapshot.deleted).sum()),
-            "deleted": int(snapshot.deleted.sum()), "checked_rows": checked,
-        }
-
-
-class _SearchScope:
-    """What a search may return: per segment, a mask of the rows
-    (``masks``); the positions of the segments with any such row
-    (``searched``); and, made when first needed, those segments' masks one
-    after the other as uint8 (``mask``), as the kernel takes them."""
-
-    def __init__(self, masks, searched, mask):
-        self.masks = masks
-        self.searched = searched
-        self.mask = mask
-
-
-class _FeatureRows(NamedTuple):
-    """Feature rows as plain CSR arrays, with the shape of the matrix."""
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray
-    shape: tuple
-
-
-class _TopK:
-    """The k best (distance, doc id) pairs seen so far; ties go to the lower id."""
-
-    def __init__(self, k):
-        self.k = k
-        self.dist = np.zeros(0)
-        self.docs = np.zeros(0, dtype=np.int64)
-        self.segs = np.zeros(0, dtype=np.int64)
-        self.rows = np.zeros(0, dtype=np.int64)
-
-    @property
-    def size(self):
-        return len(self.dist)
-
-    def kth(self):
-        return self.dist[-1] if len(self.dist) >= self.k else np.inf
-
-    def offer(self, dist, docs, segment, rows):
-        dist = np.concatenate([self.dist, dist])
-        docs = np.concatenate([self.docs, docs])
-        segs = np.concatenate([self.segs, np.full(len(rows), segment, dtype=np.int64)])
-        rows = np.concatenate([self.rows, rows])
-        keep = np.lexsort((docs, dist))[: self.k]
-        self.dist, self.docs, self.segs, self.rows = dist[keep], docs[keep], segs[keep], rows[keep]
-
-    def result(self):
-        return self.dist, self.segs.tolist(), self.rows.tolist(), self.docs.tolist()
-
-
-def _gather_rows(indptr, arrays, rows):
-    """CSR rows ``rows`` (in that order) of a CSR matrix given as arrays."""
-    indptr = np.asarray(indptr)
-    sizes = indptr[1:][rows] - indptr[:-1][rows]
-    new_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=new_indptr[1:])
-    starts = np.repeat(indptr[:-1][rows] - new_indptr[:-1], sizes)
-    take = starts + np.arange(new_indptr[-1])
-    return [new_indptr] + [np.asarray(a)[take] for a in arrays]
+        return verify_index(self.path, self._catalog, self.trees, self.graph.n_nodes,
+                            sample=int(sample), seed=seed, repair=repair)
 
 
 def _take_rows(data, order):
     """A SegmentData with the rows of ``data`` in ``order``."""
-    measures = _gather_rows(data.indptr, (data.nodes, data.masses), order)
-    features = [tuple(_gather_rows(f[0], f[1:], order)) for f in data.features]
+    measures = gather_rows(data.indptr, (data.nodes, data.masses), order)
+    features = [tuple(gather_rows(f[0], f[1:], order)) for f in data.features]
     return storage.SegmentData(doc_ids=np.asarray(data.doc_ids)[order], indptr=measures[0],
                                nodes=measures[1], masses=measures[2], features=features)
 
@@ -1112,33 +612,16 @@ def _tier(rows):
     return int(math.log(max(rows, 1), TIER))
 
 
-def _csr_rows(arrays, start, stop):
-    indptr, indices, data = arrays
-    lo, hi = indptr[start], indptr[stop]
-    return (np.ascontiguousarray(indptr[start:stop + 1] - lo, dtype=np.int64),
-            np.ascontiguousarray(indices[lo:hi], dtype=np.int32),
-            np.ascontiguousarray(data[lo:hi], dtype=np.float64))
-
-
-def _concat_csr(blocks):
-    """Stack CSR matrices given as (indptr, *arrays) tuples."""
-    nnz = np.cumsum([0] + [int(b[0][-1]) for b in blocks])
-    indptr = np.concatenate([np.asarray(b[0][:-1]) + nnz[i] for i, b in enumerate(blocks)]
-                            + [[nnz[-1]]]).astype(np.int64)
-    return [indptr] + [np.concatenate([np.asarray(b[j]) for b in blocks])
-                       for j in range(1, len(blocks[0]))]
-
-
 def _concat_rows(parts, order, n_roots):
     """Live rows of several segments, concatenated and put in ``order``."""
     datas = [segment.data for segment, _ in parts]
     starts = np.cumsum([0] + [d.rows for d in datas])
     selected = np.concatenate([starts[i] + rows for i, (_, rows) in enumerate(parts)])[order]
-    measures = _concat_csr([(d.indptr, d.nodes, d.masses) for d in datas])
+    measures = stack_rows([(d.indptr, d.nodes, d.masses) for d in datas])
     whole = storage.SegmentData(
         doc_ids=np.concatenate([np.asarray(d.doc_ids) for d in datas]),
         indptr=measures[0], nodes=measures[1], masses=measures[2],
-        features=[tuple(_concat_csr([d.features[r] for d in datas])) for r in range(n_roots)],
+        features=[tuple(stack_rows([d.features[r] for d in datas])) for r in range(n_roots)],
     )
     return _take_rows(whole, selected)
 
@@ -1158,8 +641,6 @@ def _checked_column(name, values, n, kind):
 
 
 def _json_fields(fields, i):
-    import json
-
     try:
         return json.dumps(fields, sort_keys=True)
     except (TypeError, ValueError) as exc:

@@ -1,0 +1,390 @@
+"""Query execution for :class:`SobolevIndex`: exact k-NN search and the
+distance conveniences on stored documents.
+
+``SearchMixin`` holds the query side of the index: which rows a search may
+return (``where``), the query features, the search of each chunk of queries
+(the inverted files of ``inverted.py`` for finite p, a scan of every row for
+p = inf) and the merge of their top k into a :class:`SearchResult`; and
+``distance``, ``pairwise``, ``gram`` and ``keys_with_labels``. The index's
+lifecycle and writes are in ``sobolev_index.py``.
+"""
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _pairwise
+from ..distances import check_p, difference_distance, pairwise_sobolev, sliced_pairwise, sobolev_kernel
+from ..errors import InvalidMeasureError
+from ..graph import normalise_eta
+from ..measures import as_measure_batch
+from . import inverted
+from .csr import row_range
+
+__all__ = ["SearchMixin", "SearchResult"]
+
+# Queries searched together; bounds the (queries x rows) distance buffer of
+# a p = inf scan.
+QUERY_CHUNK = 64
+
+
+class SearchResult:
+    """Results of :meth:`SobolevIndex.search`.
+
+    ``keys[i]`` lists the keys found for query i by ascending distance (ties by
+    insertion order); ``distances[i, j]`` is S_p to ``keys[i][j]``, and inf
+    where fewer than k documents qualified. ``labels`` mirrors ``keys``.
+    """
+
+    def __init__(self, keys, distances, labels, p):
+        self.keys = keys
+        self.distances = distances
+        self.labels = labels
+        self.p = p
+
+    def __len__(self):
+        return len(self.keys)
+
+    def __repr__(self):
+        return f"SearchResult(queries={len(self.keys)}, k={self.distances.shape[1]}, p={self.p})"
+
+    def to_records(self):
+        """One list of {"key", "distance", "label"} dicts per query."""
+        return [
+            [{"key": key, "distance": float(self.distances[i, j]), "label": label}
+             for j, (key, label) in enumerate(zip(keys, labels))]
+            for i, (keys, labels) in enumerate(zip(self.keys, self.labels))
+        ]
+
+
+class SearchMixin:
+    """The query side of :class:`SobolevIndex`.
+
+    It reads what the index keeps of its loaded snapshot: ``p``, ``eta``,
+    ``graph``, ``trees``, ``_segments`` (``segment.Segment`` objects),
+    ``_segment_by_id``, ``_key_to_id``, ``_key_by_id``, ``_location``,
+    ``_edge_weight``, and the caches ``_eta_cache`` and ``_scope_cache``,
+    which the index empties when it loads or writes; and it calls the
+    index's ``_check_open``, ``features`` and ``get``.
+    """
+
+    def search(self, queries, k=10, p=None, roots=None, where=None, n_threads=None):
+        """Exact k nearest neighbours under S_p (sliced over the index's roots).
+
+        ``queries``: (nodes, masses) pairs, a sparse matrix of node masses, a
+        stored key, or a list of stored keys. ``roots``: positions into
+        ``self.roots`` to use (default all), their eta renormalised. ``where``:
+        ``{"label": value_or_list}`` and/or ``{"keys": [...]}`` restricts the
+        candidates. Returns a :class:`SearchResult`. Ties go to the earlier
+        document, except that a stored key used as a query comes first among
+        the documents at distance 0 from it.
+        """
+        self._check_open()
+        p = self.p if p is None else check_p(p)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k is {k!r}; expected an integer >= 1")
+        k = int(k)
+        positions, eta = self._selected_roots(roots)
+        query_features = self._query_features(queries, positions, csr=False)
+        n_queries = query_features[0].shape[0]
+        scope = self._search_scope(where)
+
+        keys = [[] for _ in range(n_queries)]
+        labels = [[] for _ in range(n_queries)]
+        distances = np.full((n_queries, k), np.inf)
+        key_by_id = self._key_by_id
+        for start in range(0, n_queries, QUERY_CHUNK):
+            stop = min(n_queries, start + QUERY_CHUNK)
+            found = self._search_chunk(query_features, start, stop, k, p, positions, eta,
+                                       scope, n_threads)
+            for i, (dist, segs, rows, docs) in enumerate(found):
+                q = start + i
+                distances[q, :len(dist)] = dist
+                keys[q] = [key_by_id[doc] for doc in docs]
+                labels[q] = [self._segments[seg].labels[row] for seg, row in zip(segs, rows)]
+        if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
+                                        and isinstance(queries[0], str)):
+            self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
+                                distances, labels, scope.masks)
+        return SearchResult(keys, distances, labels, p)
+
+    def _own_key_first(self, query_keys, keys, distances, labels, masks):
+        """A stored document used as the query comes first among the
+        documents at distance 0 from it (duplicates), not after those with
+        lower ids, as long as ``where`` admits it."""
+        position = {s.id: i for i, s in enumerate(self._segments)}
+        for q, key in enumerate(query_keys):
+            if not keys[q] or distances[q, 0] != 0.0:
+                continue
+            if key in keys[q]:
+                j = keys[q].index(key)
+                label = labels[q][j]
+                del keys[q][j], labels[q][j]
+            else:
+                seg_id, row = self._location[self._key_to_id[key]]
+                if not masks[position[seg_id]][row] or distances[q, len(keys[q]) - 1] != 0.0:
+                    continue
+                label = self._segment_by_id[seg_id].labels[row]
+                if len(keys[q]) == distances.shape[1]:
+                    keys[q].pop()
+                    labels[q].pop()
+            keys[q].insert(0, key)
+            labels[q].insert(0, label)
+
+    def _selected_roots(self, roots):
+        """The positions of ``roots`` (all by default) and their eta, renormalised."""
+        positions = self._root_positions(roots)
+        # The same few root selections come back query after query.
+        key = tuple(positions)
+        if key not in self._eta_cache:
+            self._eta_cache[key] = normalise_eta(self.eta[positions], len(positions))
+        return positions, self._eta_cache[key]
+
+    def _root_positions(self, roots):
+        if roots is None:
+            return list(range(len(self.roots)))
+        if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
+            roots = [roots]
+        positions = [int(r) for r in roots]
+        if not positions or any(r < 0 or r >= len(self.roots) for r in positions) \
+                or len(set(positions)) != len(positions):
+            raise ValueError(
+                f"roots is {roots!r}; expected distinct positions in 0..{len(self.roots) - 1} "
+                f"(this index has {len(self.roots)} root(s))"
+            )
+        return positions
+
+    def _query_features(self, queries, positions, csr=True):
+        if isinstance(queries, str) or (
+                isinstance(queries, (list, tuple)) and queries and
+                all(isinstance(q, str) for q in queries)):
+            return [self.features(queries if not isinstance(queries, str) else [queries], root=r)
+                    for r in positions]
+        batch = as_measure_batch(queries, n_nodes=self.graph.n_nodes)
+        if len(batch) == 0:
+            raise InvalidMeasureError("no queries were given")
+        if not csr:
+            # A single query's search is a few milliseconds; building a SciPy
+            # matrix (and checking it) would be a tenth of that.
+            shape = (len(batch), self.graph.n_nodes)
+            return [_FeatureRows(*self.trees[r].feature_arrays_of_batch(batch), shape)
+                    for r in positions]
+        return [self.trees[r].features_of_batch(batch) for r in positions]
+
+    def _search_scope(self, where):
+        """The rows a search may return (see _SearchScope). Without ``where``
+        it is kept until the index changes: a single query takes a few
+        milliseconds, and rebuilding this would be a tenth of them."""
+        if where is None and self._scope_cache is not None:
+            return self._scope_cache
+        masks = self._candidate_masks(where)
+        searched = [s for s, mask in enumerate(masks) if mask.any()]
+        scope = _SearchScope(masks, searched, None)
+        if where is None:
+            self._scope_cache = scope
+        return scope
+
+    def _candidate_masks(self, where):
+        masks = [s.live.copy() for s in self._segments]
+        if where is None:
+            return masks
+        if not isinstance(where, dict) or not set(where) <= {"label", "keys"}:
+            raise ValueError(
+                f"where is {where!r}; expected a dict with 'label' (a value or list) "
+                "and/or 'keys' (a list of keys)"
+            )
+        if "label" in where:
+            wanted = where["label"]
+            wanted = set(wanted) if isinstance(wanted, (list, tuple, set, frozenset)) else {wanted}
+            for mask, segment in zip(masks, self._segments):
+                mask &= np.fromiter((lab in wanted for lab in segment.labels), bool,
+                                    count=segment.rows)
+        if "keys" in where:
+            if isinstance(where["keys"], str):
+                raise ValueError(f"where['keys'] is the str {where['keys']!r}; expected a list of keys")
+            allowed = {}
+            for key in where["keys"]:
+                doc_id = self._key_to_id.get(key)
+                if doc_id is not None:
+                    seg_id, row = self._location[doc_id]
+                    allowed.setdefault(seg_id, []).append(row)
+            for mask, segment in zip(masks, self._segments):
+                keep = np.zeros(segment.rows, dtype=bool)
+                keep[allowed.get(segment.id, [])] = True
+                mask &= keep
+        return masks
+
+    def _search_chunk(self, query_features, start, stop, k, p, positions, eta, scope,
+                      n_threads):
+        """Per query: (distances, segment positions, rows, doc ids), best first."""
+        searched = scope.searched
+        if math.isinf(p):
+            return self._scan_chunk(query_features, start, stop, k, positions, eta,
+                                    scope.masks, searched, n_threads)
+        queries = [row_range((F.indptr, F.indices, F.data), start, stop)
+                   for F in query_features]
+        if scope.mask is None:
+            scope.mask = np.concatenate(
+                [np.asarray(scope.masks[s], dtype=bool) for s in searched]
+                or [np.zeros(0, dtype=bool)]).view(np.uint8)
+        values, segs, rows, docs = inverted.search(
+            [self._segments[s].inverted_file(self.trees, self._edge_weight) for s in searched],
+            scope.mask, queries, positions, eta, k, p, n_threads=n_threads)
+        if len(positions) == 1 and p != 1.0:
+            values = values ** (1.0 / p)
+        found = []
+        for i in range(stop - start):
+            n = int(np.count_nonzero(segs[i] >= 0))
+            found.append((values[i, :n], [searched[g] for g in segs[i, :n].tolist()],
+                          rows[i, :n].tolist(), docs[i, :n].tolist()))
+        return found
+
+    def _scan_chunk(self, query_features, start, stop, k, positions, eta, masks, searched,
+                    n_threads):
+        # No identity splits the max-norm over shared columns, so p = inf
+        # scans every row.
+        best = [_TopK(k) for _ in range(stop - start)]
+        for s in searched:
+            segment, mask = self._segments[s], masks[s]
+            total = self._scan_segment(segment, query_features, start, stop, positions,
+                                       eta, n_threads)
+            total[:, ~mask] = np.inf
+            kk = min(k, int(mask.sum()))
+            threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
+            for i in range(stop - start):
+                rows = np.flatnonzero(total[i] <= threshold[i])
+                best[i].offer(total[i, rows], segment.data.doc_ids[rows], s, rows)
+        return [top.result() for top in best]
+
+    def _scan_segment(self, segment, query_features, start, stop, positions, eta, n_threads):
+        """sum_s eta_s S_inf from every query to every row of a segment."""
+        total = None
+        for r, position in enumerate(positions):
+            # For p = inf the rows are not scaled: w^(1/p) = 1.
+            tree, F = self.trees[position], query_features[r]
+            q = row_range((F.indptr, F.indices, F.data), start, stop)
+            y_indptr, y_indices, y_data, y_norm = segment.scaled(position, math.inf, tree)
+            out = np.empty((stop - start, segment.rows))
+            _pairwise.scan_powers(*q, y_indptr, y_indices, y_data, y_norm, self.graph.n_nodes,
+                                  math.inf, out, n_threads=n_threads)
+            if len(positions) == 1:
+                return out
+            out *= eta[r]
+            total = out if total is None else np.add(total, out, out=total)
+        return total
+
+    # --------------------------------------------------- distances and labels
+    def _features_of(self, item, positions):
+        """Features per selected root of a stored key or a (nodes, masses) measure."""
+        if isinstance(item, str):
+            return [self.features([item], root=r) for r in positions]
+        return self._query_features([item], positions)
+
+    def distance(self, a, b, p=None, roots=None):
+        """S_p (sliced over ``roots``, default all) between two stored keys or
+        (nodes, masses) measures, from a direct sparse difference: exact even
+        for nearly equal measures."""
+        self._check_open()
+        p = self.p if p is None else check_p(p)
+        positions, eta = self._selected_roots(roots)
+        return difference_distance(self._features_of(a, positions), self._features_of(b, positions),
+                                   [self.trees[r] for r in positions], p, eta)
+
+    def pairwise(self, keys, other_keys=None, p=None, roots=None, n_threads=None):
+        """Matrix of S_p between stored documents: ``keys`` x ``other_keys``
+        (``keys`` with themselves by default; then exactly symmetric with a
+        zero diagonal)."""
+        self._check_open()
+        p = self.p if p is None else check_p(p)
+        positions, eta = self._selected_roots(roots)
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        FX = [self.features(keys, root=r) for r in positions]
+        FY = None
+        if other_keys is not None:
+            other_keys = [other_keys] if isinstance(other_keys, str) else list(other_keys)
+            FY = [self.features(other_keys, root=r) for r in positions]
+        return pairwise_sobolev(FX, FY, trees=[self.trees[r] for r in positions], p=p, eta=eta,
+                                n_threads=n_threads)
+
+    def keys_with_labels(self, labels):
+        """Live keys whose label is one of ``labels``, in insertion order."""
+        self._check_open()
+        wanted = {labels} if isinstance(labels, str) else set(labels)
+        found = []
+        for segment in self._segments:
+            for row in np.flatnonzero(segment.live):
+                if segment.labels[row] in wanted:
+                    found.append(int(segment.data.doc_ids[row]))
+        return [self._key_by_id[i] for i in sorted(found)]
+
+    def gram(self, keys=None, labels=None, p=None, roots=None, t=None, power=False,
+             n_threads=None):
+        """Distance matrix (or kernel exp(-t d) with ``t``) of stored documents.
+
+        The documents are ``keys`` plus every live document with one of
+        ``labels``. ``power=True`` uses d = sum_r eta_r S_p^p, which keeps
+        exp(-t d) positive definite for p <= 2. Returns (matrix, keys, labels).
+        """
+        self._check_open()
+        chosen = [] if keys is None else ([keys] if isinstance(keys, str) else list(keys))
+        if labels:
+            seen = set(chosen)
+            chosen += [k for k in self.keys_with_labels(labels) if k not in seen]
+        if not chosen:
+            raise ValueError("no documents were chosen; give keys, or labels that some "
+                             "documents have")
+        p = self.p if p is None else check_p(p)
+        positions, eta = self._selected_roots(roots)
+        F = [self.features(chosen, root=r) for r in positions]
+        trees = [self.trees[r] for r in positions]
+        if t is None:
+            if power and math.isinf(p):
+                raise ValueError("power=True needs a finite p; S_inf has no p-th power")
+            matrix = sliced_pairwise(F, None, trees, p, eta, n_threads, power=power)
+        else:
+            matrix = sobolev_kernel(F, None, trees, p=p, t=t, power=power, eta=eta,
+                                    n_threads=n_threads)
+        row_labels = [self.get(k)["label"] for k in chosen]
+        return matrix, chosen, row_labels
+
+
+class _SearchScope:
+    """What a search may return: per segment, a mask of the rows
+    (``masks``); the positions of the segments with any such row
+    (``searched``); and, made when first needed, those segments' masks one
+    after the other as uint8 (``mask``), as the kernel takes them."""
+
+    def __init__(self, masks, searched, mask):
+        self.masks = masks
+        self.searched = searched
+        self.mask = mask
+
+
+class _FeatureRows(NamedTuple):
+    """Feature rows as plain CSR arrays, with the shape of the matrix."""
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple
+
+
+class _TopK:
+    """The k best (distance, doc id) pairs seen so far; ties go to the lower id."""
+
+    def __init__(self, k):
+        self.k = k
+        self.dist = np.zeros(0)
+        self.docs = np.zeros(0, dtype=np.int64)
+        self.segs = np.zeros(0, dtype=np.int64)
+        self.rows = np.zeros(0, dtype=np.int64)
+
+    def offer(self, dist, docs, segment, rows):
+        dist = np.concatenate([self.dist, dist])
+        docs = np.concatenate([self.docs, docs])
+        segs = np.concatenate([self.segs, np.full(len(rows), segment, dtype=np.int64)])
+        rows = np.concatenate([self.rows, rows])
+        keep = np.lexsort((docs, dist))[: self.k]
+        self.dist, self.docs, self.segs, self.rows = dist[keep], docs[keep], segs[keep], rows[keep]
+
+    def result(self):
+        return self.dist, self.segs.tolist(), self.rows.tolist(), self.docs.tolist()

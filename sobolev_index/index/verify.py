@@ -1,0 +1,105 @@
+"""What :meth:`SobolevIndex.verify` checks: an index's files against its
+catalog, reporting problems instead of raising.
+
+The graph file and every committed segment are checked against their
+checksums; each document against the row its catalog entry points at; and a
+sample of each segment's rows by rebuilding their features from the stored
+measures, bit for bit. Files that no commit refers to are orphans.
+"""
+import os
+
+import numpy as np
+
+from ..errors import CorruptIndexError
+from ..measures import as_measure_batch
+from . import storage
+from .csr import gather_rows
+
+# Rows per segment whose features are rebuilt from the raw measures.
+VERIFY_SAMPLE = 64
+
+
+def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, repair=False):
+    """The report of :meth:`SobolevIndex.verify` for the index at ``path``
+    (its ``catalog``, its ``trees``, its graph's ``n_nodes``); ``repair``
+    removes orphan files (the caller holds the writer lock)."""
+    problems, repaired = [], []
+    graph_path = os.path.join(path, storage.GRAPH_FILE)
+    expected = catalog.meta_value("graph_checksum")
+    if not os.path.exists(graph_path):
+        problems.append(f"{graph_path} is missing")
+    elif expected and storage.file_checksum(graph_path) != expected:
+        problems.append(f"{graph_path} fails its checksum")
+    snapshot = catalog.snapshot()
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for row in snapshot.segments:
+        data = _read_committed(path, catalog, row, len(trees), problems)
+        if data is None:
+            continue
+        sampled = _check_sample(row["file"], data, trees, n_nodes, sample, rng, problems)
+        if sampled is None:
+            continue
+        checked += sampled
+        in_segment = snapshot.segment_of == row["id"]
+        for doc_id, doc_row in zip(snapshot.doc_ids[in_segment], snapshot.row_of[in_segment]):
+            if doc_row >= data.rows or data.doc_ids[doc_row] != doc_id:
+                problems.append(f"document {doc_id} points at row {doc_row} of "
+                                f"{row['file']}, which holds another document")
+    orphans = storage.orphan_files(path, [r["file"] for r in snapshot.segments])
+    if repair and orphans:
+        storage.remove_files(path, orphans)
+        repaired = orphans
+    return {
+        "ok": not problems, "problems": problems, "orphans": orphans, "repaired": repaired,
+        "segments": len(snapshot.segments), "documents": int((~snapshot.deleted).sum()),
+        "deleted": int(snapshot.deleted.sum()), "checked_rows": checked,
+    }
+
+
+def _read_committed(path, catalog, row, n_roots, problems):
+    """The segment of catalog ``row``, read and checked against its checksum
+    and row count; None (with the problem noted) if that fails."""
+    name = row["file"]
+    if not os.path.exists(os.path.join(path, storage.SEGMENT_DIR, name)):
+        problems.append(f"segment {name} is missing")
+        return None
+    try:
+        data = storage.read_segment(path, name, n_roots, row["checksum"])
+    except FileNotFoundError:
+        # Merged away after our snapshot: only a problem if still committed.
+        if catalog.existing_segments([row["id"]]):
+            problems.append(f"segment {name} is missing")
+        return None
+    except CorruptIndexError as exc:
+        problems.append(str(exc))
+        return None
+    if data.rows != row["rows"]:
+        problems.append(f"segment {name} has {data.rows} rows; the catalog says {row['rows']}")
+        return None
+    return data
+
+
+def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
+    """Rebuild the features of up to ``sample`` rows of a segment from its
+    measures and compare them with the stored ones. Returns the number of
+    rows checked, or None if the measures themselves are invalid."""
+    picks = np.sort(rng.choice(data.rows, min(sample, data.rows), replace=False))
+    try:
+        indptr, nodes, masses = gather_rows(data.indptr, (data.nodes, data.masses), picks)
+        batch = as_measure_batch(indptr=indptr, nodes=nodes, masses=masses, n_nodes=n_nodes)
+    except ValueError as exc:  # InvalidMeasureError, or row pointers out of order
+        problems.append(f"segment {name} stores an invalid measure: {exc}")
+        return None
+    for r, tree in enumerate(trees):
+        fresh = tree.features_of_batch(batch)
+        stored_indptr, stored_indices, stored_data = data.features[r]
+        for j, i in enumerate(picks):
+            a = slice(fresh.indptr[j], fresh.indptr[j + 1])
+            b = slice(stored_indptr[i], stored_indptr[i + 1])
+            if not (np.array_equal(fresh.indices[a], stored_indices[b])
+                    and np.array_equal(fresh.data[a], stored_data[b])):
+                problems.append(
+                    f"segment {name} row {i}: stored features for root {r} differ "
+                    "from features rebuilt from its measure")
+    return len(picks)
