@@ -1,9 +1,15 @@
 """The persistent index: immutable HDF5 segments under one SQLite commit point.
 
-``SobolevIndex`` is the entry point; ``storage`` and ``catalog`` hold the
-on-disk protocol, ``inverted`` the exact search over a segment, and ``sql`` the
-SQL functions. Nothing here knows how measures were made (text, points):
-that is ``sobolev_index.ingest``, one layer up.
+``SobolevIndex`` (``sobolev_index.py``) is the entry point: its lifecycle
+and writes. Around it: ``search`` executes queries, ``verify`` checks files
+against the catalog, ``segment`` holds a segment in memory, ``inverted`` is
+a segment's inverted file (built and searched by the compiled
+``_inverted_build`` and ``_inverted_search``), ``csr`` the row arrays they
+pass around, ``storage`` and ``catalog`` the on-disk protocol (files, and
+the SQLite commit point), and ``sql`` the S_p functions for SQL queries.
+
+Nothing here knows how measures were made (text, points): that is
+``sobolev_index.ingest``, one layer up.
 """
 from .sobolev_index import SearchResult, SobolevIndex
 

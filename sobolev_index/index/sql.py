@@ -14,6 +14,7 @@ import inspect
 import json
 import math
 import sqlite3
+import weakref
 
 from ..errors import SobolevIndexError
 
@@ -85,10 +86,12 @@ def register_functions(index, db=None):
     return db
 
 
+# Per Database: the exceptions our functions raised, newest last.
+_ERRORS = weakref.WeakKeyDictionary()
+
+
 def _errors_of(db):
-    if not hasattr(db, "_sobolev_errors"):
-        db._sobolev_errors = []
-    return db._sobolev_errors
+    return _ERRORS.setdefault(db, [])
 
 
 # Reads, and calls of functions, are all a query may do: a read-only
