@@ -10,6 +10,7 @@ Public API::
     D = pairwise_sobolev(F, trees=tree, p=1)
 """
 from ._version import __version__
+from .distances import SobolevFeatures, pairwise_sobolev, sobolev_distance, sobolev_kernel
 from .errors import (
     AssumptionError,
     AssumptionWarning,
@@ -25,7 +26,6 @@ from .errors import (
 )
 from .graph import EDGE_KINDS, Graph, ShortestPathTree
 from .index import SearchResult, SobolevIndex
-from .distances import SobolevFeatures, pairwise_sobolev, sobolev_distance, sobolev_kernel
 
 __all__ = [
     "__version__",

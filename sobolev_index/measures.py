@@ -119,7 +119,8 @@ def as_measure_batch(measures=None, *, indptr=None, nodes=None, masses=None,
     # microseconds, and issubdtype alone would cost more.
     if indptr.ndim != 1 or len(indptr) < 1 or indptr.dtype.kind not in "iu":
         raise InvalidMeasureError(
-            f"indptr has dtype {indptr.dtype} and shape {indptr.shape}; expected a 1-D integer array of length N + 1"
+            f"indptr has dtype {indptr.dtype} and shape {indptr.shape}; "
+            "expected a 1-D integer array of length N + 1"
         )
     bad_indptr = InvalidMeasureError(
         f"indptr must start at 0, never decrease and end at len(nodes) = {len(nodes)}; "
@@ -159,11 +160,13 @@ def as_measure_batch(measures=None, *, indptr=None, nodes=None, masses=None,
         _raise_if_outside(nodes, indptr, n_nodes)
     elif problem == _features.BATCH_NOT_FINITE:
         raise InvalidMeasureError(
-            f"measure {_measure_of(pos, indptr)} has mass {masses[pos]} at node {nodes[pos]}; masses must be finite"
+            f"measure {_measure_of(pos, indptr)} has mass {masses[pos]} at node {nodes[pos]}; "
+            "masses must be finite"
         )
     elif problem == _features.BATCH_NEGATIVE:
         raise InvalidMeasureError(
-            f"measure {_measure_of(pos, indptr)} has mass {masses[pos]} at node {nodes[pos]}; masses must be >= 0"
+            f"measure {_measure_of(pos, indptr)} has mass {masses[pos]} at node {nodes[pos]}; "
+            "masses must be >= 0"
         )
     elif problem == _features.BATCH_ZERO_TOTAL:
         raise InvalidMeasureError(
@@ -198,5 +201,6 @@ def _raise_if_outside(nodes, indptr, n_nodes):
     if len(out_of_range):
         pos = out_of_range[0]
         raise InvalidMeasureError(
-            f"measure {_measure_of(pos, indptr)} has node {nodes[pos]}, but the graph's nodes are 0..{n_nodes - 1}"
+            f"measure {_measure_of(pos, indptr)} has node {nodes[pos]}, "
+            f"but the graph's nodes are 0..{n_nodes - 1}"
         )
