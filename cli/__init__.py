@@ -9,7 +9,6 @@ import csv
 import io
 import json
 import math
-import os
 import sys
 import time
 import warnings
@@ -212,86 +211,56 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
           silent, as_json):
     """Build INDEX (a new directory) from a corpus and word vectors, or from
     point clouds or persistence diagrams (--points)."""
-    from ..ingest.documents import TextSettings, build_index, read_corpus
+    from ..ingest.documents import TextSettings
+    from ..ingest.pipelines import build_from_files
     from ..ingest.text import DEFAULT_TOKEN_PATTERN, stopwords_from
 
     started = time.perf_counter()
-    if points:
-        if corpus or vectors:
-            raise click.UsageError("give either --corpus and --vectors, or --points")
-        return _build_points(index, points, diagrams, diagram_weights, nodes, edges, roots, seed,
-                             p, silent, as_json, started)
-    if not corpus or not vectors:
+    if points and (corpus or vectors):
+        raise click.UsageError("give either --corpus and --vectors, or --points")
+    if not points and (not corpus or not vectors):
         raise click.UsageError("build needs --corpus FILE and --vectors FILE (or --points FILE)")
-    settings = TextSettings(pattern=token_pattern or DEFAULT_TOKEN_PATTERN,
-                            stopwords=tuple(stopwords_from(stopwords)), weighting=weighting)
-    documents = read_corpus(list(corpus), corpus_format)
-    report, info = _run_build(silent, lambda progress: build_index(
-        index, documents, vectors, nodes=nodes, edges=edges, roots=None if roots == 1 else roots,
-        p=_parse_p(p), seed=seed, settings=settings, fold_case=fold_case, skip_empty=skip_empty,
-        store_text=not no_text, progress=progress))
-    report = {"index": info["path"], "documents": info["documents"],
-              "skipped": len(report["skipped"]), "vocabulary": report["vocabulary"],
-              "words_with_vectors": report["words_with_vectors"],
-              "token_coverage": round(report["token_coverage"], 4), "nodes": info["nodes"],
-              "edges": info["edges"], "roots": info["roots"], "bytes": info["bytes"],
-              "seconds": round(time.perf_counter() - started, 3)}
-    if as_json:
-        _echo_json(report)
-        return
-    click.echo(f"built {report['index']}: {report['documents']:,} documents"
-               + (f" ({report['skipped']} skipped: no known word)" if report["skipped"] else ""))
-    click.echo(f"  words: {report['words_with_vectors']:,} of {report['vocabulary']:,} have vectors "
-               f"({report['token_coverage']:.1%} of tokens)")
-    click.echo(f"  graph: {report['nodes']:,} nodes, {report['edges']:,} edges, "
-               f"root(s) {report['roots']}")
-    click.echo(f"  {report['bytes'] / 1e6:.1f} MB on disk, {report['seconds']:.1f} s")
-
-
-def _run_build(silent, build):
-    """Run build(progress) with progress bars, print its warnings as notes,
-    close the new index; returns (build report, index info)."""
+    settings = None if points else TextSettings(
+        pattern=token_pattern or DEFAULT_TOKEN_PATTERN, stopwords=tuple(stopwords_from(stopwords)),
+        weighting=weighting)
     progress = _progress(silent)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            built, report = build(progress)
+            built, report = build_from_files(
+                index, corpus=corpus, vectors=vectors, points=points, diagrams=diagrams,
+                diagram_weights=diagram_weights, corpus_format=corpus_format, settings=settings,
+                fold_case=fold_case, skip_empty=skip_empty, store_text=not no_text, nodes=nodes,
+                edges=edges, roots=None if roots == 1 else roots, p=_parse_p(p), seed=seed,
+                progress=progress)
         finally:
             progress.finish()
     for w in caught:
         _note(f"warning: {w.message}", silent)
     with built:
-        return report, built.info()
-
-
-def _build_points(index, points, diagrams, diagram_weights, nodes, edges, roots, seed, p, silent,
-                  as_json, started):
-    from ..ingest.pointindex import build_point_index, read_pointsets
-
-    kind = "diagrams" if diagrams else "clouds"
-    pointsets = read_pointsets(list(points), kind, diagram_weights, label_from_dir=diagrams)
-    report, info = _run_build(silent, lambda progress: build_point_index(
-        index, pointsets, nodes=nodes, edges=edges, roots=None if roots == 1 else roots,
-        p=_parse_p(p), seed=seed, kind=kind, progress=progress))
-    out = {"index": info["path"], "documents": info["documents"], "kind": kind,
-           "points": report["points"], "dim": report["dim"], "nodes": info["nodes"],
-           "edges": info["edges"], "roots": info["roots"], "bytes": info["bytes"],
-           "seconds": round(time.perf_counter() - started, 3)}
+        info = built.info()
+    out = {"index": info["path"], "documents": info["documents"]}
+    if report["kind"] == "text":
+        out.update({"skipped": len(report["skipped"]), "vocabulary": report["vocabulary"],
+                    "words_with_vectors": report["words_with_vectors"],
+                    "token_coverage": round(report["token_coverage"], 4)})
+    else:
+        out.update({"kind": report["kind"], "points": report["points"], "dim": report["dim"]})
+    out.update({"nodes": info["nodes"], "edges": info["edges"], "roots": info["roots"],
+                "bytes": info["bytes"], "seconds": round(time.perf_counter() - started, 3)})
     if as_json:
         _echo_json(out)
         return
-    click.echo(f"built {out['index']}: {out['documents']:,} point sets ({kind}), "
-               f"{out['points']:,} points in {out['dim']} dimensions")
+    if report["kind"] == "text":
+        click.echo(f"built {out['index']}: {out['documents']:,} documents"
+                   + (f" ({out['skipped']} skipped: no known word)" if out["skipped"] else ""))
+        click.echo(f"  words: {out['words_with_vectors']:,} of {out['vocabulary']:,} have vectors "
+                   f"({out['token_coverage']:.1%} of tokens)")
+    else:
+        click.echo(f"built {out['index']}: {out['documents']:,} point sets ({out['kind']}), "
+                   f"{out['points']:,} points in {out['dim']} dimensions")
     click.echo(f"  graph: {out['nodes']:,} nodes, {out['edges']:,} edges, root(s) {out['roots']}")
     click.echo(f"  {out['bytes'] / 1e6:.1f} MB on disk, {out['seconds']:.1f} s")
-
-
-def _point_kind(index):
-    """The kind of point sets of a point index, or None for other indexes."""
-    from ..ingest.fill import index_kind
-
-    kind = index_kind(index)
-    return None if kind == "text" else kind
 
 
 # --------------------------------------------------------------------- add
@@ -316,35 +285,24 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
     Each batch is committed on its own: after Ctrl-C, the batches already
     added stay, and the index is consistent.
     """
-    from ..ingest.documents import add_documents, read_corpus, stored_vectors_path
-    from ..ingest.pointindex import add_pointsets, read_pointsets
+    from ..ingest.documents import stored_vectors_path
+    from ..ingest.pipelines import add_files
 
     started = time.perf_counter()
     progress = _progress(silent)
     with _open(index, "a") as opened:
-        kind = _point_kind(opened)
-        if kind is not None:
-            documents = read_pointsets(list(files), kind, label_from_dir=(kind == "diagrams"))
-            vectors = "none"
-        else:
-            documents = list(read_corpus(list(files), corpus_format))
-        if kind is None and vectors is None:
+        if vectors is None:
             vectors = stored_vectors_path(opened)
             if vectors:
                 _note(f"new words get nodes from {vectors} (--vectors none to skip)", silent)
-        if vectors == "none":
+        elif vectors == "none":
             vectors = None
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                if kind is not None:
-                    report = add_pointsets(opened, documents, batch_size=batch_size,
-                                           progress=progress, upsert=upsert)
-                    report["new_words"] = 0
-                else:
-                    report = add_documents(opened, documents, vectors, skip_empty=skip_empty,
-                                           batch_size=batch_size, progress=progress,
-                                           upsert=upsert, store_text=not no_text)
+                report = add_files(opened, files, vectors=vectors, corpus_format=corpus_format,
+                                   skip_empty=skip_empty, batch_size=batch_size, upsert=upsert,
+                                   store_text=not no_text, progress=progress)
         except KeyboardInterrupt as exc:
             progress.finish()
             done = getattr(exc, "added", None)
@@ -391,7 +349,7 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json
     those of --file. --json prints one list of {"key", "distance", "label"}
     per query, in that order.
     """
-    from ..ingest.documents import read_corpus, text_measures
+    from ..ingest.pipelines import query_measures
 
     if not (texts or keys or query_file):
         raise click.UsageError("give a query: --text TEXT, --key KEY or --file F")
@@ -402,19 +360,10 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json
         if keys:
             results.append(opened.search(list(keys), **options))
             query_names += [f"key {key}" for key in keys]
-        query_texts = list(texts)
-        kind = _point_kind(opened)
-        if query_file and kind is not None:
-            from ..ingest.pointindex import point_measures, read_pointsets
-
-            pointsets = read_pointsets([query_file], kind)
-            results.append(opened.search(point_measures(opened, pointsets), **options))
-            query_names += [s.key for s in pointsets]
-        elif query_file:
-            query_texts += [doc["text"] for doc in read_corpus(query_file)]
-        if query_texts:
-            results.append(opened.search(text_measures(opened, query_texts, vectors), **options))
-            query_names += [_snippet(t, 50) for t in query_texts]
+        measures, names = query_measures(opened, texts, [query_file] if query_file else [], vectors)
+        if measures:
+            results.append(opened.search(measures, **options))
+            query_names += [_snippet(name, 50) for name in names]
         records = [r for result in results for r in result.to_records()]
         if not as_json:
             texts_of = _stored_texts(opened, {hit["key"] for hits in records for hit in hits})
@@ -519,11 +468,10 @@ def verify(index, repair, as_json):
 @_json_option
 def info(index, as_json):
     """Counts, graph, roots, segments and size on disk."""
-    from ..ingest.documents import text_info
+    from ..ingest.pipelines import index_details
 
     with _open(index) as opened:
-        out = opened.info()
-        out.update(text_info(opened))
+        out = index_details(opened)
     if as_json:
         _echo_json(out)
         return
@@ -547,11 +495,11 @@ def info(index, as_json):
 @_json_option
 def distance(index, a, b, as_text, p, roots, as_json):
     """S_p between two stored keys (or, with --text, two texts)."""
-    from ..ingest.documents import text_measures
+    from ..ingest.pipelines import query_measures
 
     with _open(index) as opened:
         if as_text:
-            a_item, b_item = text_measures(opened, [a, b])
+            (a_item, b_item), _ = query_measures(opened, texts=[a, b])
         else:
             a_item, b_item = a, b
         value = opened.distance(a_item, b_item, p=_parse_p(p), roots=_parse_roots(roots))

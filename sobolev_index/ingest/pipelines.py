@@ -1,0 +1,102 @@
+"""Either kind of index through one call: files in, whichever pipeline fits.
+
+A build takes the pipeline of the input it is given (a corpus and word
+vectors, or point sets); every later call takes the pipeline of the index's
+kind (:func:`~sobolev_index.ingest.fill.index_kind`), so that a caller (the
+command line, a script) never asks which kind an index is. This module sits
+above the text pipeline (:mod:`~sobolev_index.ingest.documents`) and the
+point pipeline (:mod:`~sobolev_index.ingest.pointindex`), which do not know
+each other.
+"""
+from .documents import add_documents, build_index, read_corpus, text_info, text_measures
+from .fill import index_kind
+from .pointindex import POINT_KINDS, add_pointsets, build_point_index, point_measures, read_pointsets
+
+__all__ = ["build_from_files", "add_files", "query_measures", "index_details"]
+
+
+def _read_pointsets(files, kind, diagram_weights="uniform"):
+    # Diagrams in class folders (root/<class>/<sample>.csv) are labelled by
+    # their folder; clouds carry their labels in the file.
+    return read_pointsets(list(files), kind, diagram_weights, label_from_dir=kind == "diagrams")
+
+
+def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False,
+                     diagram_weights="uniform", corpus_format="auto", settings=None,
+                     fold_case=False, skip_empty=False, store_text=True, nodes=1000, edges="log",
+                     roots=None, p=1, seed=0, progress=None):
+    """Build an index at ``path`` from files: a text index from ``corpus``
+    files (:func:`~sobolev_index.ingest.documents.read_corpus`, in
+    ``corpus_format``) and word ``vectors``, or a point index from
+    ``points`` files: JSON Lines point clouds, or with ``diagrams``
+    persistence diagram files and folders (weights ``diagram_weights``,
+    labelled by their folder).
+
+    The other options are those of
+    :func:`~sobolev_index.ingest.documents.build_index` and
+    :func:`~sobolev_index.ingest.pointindex.build_point_index`; the text
+    options are not used for points. Returns (index open for writing,
+    report); the report's ``kind`` is "text", "clouds" or "diagrams".
+    """
+    options = dict(nodes=nodes, edges=edges, roots=roots, p=p, seed=seed, progress=progress)
+    if points:
+        if corpus or vectors:
+            raise ValueError("give either corpus files and vectors, or point files, not both")
+        kind = "diagrams" if diagrams else "clouds"
+        return build_point_index(path, _read_pointsets(points, kind, diagram_weights), kind=kind,
+                                 **options)
+    if not corpus or not vectors:
+        raise ValueError("a build needs corpus files and word vectors, or point files")
+    return build_index(path, read_corpus(list(corpus), corpus_format), vectors, settings=settings,
+                       fold_case=fold_case, skip_empty=skip_empty, store_text=store_text, **options)
+
+
+def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=False,
+              batch_size=1000, upsert=False, store_text=True, progress=None):
+    """Add the documents or point sets of ``files`` to ``index`` (open for
+    writing), read as the index was built: corpus files for a text index
+    (``vectors``, ``skip_empty`` and ``store_text`` as in
+    :func:`~sobolev_index.ingest.documents.add_documents`), point clouds or
+    diagrams for a point index.
+
+    Every batch is committed on its own; a KeyboardInterrupt carries the
+    keys committed before it as ``added``. Returns a report: ``added``
+    (keys), ``skipped`` and ``new_words`` (0 for point sets).
+    """
+    kind = index_kind(index)
+    if kind in POINT_KINDS:
+        report = add_pointsets(index, _read_pointsets(files, kind), batch_size=batch_size,
+                               progress=progress, upsert=upsert)
+        return {**report, "new_words": 0}
+    # A text index, or one of plain measures (add_documents says it has no words).
+    documents = list(read_corpus(list(files), corpus_format))
+    return add_documents(index, documents, vectors, skip_empty=skip_empty, batch_size=batch_size,
+                         progress=progress, upsert=upsert, store_text=store_text)
+
+
+def query_measures(index, texts=(), files=(), vectors=None):
+    """Query measures for ``index``: one per text of ``texts``, then one per
+    document or point set of ``files`` (read as the index was built).
+    ``vectors`` places query words a text index does not know (see
+    :func:`~sobolev_index.ingest.documents.text_measures`). Returns
+    (measures, names): a name is the query's text, or its point set's key.
+    Texts on an index not built from text raise :class:`~sobolev_index.errors.CorpusError`.
+    """
+    kind = index_kind(index)
+    texts = list(texts)
+    pointsets = []
+    if kind in POINT_KINDS:
+        pointsets = _read_pointsets(files, kind)
+    else:
+        texts += [doc["text"] for doc in read_corpus(list(files))]
+    measures = text_measures(index, texts, vectors) if texts else []
+    if pointsets:
+        measures += point_measures(index, pointsets)
+    return measures, texts + [s.key for s in pointsets]
+
+
+def index_details(index):
+    """:meth:`SobolevIndex.info` with what a text index adds: the word count,
+    weighting, tokenizer and vector file (``words`` is None for other
+    indexes)."""
+    return {**index.info(), **text_info(index)}
