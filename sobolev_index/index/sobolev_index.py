@@ -402,11 +402,10 @@ class SobolevIndex(SearchMixin):
         if n == 0:
             return []
 
-        features = [tree.features_of_batch(batch) for tree in self.trees]
+        # int64 indptr, int32 indices, float64 data: the arrays the segment stores.
         data = storage.SegmentData(
             doc_ids=doc_ids, indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,
-            features=[(f.indptr.astype(np.int64), f.indices.astype(np.int32), f.data)
-                      for f in features],
+            features=[tree.feature_arrays_of_batch(batch) for tree in self.trees],
         )
         data.inverted = inverted.build(data.features, self.graph.n_nodes)
         segment_id = int(self._meta["next_segment_id"])
