@@ -1,7 +1,11 @@
 """Turning raw data into measures and indexes: text (tokens, word vectors,
 corpora, documents), point sets and persistence diagrams, and the quickstart.
 
-This layer sits above ``sobolev_index.index`` and the core; the text and
-point pipelines do not import each other, and share ``fill`` for creating and
-filling an index in batches.
+This layer sits above ``sobolev_index.index`` and the core. The text
+pipeline (``text``, ``embeddings``, ``words``, ``documents``, and the
+quickstart's ``stdlib_corpus`` and ``quickstart``) and the point pipeline
+(``pointsets``, ``pointindex``) do not import each other; both use ``fill``
+for what they share (the index's kind, creating and filling an index in
+batches). ``pipelines`` sits above both and picks one by the input or the
+index's kind, so that callers such as the command line need not.
 """

@@ -178,6 +178,15 @@ def _check_format(format):
         raise ValueError(f"format {format!r} is not one of {choices}")
 
 
+def _resolved_format(path, format):
+    """``format``, or for "auto" the format of the file at ``path``."""
+    if format != "auto":
+        return format
+    if not path.exists():
+        raise FileNotFoundError(f"word-vector file {path} does not exist")
+    return _detect_format(path)
+
+
 def _detect_format(path):
     name = path.name.lower()
     if name.endswith(".gz"):
@@ -594,10 +603,7 @@ def load_vectors(path, words=None, *, format="auto", vocab=None, fold_case=False
         if odd is not None:
             raise ValueError(f"words contains {odd!r} ({type(odd).__name__}); expected str")
     path = Path(path)
-    if format == "auto":
-        if not path.exists():
-            raise FileNotFoundError(f"word-vector file {path} does not exist")
-        format = _detect_format(path)
+    format = _resolved_format(path, format)
     if vocab is not None and format != "npy":
         raise ValueError(f"vocab is only used with format 'npy'; {path} is read as {format!r}")
     if format == "npy":
@@ -630,10 +636,7 @@ def vector_file_info(path, format="auto", vocab=None):
     """
     _check_format(format)
     path = Path(path)
-    if format == "auto":
-        if not path.exists():
-            raise FileNotFoundError(f"word-vector file {path} does not exist")
-        format = _detect_format(path)
+    format = _resolved_format(path, format)
     if format == "npy":
         data = _load_npy(path)
         try:
