@@ -1,5 +1,5 @@
 """Every command of the ``sobolev-index`` CLI through click's CliRunner, on a
-small synthetic text corpus (tests/text_corpus.py)."""
+small synthetic text corpus (tests/_support/corpus.py)."""
 import json
 import os
 import shutil
@@ -7,20 +7,11 @@ import shutil
 import h5py
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from _support import corpus as tc
+from _support.cli import run
 
 from sobolev_index import SobolevIndex, __version__
-from sobolev_index.cli import main
 from sobolev_index.ingest.documents import text_measures
-
-import text_corpus as tc
-
-
-def run(*args, input=None, ok=True):
-    result = CliRunner().invoke(main, [str(a) for a in args], input=input)
-    if ok:
-        assert result.exit_code == 0, result.output + repr(result.exception)
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +160,8 @@ def test_add_refuses_duplicates_and_writes_nothing(writable, tmp_path):
 def test_add_refuses_fields_that_are_not_json_and_writes_nothing(writable):
     index, _, _ = writable
     with SobolevIndex.open(index, "a") as writer:
-        from sobolev_index.ingest.documents import add_documents
         from sobolev_index.errors import CorpusError
+        from sobolev_index.ingest.documents import add_documents
 
         docs = [{"key": "ok1", "text": "space1"},
                 {"key": "bad2", "text": "space2", "when": object()}]

@@ -2,19 +2,10 @@
 import json
 
 import numpy as np
-import pytest
-from click.testing import CliRunner
+from _support.cli import run
 
 from sobolev_index import SobolevIndex
-from sobolev_index.cli import main
 from sobolev_index.ingest.pointindex import point_measures, read_pointsets
-
-
-def run(*args, ok=True):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    if ok:
-        assert result.exit_code == 0, result.output + repr(result.exception)
-    return result
 
 
 def write_clouds(path, keys, seed):

@@ -3,25 +3,16 @@
 import math
 
 import numpy as np
+import ot  # a test extra: missing means a broken install, not a skip
 import pytest
+import reference as ref
+from _support.graphs import graph_specs, pick_roots, random_graph
+from _support.measures import measures_on, random_measure, random_measures, to_csr_input
+from _support.settings import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-import reference as ref
-from conftest import (
-    examples,
-    graph_specs,
-    measures_on,
-    pick_roots,
-    random_graph,
-    random_measure,
-    random_measures,
-    to_csr_input,
-)
-
 from sobolev_index import pairwise_sobolev, sobolev_distance
-
-import ot  # a test extra: missing means a broken install, not a skip
 
 PS = [1, 1.5, 2, 3, np.inf]
 RTOL = 1e-10

@@ -6,8 +6,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from _support import corpus as tc
 
 from sobolev_index import SobolevIndex
+from sobolev_index.errors import CorpusError, InvalidMeasureError
 from sobolev_index.ingest.documents import (
     TextEncoder,
     TextSettings,
@@ -18,9 +20,6 @@ from sobolev_index.ingest.documents import (
 )
 from sobolev_index.ingest.embeddings import WordVectors
 from sobolev_index.ingest.words import read_words
-from sobolev_index.errors import CorpusError, InvalidMeasureError
-
-import text_corpus as tc
 
 
 @pytest.fixture

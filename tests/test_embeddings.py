@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.corpus import word2vec_text, write_vec
 
+from sobolev_index.errors import VectorFileError
 from sobolev_index.ingest import embeddings
 from sobolev_index.ingest.embeddings import (
     WordVectors,
@@ -20,7 +22,6 @@ from sobolev_index.ingest.embeddings import (
     write_word2vec_binary,
     write_word2vec_text,
 )
-from sobolev_index.errors import VectorFileError
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TWITTER = DATA / "twitter" / "twitter-minilm-384.bin"
@@ -53,18 +54,6 @@ def record_offsets(words, dim, before=b"", after=b""):
         offsets.append(position)
         position += len(word.encode("utf-8")) + 1 + 4 * dim + len(after)
     return offsets
-
-
-def text_lines(words, vectors, header=True, end="\n", trailing=""):
-    lines = [f"{len(words)} {vectors.shape[1]}{end}"] if header else []
-    for word, vector in zip(words, vectors):
-        lines.append(word + " " + " ".join(repr(float(v)) for v in vector) + trailing + end)
-    return "".join(lines)
-
-
-def write_text(path, words, vectors, **kwargs):
-    path.write_bytes(text_lines(words, vectors, **kwargs).encode("utf-8"))
-    return path
 
 
 def expected_subset(words, vectors, wanted):
@@ -123,7 +112,7 @@ def test_binary_records_straddling_read_chunks(tmp_path, monkeypatch, chunk, sub
 def test_word2vec_text_round_trip(tmp_path, variant):
     vectors = random_vectors(len(WORDS), 6, seed=3)
     kwargs = {"crlf": {"end": "\r\n"}, "trailing-space": {"trailing": " "}}.get(variant, {})
-    path = write_text(tmp_path / "v.vec", WORDS, vectors, **kwargs)
+    path = write_vec(tmp_path / "v.vec", WORDS, vectors, **kwargs)
     wv = load_vectors(path)
     assert wv.words == WORDS
     np.testing.assert_array_equal(wv.vectors, vectors)
@@ -133,7 +122,7 @@ def test_word2vec_text_round_trip(tmp_path, variant):
 def test_glove_round_trip_with_blank_last_line(tmp_path):
     vectors = random_vectors(len(WORDS), 4, seed=4)
     path = tmp_path / "glove.txt"
-    path.write_text(text_lines(WORDS, vectors, header=False) + "\n", encoding="utf-8")
+    path.write_text(word2vec_text(WORDS, vectors, header=False) + "\n", encoding="utf-8")
     wv = load_vectors(path)
     assert wv.words == WORDS
     np.testing.assert_array_equal(wv.vectors, vectors)
@@ -154,7 +143,7 @@ def test_package_text_writer_round_trips_exactly(tmp_path):
 def test_gzip_text_and_binary(tmp_path):
     vectors = random_vectors(len(WORDS), 5, seed=6)
     with gzip.open(tmp_path / "v.vec.gz", "wb") as handle:
-        handle.write(text_lines(WORDS, vectors).encode("utf-8"))
+        handle.write(word2vec_text(WORDS, vectors).encode("utf-8"))
     with gzip.open(tmp_path / "v.bin.gz", "wb") as handle:
         handle.write(binary_bytes(WORDS, vectors))
     for name in ("v.vec.gz", "v.bin.gz"):
@@ -189,7 +178,7 @@ def test_npy_with_vocabulary(tmp_path, vocab_name):
 def test_dtype_float64_keeps_text_precision(tmp_path):
     vectors = np.random.default_rng(8).normal(size=(4, 3))
     path = tmp_path / "v.vec"
-    path.write_text(text_lines(["a", "b", "c", "d"], vectors))
+    path.write_text(word2vec_text(["a", "b", "c", "d"], vectors))
     wv = load_vectors(path, dtype=np.float64)
     assert wv.vectors.dtype == np.float64
     np.testing.assert_array_equal(wv.vectors, vectors)
@@ -209,9 +198,9 @@ def write_format(tmp_path, fmt, words, vectors):
         path = tmp_path / "v.bin"
         path.write_bytes(binary_bytes(words, vectors, after=b"\n"))
     elif fmt == "word2vec-text":
-        path = write_text(tmp_path / "v.vec", words, vectors)
+        path = write_vec(tmp_path / "v.vec", words, vectors)
     elif fmt == "glove":
-        path = write_text(tmp_path / "v.txt", words, vectors, header=False)
+        path = write_vec(tmp_path / "v.txt", words, vectors, header=False)
     else:
         path = tmp_path / "v.npy"
         np.save(path, vectors)
@@ -316,8 +305,8 @@ def test_auto_detection_by_content(tmp_path):
     vectors = random_vectors(4, 300, seed=15)
     words = ["a", "b", "c", "d"]
     (tmp_path / "binary.w2v").write_bytes(binary_bytes(words, vectors))
-    (tmp_path / "text.w2v").write_text(text_lines(words, vectors))
-    (tmp_path / "glove.w2v").write_text(text_lines(words, vectors, header=False))
+    (tmp_path / "text.w2v").write_text(word2vec_text(words, vectors))
+    (tmp_path / "glove.w2v").write_text(word2vec_text(words, vectors, header=False))
     with open(tmp_path / "array.data", "wb") as handle:
         np.save(handle, vectors)
     (tmp_path / "array.vocab").write_text("a\nb\nc\nd\n")
@@ -396,7 +385,7 @@ def test_binary_without_header_line(tmp_path):
 
 def test_wrong_number_of_values_names_the_line(tmp_path):
     vectors = random_vectors(20, 300, seed=17)
-    lines = text_lines([f"w{i}" for i in range(20)], vectors).splitlines(keepends=True)
+    lines = word2vec_text([f"w{i}" for i in range(20)], vectors).splitlines(keepends=True)
     lines[16] = lines[16].rsplit(" ", 1)[0] + "\n"  # line 17 loses its last value
     path = tmp_path / "v.vec"
     path.write_text("".join(lines))
@@ -499,7 +488,7 @@ def test_missing_file_names_it(tmp_path):
 
 
 def test_bad_arguments(tmp_path):
-    path = write_text(tmp_path / "v.vec", ["a"], random_vectors(1, 2))
+    path = write_vec(tmp_path / "v.vec", ["a"], random_vectors(1, 2))
     with pytest.raises(ValueError, match="'glove2'.* 'auto', 'word2vec-bin', 'word2vec-text', "
                                          "'glove', 'npy'"):
         load_vectors(path, format="glove2")

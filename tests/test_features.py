@@ -4,19 +4,13 @@ import re
 
 import numpy as np
 import pytest
+import reference as ref
 import scipy.sparse as sp
+from _support.graphs import graph_specs, random_graph
+from _support.measures import measures_on, random_measures, to_csr_input
+from _support.settings import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import reference as ref
-from conftest import (
-    examples,
-    graph_specs,
-    measures_on,
-    random_graph,
-    random_measures,
-    to_csr_input,
-)
 
 
 def _setup(seed=0, n=30, kind="euclidean", tree=False, root=None):

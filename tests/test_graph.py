@@ -6,13 +6,13 @@ import warnings
 
 import numpy as np
 import pytest
+import reference as ref
+from _support.graphs import GraphSpec, random_graph
+from _support.measures import random_measures, to_csr_input
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.csgraph import dijkstra as sp_dijkstra
 from scipy.spatial.distance import cdist
-
-import reference as ref
-from conftest import random_graph, random_measures, to_csr_input
 
 from sobolev_index import (
     AssumptionError,
@@ -215,8 +215,6 @@ def _valid_spec():
     # 10 nodes, 15 edges; the corrupted edges (index 5 and 7) never mention node 5 or 7
     # after corruption, and the graph stays connected without them.
     lengths = 1.0 + np.arange(15) / 20.0
-    from conftest import GraphSpec
-
     return GraphSpec(10, _FIXED_EDGES.copy(), lengths)
 
 

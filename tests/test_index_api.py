@@ -12,21 +12,12 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _support.expected import RefModel, check_topk, expected_dists
+from _support.graphs import pick_roots, random_graph
+from _support.index import assert_unchanged, snapshot
+from _support.measures import assert_csr_identical, assert_same_measure, random_measures
 
-from index_helpers.common import (
-    RefModel,
-    assert_csr_identical,
-    assert_same_measure,
-    assert_unchanged,
-    check_topk,
-    expected_dists,
-    pick_roots,
-    random_graph,
-    random_measures,
-    snapshot,
-)
-
-from sobolev_index import (  # noqa: E402
+from sobolev_index import (
     KeyNotFoundError,
     SobolevIndex,
     SobolevIndexError,

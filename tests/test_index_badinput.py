@@ -16,20 +16,12 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _support.graphs import pick_roots, random_graph
+from _support.index import assert_unchanged, file_hashes, set_format_version, snapshot
+from _support.measures import random_measures
+from _support.processes import child_env, child_script
 
-from index_helpers.common import (
-    assert_unchanged,
-    child_env,
-    file_hashes,
-    helper_script,
-    pick_roots,
-    random_graph,
-    random_measures,
-    set_format_version,
-    snapshot,
-)
-
-from sobolev_index import (  # noqa: E402
+from sobolev_index import (
     CorruptIndexError,
     DuplicateKeyError,
     IndexLockedError,
@@ -398,7 +390,7 @@ def test_unknown_format_version(index_path):
 class Holder:
     def __init__(self, path, seconds):
         self.proc = subprocess.Popen(
-            [sys.executable, helper_script("hold_writer.py"), str(path), str(seconds)],
+            [sys.executable, child_script("hold_writer.py"), str(path), str(seconds)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=child_env(),
         )

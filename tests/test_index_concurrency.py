@@ -9,18 +9,11 @@ import json
 import subprocess
 import sys
 
+from _support.graphs import pick_roots, random_graph
+from _support.index import batch_keys, batch_measures, batch_size
+from _support.processes import child_env, child_script
 
-from index_helpers.common import (
-    batch_keys,
-    batch_measures,
-    batch_size,
-    child_env,
-    helper_script,
-    pick_roots,
-    random_graph,
-)
-
-from sobolev_index import SobolevIndex  # noqa: E402
+from sobolev_index import SobolevIndex
 
 WRITER_SECONDS = 6.0
 READER_SECONDS = 5.0
@@ -37,7 +30,7 @@ def test_one_writer_two_readers(tmp_path):
 
     env = child_env()
     writer = subprocess.Popen(
-        [sys.executable, helper_script("concurrent_writer.py"), str(path), "3",
+        [sys.executable, child_script("concurrent_writer.py"), str(path), "3",
          str(WRITER_SECONDS), "4"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
@@ -47,7 +40,7 @@ def test_one_writer_two_readers(tmp_path):
     for seed in (1, 2):
         out = tmp_path / f"reader{seed}.json"
         proc = subprocess.Popen(
-            [sys.executable, helper_script("concurrent_reader.py"), str(path),
+            [sys.executable, child_script("concurrent_reader.py"), str(path),
              str(READER_SECONDS), str(out), str(seed)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )

@@ -5,6 +5,7 @@ import os
 import h5py
 import numpy as np
 import pytest
+from _support.processes import run_python
 
 from sobolev_index import Graph, SobolevIndex
 
@@ -24,8 +25,6 @@ def test_malformed_feature_arrays_raise(tmp_path, dataset, value):
     with h5py.File(segment, "r+") as f:
         f[dataset][3] = value
     # Run in a child: a crash there must not take the test run with it.
-    import subprocess
-    import sys
     script = (
         "import sys\n"
         "from sobolev_index import SobolevIndex, CorruptIndexError\n"
@@ -34,10 +33,6 @@ def test_malformed_feature_arrays_raise(tmp_path, dataset, value):
         "except CorruptIndexError as exc:\n"
         "    print('corrupt:', exc); sys.exit(3)\n"
     )
-    env = dict(os.environ)
-    import sobolev_index
-    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(sobolev_index.__file__))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=str(tmp_path), env=env, timeout=120)
+    done = run_python(script, cwd=str(tmp_path))
     assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
     assert "segment" in done.stdout

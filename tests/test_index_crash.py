@@ -19,18 +19,12 @@ import time
 
 import numpy as np
 import pytest
+from _support.graphs import pick_roots, random_graph
+from _support.index import batch_keys, batch_measures
+from _support.measures import assert_csr_identical
+from _support.processes import child_env, child_script
 
-from index_helpers.common import (
-    assert_csr_identical,
-    batch_keys,
-    batch_measures,
-    child_env,
-    helper_script,
-    pick_roots,
-    random_graph,
-)
-
-from sobolev_index import SobolevIndex, pairwise_sobolev  # noqa: E402
+from sobolev_index import SobolevIndex, pairwise_sobolev
 
 N_KILLS = 24
 COMPACT_EVERY = 3
@@ -43,7 +37,7 @@ class Child:
 
     def __init__(self, path, start):
         self.proc = subprocess.Popen(
-            [sys.executable, helper_script("crash_writer.py"), str(path), str(start),
+            [sys.executable, child_script("crash_writer.py"), str(path), str(start),
              str(COMPACT_EVERY), str(MAX_SIZE)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
         )

@@ -19,27 +19,15 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 import scipy.sparse as sp
+from _support.expected import RefModel, assert_same_key_sets, check_topk, expected_dists
+from _support.graphs import pick_roots, random_graph
+from _support.measures import random_measures, to_csr_input
+from _support.processes import child_env, child_script, run_python
+from sklearn.neighbors import NearestNeighbors
 
-from index_helpers.common import (
-    RefModel,
-    assert_same_key_sets,
-    check_topk,
-    child_env,
-    expected_dists,
-    helper_script,
-    pick_roots,
-    random_graph,
-    random_measures,
-    run_python,
-)
-from conftest import to_csr_input
-
-from sobolev_index import SobolevIndex  # noqa: E402
-
-from sklearn.neighbors import NearestNeighbors  # noqa: E402
-
-import reference as ref  # noqa: E402
+from sobolev_index import SobolevIndex
 
 
 def _search_takes_threads():
@@ -62,7 +50,7 @@ def _child_search(path, queries, k, p, threads, tmp_path, roots=None):
     args = [str(path), str(qfile), k, "inf" if math.isinf(p) else repr(float(p))]
     if roots is not None:
         args.append(json.dumps(roots))
-    r = run_python(helper_script("search_dump.py"), args, script=True,
+    r = run_python(child_script("search_dump.py"), args, script=True,
                    env=child_env(OMP_NUM_THREADS=threads))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)

@@ -12,21 +12,15 @@ import tempfile
 
 import numpy as np
 import pytest
+from _support.expected import RefModel, check_topk
+from _support.graphs import pick_roots, random_graph
+from _support.measures import assert_csr_identical, assert_same_measure, measures_on
+from _support.settings import examples
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from conftest import examples, measures_on
-from index_helpers.common import (
-    RefModel,
-    assert_csr_identical,
-    assert_same_measure,
-    check_topk,
-    pick_roots,
-    random_graph,
-)
-
-from sobolev_index import (  # noqa: E402
+from sobolev_index import (
     DuplicateKeyError,
     KeyNotFoundError,
     SobolevIndex,

@@ -8,9 +8,11 @@ import textwrap
 
 import numpy as np
 import pytest
-
 import reference as ref
-from conftest import pick_roots, random_graph, random_measures
+from _support.graphs import pick_roots, random_graph
+from _support.measures import random_measures
+from sklearn.neighbors import NearestNeighbors
+from sklearn.svm import SVC
 
 from sobolev_index import (
     Graph,
@@ -18,9 +20,6 @@ from sobolev_index import (
     pairwise_sobolev,
     sobolev_kernel,
 )
-
-from sklearn.neighbors import NearestNeighbors  # noqa: E402
-from sklearn.svm import SVC  # noqa: E402
 
 
 def _setup(seed=0, n=30, kind="euclidean", n_roots=1, n_measures=40):

@@ -1,25 +1,22 @@
 """Baseline distances of the paper (bench/paper/baselines.py) against direct
 computations: graph OT, WMD, spanning trees and tree-Wasserstein."""
-import os
-import sys
 from collections import Counter
 
 import numpy as np
 import pytest
+from _support.bench import bench_module
+from _support.measures import dense
 from scipy.sparse import csgraph
 from scipy.spatial.distance import cdist
 
+from sobolev_index import Graph, pairwise_sobolev
+
 ot = pytest.importorskip("ot")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-
-from paper.baselines import (  # noqa: E402
-    graph_ot_distances,
-    spanning_tree_graph,
-    tree_wasserstein_distances,
-    wmd_distances,
-)
-
-from sobolev_index import Graph, pairwise_sobolev  # noqa: E402
+baselines = bench_module("paper.baselines")
+graph_ot_distances = baselines.graph_ot_distances
+spanning_tree_graph = baselines.spanning_tree_graph
+tree_wasserstein_distances = baselines.tree_wasserstein_distances
+wmd_distances = baselines.wmd_distances
 
 
 def small_graph(n_nodes=30, seed=0):
@@ -44,16 +41,9 @@ def random_measures(n_nodes, count, seed=0, max_support=8):
     return out
 
 
-def dense(measure, n_nodes):
-    nodes, masses = measure
-    masses = np.ones(len(nodes)) if masses is None else np.asarray(masses, dtype=float)
-    v = np.bincount(nodes, weights=masses, minlength=n_nodes)
-    return v / v.sum()
-
-
 def brute_force_ot(graph, measures):
     C = csgraph.shortest_path(graph.adjacency(), directed=False)
-    vecs = [dense(m, graph.n_nodes) for m in measures]
+    vecs = [dense(*m, graph.n_nodes) for m in measures]
     n = len(vecs)
     D = np.zeros((n, n))
     for i in range(n):
@@ -64,7 +54,7 @@ def brute_force_ot(graph, measures):
 
 def explicit_tree_wasserstein(tree, measures):
     """sum over edges of w_e |mu(side_e) - nu(side_e)|, a side found by cutting e."""
-    vecs = np.array([dense(m, tree.n_nodes) for m in measures])
+    vecs = np.array([dense(*m, tree.n_nodes) for m in measures])
     n = len(vecs)
     D = np.zeros((n, n))
     for e, (u, v) in enumerate(tree.edges):
@@ -149,7 +139,7 @@ def test_wmd_matches_direct_emd2_with_cdist_and_is_the_same_for_n_jobs():
     assert gram["ground"] == "gram" and exact["ground"] == "cdist"
     X = vectors.astype(np.float64)
     for i, j in [(0, 1), (2, 9), (3, 24), (10, 11), (7, 7), (25, 26), (0, 26)]:
-        a, b = (dense(docs[i], V), dense(docs[j], V))
+        a, b = (dense(*docs[i], V), dense(*docs[j], V))
         sa, sb = np.flatnonzero(a), np.flatnonzero(b)
         want = ot.emd2(a[sa], b[sb], cdist(X[sa], X[sb]), numItermax=10**7)
         assert exact["distances"][i, j] == pytest.approx(want, rel=1e-12, abs=1e-12)

@@ -1,15 +1,14 @@
 """The paper's evaluation protocol (bench/paper/protocol.py) on distance
 matrices whose answer is known."""
-import os
-import sys
 
 import numpy as np
 import pytest
+from _support.bench import bench_module
 
 pytest.importorskip("sklearn")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-
-from paper.protocol import _t_values, knn_accuracy, splits, svm_accuracy  # noqa: E402
+protocol = bench_module("paper.protocol")
+_t_values, knn_accuracy = protocol._t_values, protocol.knn_accuracy
+splits, svm_accuracy = protocol.splits, protocol.svm_accuracy
 
 
 def clustered(n_per_class=30, classes=3, gap=10.0, seed=0):

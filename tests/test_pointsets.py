@@ -9,7 +9,6 @@ from scipy.spatial.distance import cdist
 
 from sobolev_index import Graph
 from sobolev_index.errors import CorpusError
-from sobolev_index.measures import as_measure_batch
 from sobolev_index.ingest.pointsets import (
     PointSet,
     pointsets_to_measures,
@@ -17,6 +16,7 @@ from sobolev_index.ingest.pointsets import (
     read_diagrams,
     read_point_clouds,
 )
+from sobolev_index.measures import as_measure_batch
 
 
 def _write(path, text):

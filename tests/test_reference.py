@@ -6,14 +6,13 @@ If these fail, the reference (not the library) is wrong; they do not import sobo
 import math
 
 import numpy as np
+import ot  # a test extra: missing means a broken install, not a skip
 import pytest
+import reference as ref
+from _support.graphs import random_graph
+from _support.measures import random_measure
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import dijkstra as sp_dijkstra
-
-import reference as ref
-from conftest import random_graph, random_measure
-
-import ot  # a test extra: missing means a broken install, not a skip
 
 
 def _sp_dist(spec, root):

@@ -4,13 +4,12 @@ import math
 import sqlite3
 
 import pytest
+from _support import corpus as tc
 
 from sobolev_index import SobolevIndex
-from sobolev_index.ingest.documents import build_index
 from sobolev_index.errors import SobolevIndexError
 from sobolev_index.index.sql import register_functions, run_query
-
-import text_corpus as tc
+from sobolev_index.ingest.documents import build_index
 
 
 @pytest.fixture(scope="module")

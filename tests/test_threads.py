@@ -2,7 +2,6 @@
 really run: small inputs stay serial below the serial threshold, so the
 ``parallel_everywhere`` fixture lowers it."""
 import numpy as np
-import pytest
 
 from sobolev_index import Graph, pairwise_sobolev
 

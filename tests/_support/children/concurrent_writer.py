@@ -1,19 +1,17 @@
 """Writer for the concurrency test: add batches and compact for DURATION seconds.
 
 usage: python concurrent_writer.py INDEX START_BATCH DURATION COMPACT_EVERY
+(run with the environment of _support.processes.child_env)
 
 stdout: "READY n", then "ACK b n" after each add (n = live count after it),
 "COMPACTED b" after each compact, "DONE" at the end.
 """
 
-import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
-from index_helpers.common import batch_keys, batch_measures, say  # noqa: E402
+from _support.index import batch_keys, batch_measures
+from _support.processes import say
 
 
 def main():

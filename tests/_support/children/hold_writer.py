@@ -1,6 +1,7 @@
 """Hold an index's writer lock in another process.
 
 usage: python hold_writer.py INDEX SECONDS
+(run with the environment of _support.processes.child_env)
 Prints "READY" once the index is open for writing, holds it for SECONDS (or until
 stdin is closed when SECONDS < 0), closes it and prints "RELEASED".
 """

@@ -1,6 +1,8 @@
-"""A small synthetic text corpus with word vectors, for the document and CLI
-tests: three topics, each with its own words clustered around a centre in
-vector space, and documents drawn from one topic's words plus common words."""
+"""A small synthetic text corpus with word vectors, for the document, SQL and
+CLI tests: three topics, each with its own words clustered around a centre in
+vector space, and documents drawn from one topic's words plus common words.
+Also the word2vec text format, written here by code independent of the
+library's readers and writers."""
 import json
 import os
 
@@ -45,13 +47,20 @@ def vectors(dim=8, seed=1, extra_words=()):
     return words, np.asarray(rows, dtype=np.float32)
 
 
-def write_vec(path, words, rows):
-    """word2vec text format, written here so that the reader is checked
-    against independent code."""
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(f"{len(words)} {rows.shape[1]}\n")
-        for word, row in zip(words, rows):
-            handle.write(word + " " + " ".join(repr(float(v)) for v in row) + "\n")
+def word2vec_text(words, vectors, header=True, end="\n", trailing=""):
+    """word2vec text format: a "count dim" header (unless not ``header``), then
+    per word the word and the repr of each value, ``trailing`` and ``end``."""
+    lines = [f"{len(words)} {vectors.shape[1]}{end}"] if header else []
+    for word, vector in zip(words, vectors):
+        lines.append(word + " " + " ".join(repr(float(v)) for v in vector) + trailing + end)
+    return "".join(lines)
+
+
+def write_vec(path, words, vectors, **kwargs):
+    """Write ``word2vec_text(words, vectors, **kwargs)`` to ``path`` as UTF-8; returns path."""
+    with open(path, "wb") as handle:
+        handle.write(word2vec_text(words, vectors, **kwargs).encode("utf-8"))
+    return path
 
 
 def write_jsonl(path, documents):

@@ -1,6 +1,7 @@
 """Reader for the concurrency test: search repeatedly while a writer works.
 
 usage: python concurrent_reader.py INDEX DURATION OUT.json SEED
+(run with the environment of _support.processes.child_env)
 
 Each iteration refreshes the snapshot (idx.refresh(), or a close + open every
 other time) and then checks, within that one snapshot:
@@ -13,17 +14,13 @@ Violations are collected in OUT.json ("errors"); exceptions propagate (exit 1).
 """
 
 import json
-import os
 import random
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
-import numpy as np  # noqa: E402
-
-from index_helpers.common import batch_keys, batch_measures, csr_identical  # noqa: E402
+import numpy as np
+from _support.index import batch_keys, batch_measures
+from _support.measures import csr_identical
 
 
 def main():

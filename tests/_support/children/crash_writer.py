@@ -1,6 +1,7 @@
 """Child process for the crash-safety test: add deterministic batches forever.
 
 usage: python crash_writer.py INDEX START_BATCH COMPACT_EVERY [MAX_SIZE]
+(run with the environment of _support.processes.child_env)
 
 Protocol on stdout (flushed line by line):
     READY                 index opened for writing
@@ -11,13 +12,10 @@ Protocol on stdout (flushed line by line):
 The parent kills this process with SIGKILL at random moments.
 """
 
-import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
-from index_helpers.common import batch_keys, batch_measures, say  # noqa: E402
+from _support.index import batch_keys, batch_measures
+from _support.processes import say
 
 
 def main():
