@@ -5,18 +5,18 @@ these loops compute a plain l_p distance between CSR rows with sorted indices
 and non-negative values.
 
 For finite p a query row x is scattered into a dense buffer q once, and each
-stored row y then costs only nnz(y), because (DESIGN.md, "identity"):
+stored row y then costs only nnz(y), because
 
     sum_v |x_v - y_v|^p = sum_v |x_v|^p + sum_{v in supp y} (|q_v - y_v|^p - |q_v|^p)
 
 The max-norm (p = inf) has no such identity, so it merges the two index lists.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport fabs, pow, isinf
+from libc.math cimport fabs, pow
 
 import numpy as np
 
-from ._powers cimport abs_pow
+from ._powers cimport abs_pow, power_kind
 from ._typedefs cimport float64_t, node_t, offset_t
 from ._openmp_helpers import effective_threads
 
@@ -25,22 +25,9 @@ from ._openmp_helpers import effective_threads
 cdef float64_t REFINE_RTOL = 1e-4
 
 
-cdef inline int _kind(float64_t p) noexcept nogil:
-    """Which loop serves p: 0 for p = 1, 1 for p = 2, 3 for inf, 2 otherwise."""
-    if isinf(p):
-        return 3
-    if p == 1.0:
-        return 0
-    if p == 2.0:
-        return 1
-    return 2
-
-
 def _nonempty(array, dtype):
     """The array, or a one-element stand-in: empty arrays have no &a[0]."""
     return np.asarray(array) if len(array) else np.zeros(1, dtype)
-
-
 
 
 cdef float64_t _sum_pow_merged(
@@ -244,7 +231,7 @@ def pairwise_powers(
     cdef int kind
     cdef Py_ssize_t i, j
     cdef int tid
-    kind = _kind(p)
+    kind = power_kind(p)
     if n_x == 0 or n_y == 0:
         return
     n_workers = effective_threads(n_threads, n_x * n_y * max(1, x_indices.shape[0] // n_x))
@@ -312,23 +299,6 @@ cdef void _accumulate_single(
     acc[0] = s
 
 
-def row_power_sums(const offset_t[::1] indptr, const float64_t[::1] data, float64_t p):
-    """sum_v |x_v|^p for every CSR row (max |x_v| for p = inf)."""
-    cdef Py_ssize_t n = indptr.shape[0] - 1, i
-    cdef offset_t k
-    cdef int kind = _kind(p)
-    out_arr = np.zeros(n, dtype=np.float64)
-    cdef float64_t[::1] out = out_arr
-    for i in range(n):
-        for k in range(indptr[i], indptr[i + 1]):
-            if kind == 3:
-                if fabs(data[k]) > out[i]:
-                    out[i] = fabs(data[k])
-            else:
-                out[i] += abs_pow(data[k], p, kind)
-    return out_arr
-
-
 def scan_powers(
     const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
     const offset_t[::1] y_indptr, const node_t[::1] y_indices, const float64_t[::1] y_data,
@@ -340,14 +310,15 @@ def scan_powers(
 
     The search scan: queries are taken a block at a time and the stored rows
     are split between threads, so a single query also uses every thread.
-    ``y_norm`` is :func:`row_power_sums` of the stored rows for this p.
+    ``y_norm[j]`` is sum_v |y_jv|^p of stored row j (as :func:`scale_rows`
+    returns it; unused for p = inf).
     """
     cdef Py_ssize_t n_q = q_indptr.shape[0] - 1
     cdef Py_ssize_t n_stored = y_indptr.shape[0] - 1
     cdef bint subset = rows is not None
     cdef Py_ssize_t n_y = rows.shape[0] if subset else n_stored
     cdef int n_workers
-    cdef int kind = _kind(p)
+    cdef int kind = power_kind(p)
     cdef Py_ssize_t i0, nb, j, b, i, t
     cdef int tid
     if n_q == 0 or n_y == 0:
@@ -424,129 +395,20 @@ def scan_powers(
         i0 += nb
 
 
-cdef inline float64_t _box_gap(float64_t q, float64_t lo, float64_t hi) noexcept nogil:
-    if q > hi:
-        return q - hi
-    if q < lo:
-        return lo - q
-    return 0.0
-
-
-cdef inline float64_t _max_outside(
-    const node_t* qi, const float64_t* qd, offset_t qs, offset_t qe,
-    const node_t* bi, offset_t bs, offset_t be,
-) noexcept nogil:
-    """max of the query's values on columns the box does not cover."""
-    cdef float64_t m = 0.0
-    while qs < qe:
-        while bs < be and bi[bs] < qi[qs]:
-            bs += 1
-        if bs >= be or bi[bs] != qi[qs]:
-            if qd[qs] > m:
-                m = qd[qs]
-        qs += 1
-    return m
-
-
-def box_lower_bounds(
-    const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
-    const offset_t[::1] b_indptr, const node_t[::1] b_indices,
-    const float64_t[::1] b_lo, const float64_t[::1] b_hi,
-    Py_ssize_t n_cols, float64_t p, float64_t[:, ::1] out, n_threads=None,
-):
-    """Fill ``out[i, c]`` with the l_p distance (p-th power; max for p = inf)
-    from query i to box c, the smallest distance to any row inside the box.
-
-    Box c has upper corner ``b_hi`` and lower corner ``b_lo`` on the columns
-    ``b_indices[b_indptr[c]:b_indptr[c+1]]`` (both corners are 0 elsewhere;
-    ``b_lo <= b_hi``), so it is a lower bound of the distance from the query
-    to every row of the cluster it encloses.
-    """
-    cdef Py_ssize_t n_q = q_indptr.shape[0] - 1
-    cdef Py_ssize_t n_b = b_indptr.shape[0] - 1
-    cdef int n_workers = effective_threads(n_threads)
-    cdef int kind = _kind(p)
-    cdef Py_ssize_t i, c
-    cdef offset_t k, qs, qe, bs, be
-    cdef float64_t total, s, qv, gap
-    cdef int tid
-    if n_q == 0 or n_b == 0:
-        return
-    if n_q * n_b < 64:
-        n_workers = 1
-    q_arr = np.zeros((n_workers, max(n_cols, 1)), dtype=np.float64)
-    cdef float64_t[:, ::1] q = q_arr
-    q_indices_arr = _nonempty(q_indices, np.int32)
-    q_data_arr = _nonempty(q_data, np.float64)
-    b_indices_arr = _nonempty(b_indices, np.int32)
-    b_lo_arr = _nonempty(b_lo, np.float64)
-    b_hi_arr = _nonempty(b_hi, np.float64)
-    cdef const node_t[::1] qi = q_indices_arr
-    cdef const float64_t[::1] qd = q_data_arr
-    cdef const node_t[::1] bi = b_indices_arr
-    cdef const float64_t[::1] blo = b_lo_arr
-    cdef const float64_t[::1] bhi = b_hi_arr
-
-    for i in prange(n_q, nogil=True, num_threads=n_workers, schedule="dynamic"):
-        tid = threadid()
-        qs = q_indptr[i]
-        qe = q_indptr[i + 1]
-        total = 0.0
-        for k in range(qs, qe):
-            q[tid, qi[k]] = qd[k]
-            if kind == 3:
-                if qd[k] > total:
-                    total = qd[k]
-            else:
-                total = total + abs_pow(qd[k], p, kind)
-        for c in range(n_b):
-            bs = b_indptr[c]
-            be = b_indptr[c + 1]
-            if kind == 3:
-                # Columns outside the box's support keep the query's value.
-                s = _max_outside(&qi[0], &qd[0], qs, qe, &bi[0], bs, be)
-                for k in range(bs, be):
-                    gap = _box_gap(q[tid, bi[k]], blo[k], bhi[k])
-                    if gap > s:
-                        s = gap
-            else:
-                # |q|^p counts every column; inside the support the query's
-                # term is swapped for the gap to the box.
-                s = total
-                for k in range(bs, be):
-                    qv = q[tid, bi[k]]
-                    s = s + abs_pow(_box_gap(qv, blo[k], bhi[k]), p, kind) - abs_pow(qv, p, kind)
-                if s < 0.0:
-                    s = 0.0
-            out[i, c] = s
-        for k in range(qs, qe):
-            q[tid, qi[k]] = 0.0
-
-
-
-
 def scale_rows(
     const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
     const float64_t[::1] col_scale, float64_t p, n_threads=None,
 ):
     """Values multiplied by their column's factor, and each row's
-    :func:`row_power_sums` of the result, in one parallel pass."""
+    sum_v |x_v|^p of the result (max |x_v| for p = inf), in one parallel pass.
+
+    The rows must have passed ``_inverted_build.check_csr`` with
+    ``col_scale.shape[0]`` columns: this loop trusts them."""
     cdef Py_ssize_t n = indptr.shape[0] - 1, i
     cdef offset_t k
-    cdef int kind = _kind(p)
+    cdef int kind = power_kind(p)
     cdef int n_workers
     cdef float64_t s, x
-    # These arrays come from files: check them before any unchecked access.
-    cdef Py_ssize_t n_cols = col_scale.shape[0]
-    if n < 0 or indices.shape[0] != data.shape[0] or (n >= 0 and indptr[0] != 0) \
-            or indptr[n] != data.shape[0]:
-        raise ValueError("row pointers do not match the stored values")
-    for i in range(n):
-        if indptr[i + 1] < indptr[i]:
-            raise ValueError(f"row pointers decrease at row {i}")
-    for k in range(indices.shape[0]):
-        if indices[k] < 0 or indices[k] >= n_cols:
-            raise ValueError(f"column {indices[k]} at position {k} is outside 0..{n_cols - 1}")
     values_arr = np.empty(data.shape[0], dtype=np.float64)
     norms_arr = np.zeros(n, dtype=np.float64)
     cdef float64_t[::1] values = values_arr
