@@ -74,13 +74,10 @@ def farthest_point_clustering(
     ``progress``, if given, is called as progress(n_centres_so_far).
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
-    cdef int n_workers = effective_threads(n_threads)
+    cdef int n_workers = effective_threads(n_threads, n * d)
     cdef Py_ssize_t i, t, b, k, a, c, n_cand, n_cand_clusters, member
-    cdef float64_t best, half, dist_new
+    cdef float64_t best, half
     cdef Py_ssize_t report_every = max(1, max_centers // 100)
-    # A parallel region costs a thread wake-up, and far more on a busy
-    # machine, so small steps run on one thread.
-    cdef Py_ssize_t min_parallel_work = 1 << 20
     cdef int step_workers
 
     centres_arr = np.empty(max_centers, dtype=np.int64)
@@ -142,7 +139,10 @@ def farthest_point_clustering(
         c = far[a]
         centres[k] = c
 
-        step_workers = n_workers if k * d >= min_parallel_work else 1
+        # Each step opens its own parallel regions, once per centre: a step
+        # asks the thread policy with 1/64 of its k * d coordinates as its
+        # work, so that only steps that pay for the wake-ups run in parallel.
+        step_workers = effective_threads(n_threads, (k * d) >> 6)
         for b in prange(k, nogil=True, num_threads=step_workers, schedule="static"):
             to_new[b] = _distance(&X[centres[b], 0], &X[c, 0], d)
 
@@ -162,7 +162,7 @@ def farthest_point_clustering(
                     cand[n_cand] = member
                     n_cand += 1
 
-        step_workers = n_workers if n_cand * d >= min_parallel_work else 1
+        step_workers = effective_threads(n_threads, (n_cand * d) >> 6)
         for t in prange(n_cand, nogil=True, num_threads=step_workers, schedule="static"):
             cand_dist[t] = _sq_distance_below(
                 &X[cand[t], 0], &X[c, 0], d, dist[cand[t]] * dist[cand[t]]

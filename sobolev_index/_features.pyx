@@ -9,11 +9,10 @@ the root, so the work is the total root-path length of the supports.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport isfinite
+from libc.stdint cimport int64_t
 from libc.stdlib cimport qsort
 
 import numpy as np
-
-from libc.stdint cimport int64_t
 
 from ._typedefs cimport float64_t, node_t, offset_t
 from ._openmp_helpers import effective_threads
