@@ -189,11 +189,8 @@ class Catalog:
 
     def existing_segments(self, segment_ids):
         """Those of ``segment_ids`` that a committed segment has."""
-        segment_ids = [int(i) for i in segment_ids]
         found = set()
-        for start in range(0, len(segment_ids), 500):
-            chunk = segment_ids[start:start + 500]
-            marks = ",".join("?" * len(chunk))
+        for marks, chunk in _in_chunks(segment_ids):
             found.update(row[0] for row in self.conn.execute(
                 f"SELECT id FROM segments WHERE id IN ({marks})", chunk))
         return found
@@ -276,17 +273,11 @@ class Catalog:
         )
 
     def _tombstone(self, doc_ids):
-        doc_ids = [int(i) for i in doc_ids]
-        for start in range(0, len(doc_ids), 500):
-            chunk = doc_ids[start:start + 500]
-            marks = ",".join("?" * len(chunk))
+        for marks, chunk in _in_chunks(doc_ids):
             self.conn.execute(f"UPDATE documents SET deleted = 1 WHERE id IN ({marks})", chunk)
 
     def _delete_in(self, table, column, values):
-        values = [int(v) for v in values]
-        for start in range(0, len(values), 500):
-            chunk = values[start:start + 500]
-            marks = ",".join("?" * len(chunk))
+        for marks, chunk in _in_chunks(values):
             self.conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
 
     def _set_meta(self, values):
@@ -294,6 +285,15 @@ class Catalog:
             "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
             [(k, json.dumps(v)) for k, v in values.items()],
         )
+
+
+def _in_chunks(values, size=500):
+    """(placeholders, integers) for ``IN (...)`` over ``values``, ``size``
+    at a time: SQLite limits the parameters of one statement."""
+    values = [int(v) for v in values]
+    for start in range(0, len(values), size):
+        chunk = values[start:start + size]
+        yield ",".join("?" * len(chunk)), chunk
 
 
 class _Transaction:

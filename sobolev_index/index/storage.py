@@ -19,6 +19,7 @@ that stops referencing them has committed.
 This module reads and writes files; the SQL is in ``catalog.py``, and what
 the arrays mean for search in ``inverted.py`` and ``search.py``.
 """
+import contextlib
 import datetime as _dt
 import errno
 import fcntl
@@ -109,13 +110,25 @@ class WriterLock:
             self._fd = None
 
 
-# -------------------------------------------------------------------- graph
-def write_graph(index_path, graph, trees):
-    path = os.path.join(index_path, GRAPH_FILE)
-    tmp = os.path.join(index_path, TMP_PREFIX + GRAPH_FILE)
+@contextlib.contextmanager
+def _durable_h5(directory, name):
+    """An HDF5 file to fill, with the format attributes set; written under a
+    temporary name, then fsynced and renamed to ``name`` in ``directory``,
+    and the directory fsynced."""
+    tmp = os.path.join(directory, TMP_PREFIX + name)
     with h5py.File(tmp, "w") as f:
         f.attrs["format"] = FORMAT_NAME
         f.attrs["format_version"] = FORMAT_VERSION
+        yield f
+    fsync_path(tmp)
+    os.replace(tmp, os.path.join(directory, name))
+    fsync_path(directory, directory=True)
+
+
+# -------------------------------------------------------------------- graph
+def write_graph(index_path, graph, trees):
+    """Write the graph and its trees durably; return the file's checksum."""
+    with _durable_h5(index_path, GRAPH_FILE) as f:
         f.attrs["n_nodes"] = graph.n_nodes
         f.attrs["params"] = json.dumps(graph.params)
         f.create_dataset("edges", data=graph.edges)
@@ -132,10 +145,7 @@ def write_graph(index_path, graph, trees):
             g.create_dataset("length", data=tree.length)
             g.create_dataset("distance", data=tree.distance)
             g.create_dataset("depth", data=tree.depth)
-    fsync_path(tmp)
-    os.replace(tmp, path)
-    fsync_path(index_path, directory=True)
-    return file_checksum(path)
+    return file_checksum(os.path.join(index_path, GRAPH_FILE))
 
 
 def read_graph(index_path, n_roots):
@@ -191,10 +201,7 @@ def write_segment(index_path, segment_id, data):
     """Write a segment durably under its final name; return (file, checksum, bytes)."""
     directory = os.path.join(index_path, SEGMENT_DIR)
     name = segment_name(segment_id)
-    tmp = os.path.join(directory, f"{TMP_PREFIX}{name}")
-    with h5py.File(tmp, "w") as f:
-        f.attrs["format"] = FORMAT_NAME
-        f.attrs["format_version"] = FORMAT_VERSION
+    with _durable_h5(directory, name) as f:
         f.attrs["segment"] = segment_id
         f.attrs["rows"] = data.rows
         f.create_dataset("doc_ids", data=data.doc_ids)
@@ -207,10 +214,7 @@ def write_segment(index_path, segment_id, data):
             f.create_dataset(f"features/{r}/data", data=values)
         for array, values in (data.inverted or {}).items():
             f.create_dataset(f"inverted/{array}", data=values)
-    fsync_path(tmp)
     final = os.path.join(directory, name)
-    os.replace(tmp, final)
-    fsync_path(directory, directory=True)
     return name, file_checksum(final), os.path.getsize(final)
 
 
