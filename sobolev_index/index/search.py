@@ -60,8 +60,8 @@ class SearchResult:
 class SearchMixin:
     """The query side of :class:`SobolevIndex`.
 
-    It reads what the index keeps of its loaded snapshot: ``p``, ``eta``,
-    ``graph``, ``trees``, ``_segments`` (``segment.Segment`` objects),
+    It reads what the index keeps of its loaded snapshot: ``p``, ``roots``,
+    ``eta``, ``graph``, ``trees``, ``_segments`` (``segment.Segment`` objects),
     ``_segment_by_id``, ``_key_to_id``, ``_key_by_id``, ``_location``,
     ``_edge_weight``, and the caches ``_eta_cache`` and ``_scope_cache``,
     which the index empties when it loads or writes; and it calls the
@@ -141,6 +141,7 @@ class SearchMixin:
         return positions, self._eta_cache[key]
 
     def _root_positions(self, roots):
+        """Positions into ``self.roots``, checked: all by default."""
         if roots is None:
             return list(range(len(self.roots)))
         if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
@@ -155,6 +156,9 @@ class SearchMixin:
         return positions
 
     def _query_features(self, queries, positions, csr=True):
+        """Per selected root, the feature rows of ``queries``: the stored rows
+        of stored keys, else those of the measures given (as _FeatureRows
+        when ``csr`` is False)."""
         if isinstance(queries, str) or (
                 isinstance(queries, (list, tuple)) and queries and
                 all(isinstance(q, str) for q in queries)):
