@@ -145,9 +145,14 @@ def subtree_groups(parent, columns, n_groups):
 
 
 class InvertedFile:
-    """A segment's inverted file, checked, with per-p row norms cached."""
+    """A segment's inverted file, checked, with per-p row norms cached.
 
-    def __init__(self, arrays, n_rows, trees, name, features, doc_ids, weight=None):
+    ``arrays``: what :func:`build` made, read back from the segment file;
+    ``features`` and ``doc_ids``: the segment's (checked) feature rows and
+    document ids; ``weight``: the trees' edge lengths, one after the other
+    (one array that every segment shares)."""
+
+    def __init__(self, arrays, n_rows, trees, name, features, doc_ids, weight):
         self.n_rows = n_rows
         self.features = features
         self.n_roots = len(trees)
@@ -178,8 +183,6 @@ class InvertedFile:
         self.dense = dense32.reshape(dense.shape)
         self.dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
         dense_columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
-        if weight is None:
-            weight = np.concatenate([t.length for t in trees])
         self.weight = np.ascontiguousarray(weight, dtype=np.float64)
         self.col_slot = np.full(self.n_roots * self.n_cols, -1, dtype=np.int32)
         slots = np.concatenate([
