@@ -1,8 +1,8 @@
 """Building the inverted file over edges that _inverted_search reads.
 
-Private: ``inverted.py`` checks every array before calling in here (with
-check_csr and check_postings below, among others), so these loops trust
-their inputs.
+Private: the index's Python layer (``inverted.py``, ``csr.py``) checks
+every array before calling in here, check_csr and check_postings below
+among its checks, so these loops trust their inputs.
 
 For one root, the columns of a segment's rows (raw edge masses) are split
 in two (see _inverted_search for why):

@@ -1,7 +1,8 @@
 """Exact top-k search for finite p through an inverted file over edges.
 
-Private: ``inverted.py`` checks every array before calling in here, so
-these loops trust their inputs. The arrays are built by _inverted_build.
+Private: the index's Python layer (``inverted.py``) checks every array
+before calling in here, so these loops trust their inputs. The arrays are
+built by _inverted_build.
 
 For one root with edge weights w, a query q and a stored row x (raw edge
 masses), S_p^p(q, x) = sum_c w_c |q_c - x_c|^p. The columns of a segment
@@ -28,7 +29,6 @@ in any other range searched for the same query. Candidates still within
 the threshold at the end get their exact value by merging the two rows'
 sorted columns (no cancellation), so results are exact.
 """
-from cython.parallel cimport prange, threadid
 from cython.parallel cimport prange, threadid
 from libc.math cimport fabs, pow, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, INT64_MAX
@@ -366,7 +366,7 @@ cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc
     cdef float64_t q_low = sc.norms[0], err_q = sc.norms[2]
     cdef float64_t low_rtol = ERR_RTOL + se.value_rtol
     cdef float64_t d, d0, d1, d2, d3
-    # The coarse groups' norms, one array each (N_COARSE = 4).
+    # The coarse groups' norms, one array each (written for N_COARSE = 4).
     base = se.positions[0] * N_COARSE * sg.n_rows + j0
     cdef const float64_t* x0 = sg.x_coarse + base
     cdef const float64_t* x1 = x0 + sg.n_rows
