@@ -1,65 +1,237 @@
-"""Shared helpers for the benchmark scripts: timing, tables, JSON, machine facts.
+"""Shared helpers for the benchmark scripts: threads, timing, correctness, tables, JSON.
 
-Benchmarks are not tests: they run our code and its peers side by side in one
-process and report medians and ratios, because this machine is shared and noisy.
+Every benchmark runs our code and its peers side by side in one process and
+follows the same rules, kept here so that no script can bend them:
+
+- ``--threads N`` (default: every core) is passed to ours (``n_threads=N``)
+  and to the peers (``n_jobs=N``), and :func:`limit_threads` caps every BLAS
+  and OpenMP library loaded in the process at N while the benchmark runs.
+- :func:`alternating_medians` times all sides the same way: alternating
+  blocks, one untimed warm-up call before each side's block, medians.
+- :class:`Checks` collects correctness failures (recall below 1.0, results
+  that differ from a peer's by more than :data:`REL_TOL` relative); a run
+  with any exits non-zero after its tables are printed.
+
+This machine is shared and noisy: medians of alternating blocks let both
+sides meet the same moments of it.
 """
+import argparse
+import contextlib
 import json
 import os
 import platform
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
-
-def median_time(fn, repeats=5, warmup=1):
-    """Median wall time of fn() over ``repeats`` runs, and the last result."""
-    result = None
-    for _ in range(warmup):
-        result = fn()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
+# Largest relative difference allowed between our result and a peer's that
+# computes the same quantity (the two differ only in summation order).
+REL_TOL = 1e-9
 
 
+# ------------------------------------------------------------------ threads
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def add_threads_option(parser):
+    """The one ``--threads`` option every benchmark has."""
+    cores = os.cpu_count() or 1
+    parser.add_argument(
+        "--threads", type=positive_int, default=cores,
+        help=f"threads for ours (n_threads) and the peers (n_jobs, BLAS, OpenMP) alike "
+             f"(default: all {cores} cores)")
+
+
+def threadpools():
+    """The BLAS and OpenMP libraries loaded in this process, with their thread counts."""
+    from threadpoolctl import threadpool_info
+
+    return [{k: info.get(k) for k in ("user_api", "internal_api", "num_threads", "filepath")}
+            for info in threadpool_info()]
+
+
+@contextlib.contextmanager
+def limit_threads(n_threads):
+    """Cap every BLAS and OpenMP library loaded in this process at ``n_threads``.
+
+    Only libraries already loaded are capped, so import our package and the
+    peers before entering. Ours reads the OpenMP cap too (its default thread
+    count is OpenMP's maximum), so code that takes no ``n_threads`` argument,
+    such as ``SobolevIndex.add``, is held to N as well. Yields the libraries
+    as capped, for the JSON.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=n_threads):
+        yield threadpools()
+
+
+# ------------------------------------------------------------------- timing
+class SelfTimed(NamedTuple):
+    """A result that carries its own timing (e.g. measured inside a subprocess);
+    :func:`alternating_medians` uses ``seconds`` instead of its own clock."""
+    seconds: float
+    value: Any
+
+
+@dataclass
+class Timing:
+    median: float
+    times: list = field(default_factory=list)
+    result: Any = None  # the last timed call's result
+
+
+def alternating_medians(fns, blocks, per_block=1, warmups=None):
+    """Time several callables the same way; returns ``{name: Timing}``.
+
+    ``fns`` maps a name to ``fn(i)``, where ``i`` numbers the timed calls of
+    that name (0 .. blocks * per_block - 1, so a caller can give each call its
+    own query). Each block runs every name in turn: one untimed warm-up call
+    (``warmups[name]()`` if given, else ``fn(0)``), then ``per_block`` timed
+    calls. The order of the names rotates from block to block, so no side
+    always runs first or always right after the other. Each name's median is
+    over all its timed calls.
+    """
+    names = list(fns)
+    warmups = warmups or {}
+    times = {name: [] for name in names}
+    last = {}
+    for block in range(blocks):
+        shift = block % len(names)
+        for name in names[shift:] + names[:shift]:
+            fn = fns[name]
+            if name in warmups:
+                warmups[name]()
+            else:
+                fn(0)
+            for j in range(per_block):
+                started = time.perf_counter()
+                result = fn(block * per_block + j)
+                elapsed = time.perf_counter() - started
+                if isinstance(result, SelfTimed):
+                    elapsed = result.seconds
+                times[name].append(elapsed)
+                last[name] = result
+    return {name: Timing(statistics.median(times[name]), times[name], last[name]) for name in names}
+
+
+# -------------------------------------------------------------- correctness
+def max_relative_difference(ours, peer):
+    """Largest |a - b| / max(|a|, |b|) over all entries (0 where both are 0).
+
+    Dense arrays or SciPy sparse matrices of the same shape; for sparse ones
+    an entry stored on one side only counts as a difference of 1.
+    """
+    import scipy.sparse as sp
+
+    if sp.issparse(ours) or sp.issparse(peer):
+        a, b = sp.csr_matrix(ours), sp.csr_matrix(peer)
+        if a.shape != b.shape:
+            return float("inf")
+        diff = abs(a - b).tocsr()
+        diff.eliminate_zeros()
+        if diff.nnz == 0:
+            return 0.0
+        rows, cols = diff.nonzero()
+        scale = abs(a).maximum(abs(b)).tocsr()
+        return float(np.max(np.asarray(diff[rows, cols]).ravel()
+                            / np.asarray(scale[rows, cols]).ravel()))
+    a, b = np.asarray(ours, dtype=np.float64), np.asarray(peer, dtype=np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    if a.size == 0:
+        return 0.0
+    diff = np.abs(a - b)
+    scale = np.maximum(np.abs(a), np.abs(b))
+    rel = np.divide(diff, scale, out=np.zeros_like(diff), where=scale > 0)
+    rel[np.isnan(diff)] = np.inf
+    return float(rel.max())
+
+
+def recall(found, truth):
+    """Mean over queries of |found & truth| / |truth|."""
+    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth)]))
+
+
+class Checks:
+    """Correctness failures of one run; :meth:`exit_if_failed` ends the run
+    with status 1 if there are any."""
+
+    def __init__(self, tolerance=REL_TOL):
+        self.tolerance = tolerance
+        self.checked = []
+        self.failures = []
+
+    def recall(self, what, value):
+        self.checked.append(what)
+        if not value >= 1.0:
+            self.failures.append(f"{what}: recall {value:.4f}, expected 1.0")
+
+    def close(self, what, relative_difference):
+        self.checked.append(what)
+        if not relative_difference <= self.tolerance:
+            self.failures.append(f"{what}: results differ from the peer's by "
+                                 f"{relative_difference:.3g} relative (allowed {self.tolerance:g})")
+
+    def require(self, what, ok, detail=""):
+        self.checked.append(what)
+        if not ok:
+            self.failures.append(f"{what}: {detail}" if detail else what)
+
+    def as_json(self):
+        return {"passed": not self.failures, "relative_tolerance": self.tolerance,
+                "checked": list(self.checked), "failures": list(self.failures)}
+
+    def exit_if_failed(self):
+        if not self.failures:
+            print(f"\ncorrectness: all {len(self.checked)} checks passed (recall 1.0 where "
+                  f"searched; results within {self.tolerance:g} relative of the peers')")
+            return
+        print(f"\nCORRECTNESS FAILED ({len(self.failures)} check(s)); the timings above do not "
+              "count:", file=sys.stderr)
+        for failure in self.failures:
+            print(f"  - {failure}", file=sys.stderr)
+        sys.exit(1)
+
+
+# ------------------------------------------------------------ tables, JSON
 def machine_facts():
-    facts = {
+    return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
-    try:
-        from threadpoolctl import threadpool_info
-
-        facts["threadpools"] = [
-            {k: info.get(k) for k in ("user_api", "internal_api", "num_threads", "architecture")}
-            for info in threadpool_info()
-        ]
-    except ImportError:
-        pass
-    return facts
 
 
-def print_table(title, header, rows):
+def print_table(title, header, rows, threads):
+    """A plain-text table; the title always states the thread count."""
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(header)]
-    print(f"\n{title}")
+    print(f"\n{title} [threads: {threads}]")
     print("  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
     print("  ".join("-" * w for w in widths))
     for row in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
 
 
-def write_json(name, payload, path=None):
+def write_json(name, payload, path, threads, checks, pools=None):
+    """Write the run's results with its thread count, thread pools and checks."""
     path = Path(path) if path else RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": name, "machine": machine_facts(), **payload}
-    path.write_text(json.dumps(payload, indent=2))
+    payload = {"benchmark": name, "threads": threads, "machine": machine_facts(),
+               "threadpools_while_timed": pools, "correctness": checks.as_json(), **payload}
+    path.write_text(json.dumps(payload, indent=2, default=float))
     print(f"\nwrote {path}")
     return path
 
@@ -72,17 +244,16 @@ def fmt_seconds(s):
     return f"{s * 1e6:.0f} us"
 
 
+# ------------------------------------------------------------------- corpus
 def synthetic_corpus(n_measures, n_nodes=10_000, vocabulary=50_000, dim=32, n_topics=100,
-                     supports=(20, 150), topic_words=2_000, seed=0, progress=True):
+                     supports=(20, 150), topic_words=2_000, seed=0, n_threads=None):
     """A topic-clustered corpus of measures on a "log" graph.
 
     Words are points around topic anchors; the graph is built over all words;
     each measure draws its words from one topic's vocabulary with random counts.
-    Returns (graph, indptr, words, counts, topics); measure i's nodes are
-    ``graph.assignment[words[indptr[i]:indptr[i+1]]]``.
+    Returns (graph, indptr, words, counts, topics, graph_seconds); measure i's
+    nodes are ``graph.assignment[words[indptr[i]:indptr[i+1]]]``.
     """
-    import numpy as np
-
     from sobolev_index import Graph
 
     rng = np.random.default_rng(seed)
@@ -90,7 +261,7 @@ def synthetic_corpus(n_measures, n_nodes=10_000, vocabulary=50_000, dim=32, n_to
     word_topic = rng.integers(0, n_topics, vocabulary)
     words = anchors[word_topic] + rng.normal(size=(vocabulary, dim))
     started = time.perf_counter()
-    graph = Graph.from_points(words, n_nodes=n_nodes, edges="log", seed=seed)
+    graph = Graph.from_points(words, n_nodes=n_nodes, edges="log", seed=seed, n_threads=n_threads)
     graph_seconds = time.perf_counter() - started
     by_topic = [np.flatnonzero(word_topic == t) for t in range(n_topics)]
     by_topic = [w[: topic_words] for w in by_topic]
