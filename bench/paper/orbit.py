@@ -195,7 +195,8 @@ if __name__ == "__main__":
     diagrams, labels = result["diagrams"], result["labels"]
     n = len(diagrams)
     print(f"{n} diagrams ({n_per_class} per class x {len(R_VALUES)} classes, {n_points} points per orbit, "
-          f"{n_jobs} processes): {result['seconds']:.2f} s, {result['seconds'] / n * n_jobs:.3f} s per diagram per process")
+          f"{n_jobs} processes): {result['seconds']:.2f} s, "
+          f"{result['seconds'] / n * n_jobs:.3f} s per diagram per process")
     for r in R_VALUES:
         sizes = [len(d) for d, lab in zip(diagrams, labels) if lab == class_label(r)]
         print(f"  {class_label(r):6s} H1 points per diagram: median {np.median(sizes):.0f}, "
