@@ -17,5 +17,6 @@ def parallel_everywhere():
         pytest.skip("fewer than 2 CPUs (or a build without OpenMP): the parallel "
                     "loops cannot run with 2 threads here")
     old = _openmp_helpers.set_serial_threshold(1)
+    assert _openmp_helpers.effective_threads(2, work=1) == 2, "the threshold did not take"
     yield
     _openmp_helpers.set_serial_threshold(old)

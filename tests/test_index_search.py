@@ -6,14 +6,15 @@
   the library.
 * p in {1.5, 3, inf} with one root and the sliced case (several roots, unequal eta)
   for p in {1, 2, 1.5, 3, inf}: tests/reference.py brute force.
-* All of it with 1 and with 2 threads (``n_threads=`` if search takes it, and in
-  child processes with OMP_NUM_THREADS=1 / 2), and the results are identical.
+* The same results, bit for bit, with 1 and with 2 threads (``n_threads=``,
+  and in child processes with OMP_NUM_THREADS=1 / 2), with the serial
+  threshold lowered so that the parallel loops really run (the
+  ``parallel_everywhere`` fixture; skipped, with the reason, below 2 threads).
 
 Keys must agree up to ties (only between equal distances), distances to 1e-10
 relative.
 """
 
-import inspect
 import json
 import math
 
@@ -24,26 +25,15 @@ import scipy.sparse as sp
 from _support.expected import RefModel, assert_same_key_sets, check_topk, expected_dists
 from _support.graphs import pick_roots, random_graph
 from _support.measures import random_measures, to_csr_input
-from _support.processes import child_env, child_script, run_python
+from _support.processes import SERIAL_THRESHOLD_ENV, child_env, child_script, run_python
 from sklearn.neighbors import NearestNeighbors
 
 from sobolev_index import SobolevIndex
 
 
-def _search_takes_threads():
-    try:
-        return "n_threads" in inspect.signature(SobolevIndex.search).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _search(idx, queries, threads=None, **kw):
-    if threads is not None and _search_takes_threads():
-        return idx.search(queries, n_threads=threads, **kw)
-    return idx.search(queries, **kw)
-
-
 def _child_search(path, queries, k, p, threads, tmp_path, roots=None):
+    """Search in a child with OMP_NUM_THREADS=threads and the serial threshold
+    at 1; returns keys and distances, after checking the child's thread count."""
     qfile = tmp_path / f"queries-{threads}.npz"
     indptr, nodes, masses = to_csr_input(queries)
     np.savez(qfile, indptr=indptr, nodes=nodes, masses=masses)
@@ -51,10 +41,17 @@ def _child_search(path, queries, k, p, threads, tmp_path, roots=None):
     if roots is not None:
         args.append(json.dumps(roots))
     r = run_python(child_script("search_dump.py"), args, script=True,
-                   env=child_env(OMP_NUM_THREADS=threads))
+                   env=child_env(OMP_NUM_THREADS=threads, **{SERIAL_THRESHOLD_ENV: 1}))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
+    assert out["threads"] == threads, f"the child ran with {out['threads']} threads, not {threads}"
     return out["keys"], np.array(out["distances"], dtype=float)
+
+
+def _same_results(a, b, what):
+    """Two (keys, distances) results are identical, bit for bit."""
+    assert [list(r) for r in a[0]] == [list(r) for r in b[0]], what
+    assert np.array_equal(np.asarray(a[1]), np.asarray(b[1])), what
 
 
 # --------------------------------------------------------------------------- reference features
@@ -103,7 +100,7 @@ def big(tmp_path_factory):
 
 @pytest.mark.parametrize("p,metric", [(1, "manhattan"), (2, "euclidean")])
 @pytest.mark.parametrize("k", [1, 10])
-def test_matches_sklearn_brute_force(big, p, metric, k, tmp_path):
+def test_matches_sklearn_brute_force(big, p, metric, k):
     w = big["rt"].w ** (1.0 / p)
     Zd = big["A"] * w
     Zq = big["AQ"] * w
@@ -113,29 +110,34 @@ def test_matches_sklearn_brute_force(big, p, metric, k, tmp_path):
     nn = NearestNeighbors(n_neighbors=k, algorithm="brute", metric=metric).fit(Zd_sp)
     _, sk_idx = nn.kneighbors(Zq_sp)
     keys = big["keys"]
-    results = {}
     with SobolevIndex.open(str(big["path"]), "r") as idx:
-        for threads in (1, 2):
-            results[("in-process", threads)] = _search(idx, big["queries"], threads, k=k, p=p)
-    if k == 10:  # child processes with OMP_NUM_THREADS=1 and 2 (slow to start: once per p)
-        for threads in (1, 2):
-            ck, cd = _child_search(big["path"], big["queries"], k, p, threads, tmp_path)
-            results[("child", threads)] = (ck, cd)
-    first = None
-    for how, res in results.items():
-        got_keys, got_d = (res.keys, np.asarray(res.distances)) if not isinstance(res, tuple) else res
-        for qi in range(len(big["queries"])):
-            exact = exact_lp(Zd, Zq[qi], p)
-            exp = dict(zip(keys.tolist(), exact.tolist()))
-            what = f"{how} p={p} query {qi}"
-            check_topk(got_keys[qi], got_d[qi], exp, k, what=what)
-            assert_same_key_sets(got_keys[qi], keys[np.sort(sk_idx[qi])].tolist(), exp,
-                                 what=what + " vs sklearn")
-        if first is None:
-            first = (got_keys, got_d)
-        else:  # identical whatever the number of threads
-            assert [list(r) for r in got_keys] == [list(r) for r in first[0]], how
-            assert np.array_equal(got_d, first[1]), how
+        res = idx.search(big["queries"], k=k, p=p)
+    for qi in range(len(big["queries"])):
+        exp = dict(zip(keys.tolist(), exact_lp(Zd, Zq[qi], p).tolist()))
+        what = f"p={p} query {qi}"
+        check_topk(res.keys[qi], res.distances[qi], exp, k, what=what)
+        assert_same_key_sets(res.keys[qi], keys[np.sort(sk_idx[qi])].tolist(), exp,
+                             what=what + " vs sklearn")
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_big_search_is_the_same_with_1_and_2_threads(big, p, tmp_path, parallel_everywhere):
+    k = 10
+    with SobolevIndex.open(str(big["path"]), "r") as idx:
+        results = {f"in-process, {t} thread(s)": idx.search(big["queries"], k=k, p=p, n_threads=t)
+                   for t in (1, 2)}
+    results = {how: (r.keys, r.distances) for how, r in results.items()}
+    # child processes with OMP_NUM_THREADS=1 and 2 (slow to start: once per p)
+    for t in (1, 2):
+        results[f"child, OMP_NUM_THREADS={t}"] = _child_search(big["path"], big["queries"], k,
+                                                              p, t, tmp_path)
+    (first_how, first), *others = results.items()
+    w = big["rt"].w ** (1.0 / p)
+    for qi in range(len(big["queries"])):
+        exp = dict(zip(big["keys"].tolist(), exact_lp(big["A"] * w, big["AQ"][qi] * w, p).tolist()))
+        check_topk(first[0][qi], first[1][qi], exp, k, what=f"{first_how} p={p} query {qi}")
+    for how, result in others:
+        _same_results(result, first, f"{how} vs {first_how}, p={p}")
 
 
 # --------------------------------------------------------------------------- reference, sliced
@@ -185,15 +187,10 @@ def _check_ref(res_keys, res_d, model, qalphas, alphas, p, eta, k, positions=Non
 @pytest.mark.parametrize("p", [1, 2, 1.5, 3, math.inf])
 def test_single_root_matches_reference(small, p):
     with SobolevIndex.open(str(small["path1"]), "r") as idx:
-        outs = []
-        for threads in (1, 2):
-            for k in (1, 7, 200):
-                res = _search(idx, small["queries"], threads, k=k, p=p)
-                _check_ref(res.keys, res.distances, small["m1"], small["q1"], small["a1"], p,
-                           [1.0], k, what=f"one root p={p} k={k} threads={threads}")
-                outs.append((res.keys, np.asarray(res.distances)))
-        for a, b in zip(outs[:3], outs[3:]):
-            assert a[0] == b[0] and np.array_equal(a[1], b[1])
+        for k in (1, 7, 200):
+            res = idx.search(small["queries"], k=k, p=p)
+            _check_ref(res.keys, res.distances, small["m1"], small["q1"], small["a1"], p,
+                       [1.0], k, what=f"one root p={p} k={k}")
 
 
 @pytest.mark.parametrize("p", [1, 2, 1.5, 3, math.inf])
@@ -201,29 +198,39 @@ def test_sliced_matches_reference(small, p):
     eta = small["eta"]
     with SobolevIndex.open(str(small["path3"]), "r") as idx:
         np.testing.assert_allclose(idx.eta, eta, rtol=1e-15)
-        outs = []
-        for threads in (1, 2):
-            for k in (1, 6):
-                res = _search(idx, small["queries"], threads, k=k, p=p)
-                _check_ref(res.keys, res.distances, small["m3"], small["q3"], small["a3"], p,
-                           eta, k, what=f"sliced p={p} k={k} threads={threads}")
-                outs.append((res.keys, np.asarray(res.distances)))
-            for positions in ([1, 2], [2]):
-                res = _search(idx, small["queries"], threads, k=6, p=p, roots=positions)
-                _check_ref(res.keys, res.distances, small["m3"], small["q3"], small["a3"], p,
-                           eta, 6, positions=positions, what=f"sliced p={p} roots={positions}")
-        for a, b in zip(outs[:2], outs[2:]):
-            assert a[0] == b[0] and np.array_equal(a[1], b[1])
+        for k in (1, 6):
+            res = idx.search(small["queries"], k=k, p=p)
+            _check_ref(res.keys, res.distances, small["m3"], small["q3"], small["a3"], p,
+                       eta, k, what=f"sliced p={p} k={k}")
+        for positions in ([1, 2], [2]):
+            res = idx.search(small["queries"], k=6, p=p, roots=positions)
+            _check_ref(res.keys, res.distances, small["m3"], small["q3"], small["a3"], p,
+                       eta, 6, positions=positions, what=f"sliced p={p} roots={positions}")
+
+
+@pytest.mark.parametrize("p", [1, 2, 1.5, 3, math.inf])
+def test_small_search_is_the_same_with_1_and_2_threads(small, p, parallel_everywhere):
+    cases = [("path1", "m1", "q1", "a1", [1.0], k, None) for k in (1, 7, 200)]
+    cases += [("path3", "m3", "q3", "a3", small["eta"], k, None) for k in (1, 6)]
+    cases += [("path3", "m3", "q3", "a3", small["eta"], 6, positions) for positions in ([1, 2], [2])]
+    for path, m, q, a, eta, k, positions in cases:
+        kw = {} if positions is None else {"roots": positions}
+        what = f"{path} p={p} k={k} roots={positions}"
+        with SobolevIndex.open(str(small[path]), "r") as idx:
+            one = idx.search(small["queries"], k=k, p=p, n_threads=1, **kw)
+            two = idx.search(small["queries"], k=k, p=p, n_threads=2, **kw)
+        _check_ref(two.keys, two.distances, small[m], small[q], small[a], p, eta, k,
+                   positions=positions, what=what + " 2 threads")
+        _same_results((one.keys, one.distances), (two.keys, two.distances), what)
 
 
 @pytest.mark.parametrize("p", [1.5, math.inf])
-def test_sliced_omp_threads_in_child_processes(small, p, tmp_path):
+def test_sliced_omp_threads_in_child_processes(small, p, tmp_path, parallel_everywhere):
     got = [_child_search(small["path3"], small["queries"], 6, p, t, tmp_path) for t in (1, 2)]
     for keys, D in got:
         _check_ref(keys, D, small["m3"], small["q3"], small["a3"], p, small["eta"], 6,
                    what=f"child sliced p={p}")
-    assert got[0][0] == got[1][0]
-    assert np.array_equal(got[0][1], got[1][1])
+    _same_results(got[0], got[1], f"children with 1 and 2 threads, p={p}")
 
 
 def test_where_restricts_candidates_exactly(small):

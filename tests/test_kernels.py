@@ -1,10 +1,5 @@
-"""Kernels (Prop. 4.5), thread determinism, scikit-learn interop."""
+"""Kernels (Prop. 4.5) and scikit-learn interop (thread independence: test_threads.py)."""
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -92,88 +87,6 @@ def test_kernel_input_validation():
         sobolev_kernel(F, trees=t, p=np.inf, power=True)
     with pytest.raises(ValueError):
         sobolev_kernel(F, trees=t, p=0.5)
-
-
-# --------------------------------------------------------------------------- threads
-def test_threads_bitwise_identical():
-    spec, trees, _, X = _setup(5, n=60, n_roots=3, n_measures=300)
-    Fs = [t.features_of(X, n_threads=1) for t in trees]
-    for t, F in zip(trees, Fs):
-        F2 = t.features_of(X, n_threads=2)
-        assert np.array_equal(F.indptr, F2.indptr) and np.array_equal(F.indices, F2.indices)
-        assert np.array_equal(F.data, F2.data)
-    FY = [F[:37] for F in Fs]
-    for p in (1, 1.5, 2, 3, np.inf):
-        for args in ((Fs[0], None, trees[0]), (Fs[0], FY[0], trees[0]), (Fs, None, trees),
-                     (Fs, FY, trees)):
-            FX, FYY, tt = args
-            a = pairwise_sobolev(FX, FYY, trees=tt, p=p, n_threads=1)
-            b = pairwise_sobolev(FX, FYY, trees=tt, p=p, n_threads=2)
-            assert np.array_equal(a, b), f"p={p}"
-    for p in (1, 2):
-        for power in (False, True):
-            a = sobolev_kernel(Fs[0], trees=trees[0], p=p, power=power, n_threads=1)
-            b = sobolev_kernel(Fs[0], trees=trees[0], p=p, power=power, n_threads=2)
-            assert np.array_equal(a, b)
-
-
-_SCRIPT = textwrap.dedent(
-    """
-    import hashlib, json, sys
-    import numpy as np
-    from sobolev_index import Graph, pairwise_sobolev, sobolev_kernel
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(2000, 3))
-    g = Graph.from_points(X, n_nodes=80, edges="log", seed=0)
-    roots, eta = g.roots(3, strategy="random", seed=0)
-    trees = g.trees(roots)
-    ms = []
-    for i in range(400):
-        k = int(rng.integers(1, 12))
-        ms.append((rng.integers(g.n_nodes, size=k), rng.uniform(0.1, 1.0, size=k)))
-    Fs = [t.features_of(ms) for t in trees]
-    out = {}
-    out["graph"] = hashlib.sha256(g.edges.tobytes() + g.lengths.tobytes()
-                                  + g.coords.tobytes() + g.assignment.tobytes()).hexdigest()
-    out["features"] = hashlib.sha256(b"".join(F.data.tobytes() + F.indices.tobytes()
-                                              for F in Fs)).hexdigest()
-    for p in (1, 2, 1.5, float("inf")):
-        out["single%s" % p] = hashlib.sha256(
-            pairwise_sobolev(Fs[0], trees=trees[0], p=p).tobytes()).hexdigest()
-        out["sliced%s" % p] = hashlib.sha256(
-            pairwise_sobolev(Fs, [F[:50] for F in Fs], trees=trees, p=p, eta=eta).tobytes()
-        ).hexdigest()
-    out["kernel"] = hashlib.sha256(
-        sobolev_kernel(Fs[0], trees=trees[0], p=2, power=True).tobytes()).hexdigest()
-    json.dump(out, sys.stdout)
-    """
-)
-
-
-def _run_with_omp(n, tmp_path):
-    import sobolev_index
-
-    # the child must import the very package this process tests
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(sobolev_index.__file__)))
-    env = dict(os.environ)
-    env["OMP_NUM_THREADS"] = str(n)
-    env["PYTHONPATH"] = os.pathsep.join([pkg_parent] + [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if x])
-    r = subprocess.run(
-        [sys.executable, "-c", _SCRIPT],
-        env=env,
-        cwd=str(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def test_omp_num_threads_subprocess_identical(tmp_path):
-    one = _run_with_omp(1, tmp_path)
-    two = _run_with_omp(2, tmp_path)
-    assert one == two
 
 
 # --------------------------------------------------------------------------- scikit-learn

@@ -55,3 +55,17 @@ def run_python(code_or_script, args=(), env=None, timeout=120, script=False, cwd
     cmd += [str(a) for a in args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env or child_env(),
                           timeout=timeout, cwd=cwd)
+
+
+SERIAL_THRESHOLD_ENV = "SOBOLEV_TEST_SERIAL_THRESHOLD"
+
+
+def serial_threshold_from_env():
+    """In a child: set the serial threshold of the compiled loops to
+    $SOBOLEV_TEST_SERIAL_THRESHOLD when the parent set it (1: even small
+    inputs run in parallel). Returns the threads the loops may use here."""
+    from sobolev_index import _openmp_helpers
+
+    if os.environ.get(SERIAL_THRESHOLD_ENV):
+        _openmp_helpers.set_serial_threshold(int(os.environ[SERIAL_THRESHOLD_ENV]))
+    return _openmp_helpers.effective_threads()

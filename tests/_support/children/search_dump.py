@@ -5,17 +5,17 @@ usage: python search_dump.py INDEX QUERIES.npz K P [ROOTS-JSON]
 
 QUERIES.npz holds indptr, nodes, masses (CSR batch of query measures).
 With SOBOLEV_TEST_SERIAL_THRESHOLD set, the serial threshold of the compiled
-loops is set to it first (0 or 1: even small searches run in parallel).
+loops is set to it first (1: even small searches run in parallel).
 Output (stdout): {"keys": [[...], ...], "distances": [[...], ...], "threads": n}
 where n is the number of threads the search could use (OMP_NUM_THREADS).
 Floats are written with repr, so they round-trip exactly.
 """
 import json
 import math
-import os
 import sys
 
 import numpy as np
+from _support.processes import serial_threshold_from_env
 
 
 def main():
@@ -26,10 +26,9 @@ def main():
     indptr, nodes, masses = z["indptr"], z["nodes"], z["masses"]
     queries = [(nodes[indptr[i]:indptr[i + 1]], masses[indptr[i]:indptr[i + 1]])
                for i in range(len(indptr) - 1)]
-    from sobolev_index import SobolevIndex, _openmp_helpers
+    from sobolev_index import SobolevIndex
 
-    if os.environ.get("SOBOLEV_TEST_SERIAL_THRESHOLD"):
-        _openmp_helpers.set_serial_threshold(int(os.environ["SOBOLEV_TEST_SERIAL_THRESHOLD"]))
+    threads = serial_threshold_from_env()
 
     kw = {} if roots is None else {"roots": roots}
     with SobolevIndex.open(path, "r") as idx:
@@ -37,7 +36,7 @@ def main():
     out = {
         "keys": [list(map(str, row)) for row in res.keys],
         "distances": np.asarray(res.distances, dtype=float).tolist(),
-        "threads": _openmp_helpers.effective_threads(),
+        "threads": threads,
     }
     json.dump(out, sys.stdout)
 
