@@ -131,14 +131,14 @@ def test_create_refuses_existing_index_and_nonempty_dir(tmp_path, spec, roots1):
     with _create(path, spec, roots1) as idx:
         idx.add(_docs(3, 4), keys=_keys("k", 4))
     before = snapshot(str(path))
-    with pytest.raises(Exception) as e:
+    with pytest.raises(FileExistsError, match="exists and is not an empty directory") as e:
         _create(path, spec, roots1)
     assert str(e.value), "error without a message"
     assert_unchanged(before, str(path), "create over an existing index")
     other = tmp_path / "other"
     other.mkdir()
     (other / "precious.txt").write_text("do not delete")
-    with pytest.raises(Exception):
+    with pytest.raises(FileExistsError, match="exists and is not an empty directory"):
         _create(other, spec, roots1)
     assert sorted(os.listdir(other)) == ["precious.txt"]
     assert (other / "precious.txt").read_text() == "do not delete"

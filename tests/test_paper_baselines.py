@@ -57,7 +57,7 @@ def explicit_tree_wasserstein(tree, measures):
     vecs = np.array([dense(*m, tree.n_nodes) for m in measures])
     n = len(vecs)
     D = np.zeros((n, n))
-    for e, (u, v) in enumerate(tree.edges):
+    for e, (_, v) in enumerate(tree.edges):
         keep = np.ones(tree.n_edges, dtype=bool)
         keep[e] = False
         cut = Graph(tree.n_nodes, tree.edges[keep], tree.lengths[keep])

@@ -109,7 +109,8 @@ BAD_LINES = [
     ('{"key": "b", "points": [1, 2]}', r"'points'\[0\] is 1; expected a list of coordinates"),
     ('{"key": "b", "points": [[]]}', r"'points'\[0\] has no coordinates"),
     ('{"key": "b", "points": [[1, 2], [3]]}', r"'points'\[1\] has 1 coordinates; expected 2"),
-    ('{"key": "b", "points": [[1, 2], [3, "4"]]}', r"'points'\[1\]\[1\] is the string '4'; expected a number"),
+    ('{"key": "b", "points": [[1, 2], [3, "4"]]}',
+     r"'points'\[1\]\[1\] is the string '4'; expected a number"),
     ('{"key": "b", "points": [[1, true]]}', r"'points'\[0\]\[1\] is true; expected a number"),
     ('{"key": "b", "points": [[1, null]]}', r"'points'\[0\]\[1\] is null; expected a number"),
     ('{"key": "b", "points": [[1, 2], [NaN, 0]]}', r"'points'\[1\]\[0\] is nan; expected a finite number"),
@@ -120,8 +121,10 @@ BAD_LINES = [
     ('{"key": "b", "points": [[1, 2], [3, 4], [5, 6], [7, 8]], "weights": [1, 2, 3]}',
      r"'weights' has 3 values; expected 4 \(one per point\)"),
     ('{"key": "b", "points": [[1, 2], [3, 4]], "weights": [1, "2"]}', r"'weights'\[1\] is the string '2'"),
-    ('{"key": "b", "points": [[1, 2], [3, 4]], "weights": [1, NaN]}', r"'weights'\[1\] is nan; expected a finite"),
-    ('{"key": "b", "points": [[1, 2], [3, 4]], "weights": [1, -0.5]}', r"'weights'\[1\] is -0.5; expected a number >= 0"),
+    ('{"key": "b", "points": [[1, 2], [3, 4]], "weights": [1, NaN]}',
+     r"'weights'\[1\] is nan; expected a finite"),
+    ('{"key": "b", "points": [[1, 2], [3, 4]], "weights": [1, -0.5]}',
+     r"'weights'\[1\] is -0.5; expected a number >= 0"),
     ('{"key": "b", "points": [[1, 2], [3, 4]], "weights": [0, 0]}', "'weights' are all zero"),
     ('{"key": "b", "points": [[1, 2], [3, 4]], "weights": [1e308, 1e308]}', "'weights' add up to inf"),
     ('{"key": "b", "points": [[1, 2]], "label": true}', "'label' is true; expected a string or a number"),
@@ -365,7 +368,8 @@ def test_pointsets_to_measures_matches_brute_force_nearest_node():
 
 def test_pointsets_to_measures_dimension_mismatch():
     graph = Graph.from_points(np.random.default_rng(0).normal(size=(20, 2)), n_nodes=5)
-    with pytest.raises(CorpusError, match="'q' has points of dimension 3; the graph's nodes have dimension 2"):
+    message = "'q' has points of dimension 3; the graph's nodes have dimension 2"
+    with pytest.raises(CorpusError, match=message):
         pointsets_to_measures([PointSet("q", np.zeros((2, 3)))], graph)
 
 
