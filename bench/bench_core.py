@@ -221,7 +221,7 @@ def main(argv=None):
     parser.add_argument("--skip-clustering", action="store_true")
     parser.add_argument("--fpc-points", type=int, default=100_000,
                         help="points for the clustering run (300-d, into 10,000 nodes); "
-                             "1,000,000 is the issue's size and takes about half an hour here")
+                             "1,000,000 takes about half an hour on 2 cores")
     add_threads_option(parser)
     parser.add_argument("--json", default=None, help="output path (default bench/results/bench_core.json)")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Word-vector benchmark: 10,000 words out of a ~1 GB word2vec binary file.
 
 Generates (in chunks, so generation stays small) a word2vec binary file of
-870,000 words x 300 dims, about 1.05 GB like a third of GoogleNews, cached in
+870,000 words x 300 dims, about 1.06 GB like a third of GoogleNews, cached in
 ``--workdir``. Each reader runs in its own subprocess, so the peak RSS
 reported is that reader's alone, and picks 10,000 words spread over the whole
 file (the last ones included) plus 10 absent words, which forces a full pass:
