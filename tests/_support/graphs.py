@@ -22,12 +22,6 @@ class GraphSpec:
     def ref_tree(self, root):
         return ref.RefTree(self.n, self.edges, self.lengths, root)
 
-    def unique_roots(self):
-        """Roots for which every node has a unique shortest path (Assumption 2.1)."""
-        return [
-            r for r in range(self.n) if not ref.tie_nodes(self.n, self.edges, self.lengths, r)
-        ]
-
 
 def random_tree_edges(rng, n):
     """Uniform-ish random labelled tree: attach perm[i] to a random earlier node."""
