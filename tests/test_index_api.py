@@ -691,7 +691,7 @@ def test_interrupt_after_the_catalog_committed_keeps_the_data(tmp_path, monkeypa
     """Ctrl-C can land after SQLite committed but before the call returned:
     the new segment file is then referenced and must not be removed."""
     from sobolev_index import Graph, SobolevIndex
-    from sobolev_index.index import storage
+    from sobolev_index.index import catalog
 
     rng = np.random.default_rng(9)
     graph = Graph.from_points(rng.normal(size=(80, 2)), n_nodes=10, seed=0)
@@ -701,13 +701,13 @@ def test_interrupt_after_the_catalog_committed_keeps_the_data(tmp_path, monkeypa
         index.add(measures[:3], keys=["a", "b", "c"])
         index.delete(["b"])
         name = "commit_segment" if operation == "add" else "replace_segments"
-        real = getattr(storage.Catalog, name)
+        real = getattr(catalog.Catalog, name)
 
         def commit_then_interrupt(self, *args, **kwargs):
             real(self, *args, **kwargs)
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(storage.Catalog, name, commit_then_interrupt)
+        monkeypatch.setattr(catalog.Catalog, name, commit_then_interrupt)
         with pytest.raises(KeyboardInterrupt):
             if operation == "add":
                 index.add(measures[3:], keys=["d", "e", "f"])
