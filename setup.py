@@ -69,7 +69,8 @@ class BuildExtWithOptionalOpenMP(build_ext):
         if flags is None:
             warnings.warn(
                 "OpenMP was not found (or SOBOLEV_INDEX_NO_OPENMP is set): "
-                "sobolev-index is built without threads. Results are the same, only slower."
+                "sobolev-index is built without threads. Results are the same, only slower.",
+                stacklevel=2,
             )
         for ext in self.extensions:
             if flags is not None:
