@@ -78,3 +78,33 @@ def test_bad_point_cloud_is_refused_with_its_line(tmp_path):
     result = run("build", tmp_path / "ix", "--points", clouds, ok=False)
     assert result.exit_code == 1 and "line 3" in result.output
     assert not (tmp_path / "ix").exists()
+
+
+def test_later_diagrams_are_weighted_as_the_build_was(tmp_path):
+    # An index built with persistence weights must read added and query
+    # diagrams with persistence weights too, or they are not comparable.
+    rng = np.random.default_rng(5)
+    built = tmp_path / "built"
+    built.mkdir()
+    for i in range(6):
+        birth = rng.random(5)
+        np.savetxt(built / f"d{i}.csv", np.column_stack([birth, birth + rng.random(5) + 0.05]),
+                   delimiter=",")
+    later = tmp_path / "later.csv"
+    # Very unequal persistences, so uniform and persistence weights differ a lot.
+    np.savetxt(later, np.array([[0.0, 0.01], [0.2, 3.0], [0.5, 0.52]]), delimiter=",")
+    index = tmp_path / "ix"
+    run("build", index, "--points", built, "--diagrams", "--diagram-weights", "persistence",
+        "--nodes", 8)
+    run("add", index, later)
+    expected = read_pointsets([str(later)], "diagrams", "persistence")
+    uniform = read_pointsets([str(later)], "diagrams", "uniform")
+    with SobolevIndex.open(index) as reader:
+        stored = reader.get("later")
+        want = point_measures(reader, expected)[0]
+        not_want = point_measures(reader, uniform)[0]
+        hits = json.loads(run("search", index, "--file", later, "-k", 1, "--json").stdout)[0]
+    np.testing.assert_allclose(stored["masses"], want[1] / want[1].sum())
+    assert not np.allclose(np.sort(want[1] / want[1].sum()), np.sort(not_want[1] / not_want[1].sum()))
+    # The query read with the stored weighting is the stored diagram itself.
+    assert hits[0]["key"] == "later" and hits[0]["distance"] == 0.0

@@ -10,7 +10,14 @@ each other.
 """
 from .documents import add_documents, build_index, read_corpus, text_info, text_measures
 from .fill import index_kind
-from .pointindex import POINT_KINDS, add_pointsets, build_point_index, point_measures, read_pointsets
+from .pointindex import (
+    POINT_KINDS,
+    add_pointsets,
+    build_point_index,
+    point_measures,
+    read_pointsets,
+    stored_diagram_weights,
+)
 
 __all__ = ["build_from_files", "add_files", "query_measures", "index_details"]
 
@@ -19,6 +26,13 @@ def _read_pointsets(files, kind, diagram_weights="uniform"):
     # Diagrams in class folders (root/<class>/<sample>.csv) are labelled by
     # their folder; clouds carry their labels in the file.
     return read_pointsets(list(files), kind, diagram_weights, label_from_dir=kind == "diagrams")
+
+
+def _read_for_index(index, files, kind):
+    # Later diagrams are weighted as the build's were, or they would not be
+    # comparable with the stored ones.
+    weights = stored_diagram_weights(index) if kind == "diagrams" else "uniform"
+    return _read_pointsets(files, kind, weights)
 
 
 def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False,
@@ -44,6 +58,7 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
             raise ValueError("give either corpus files and vectors, or point files, not both")
         kind = "diagrams" if diagrams else "clouds"
         return build_point_index(path, _read_pointsets(points, kind, diagram_weights), kind=kind,
+                                 diagram_weights=diagram_weights,
                                  **options)
     if not corpus or not vectors:
         raise ValueError("a build needs corpus files and word vectors, or point files")
@@ -65,7 +80,7 @@ def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=Fa
     """
     kind = index_kind(index)
     if kind in POINT_KINDS:
-        report = add_pointsets(index, _read_pointsets(files, kind), batch_size=batch_size,
+        report = add_pointsets(index, _read_for_index(index, files, kind), batch_size=batch_size,
                                progress=progress, upsert=upsert)
         return {**report, "new_words": 0}
     # A text index, or one of plain measures (add_documents says it has no words).
@@ -86,7 +101,7 @@ def query_measures(index, texts=(), files=(), vectors=None):
     texts = list(texts)
     pointsets = []
     if kind in POINT_KINDS:
-        pointsets = _read_pointsets(files, kind)
+        pointsets = _read_for_index(index, files, kind)
     else:
         texts += [doc["text"] for doc in read_corpus(list(files))]
     measures = text_measures(index, texts, vectors) if texts else []

@@ -21,6 +21,7 @@ from .pointsets import PointSet, pointsets_to_measures, read_diagrams, read_poin
 __all__ = ["POINT_KINDS", "read_pointsets", "build_point_index", "add_pointsets", "point_measures"]
 
 POINT_KINDS = ("clouds", "diagrams")
+DIAGRAM_WEIGHTS = ("uniform", "persistence")
 _DIAGRAM_SUFFIXES = (".csv", ".tsv", ".txt", ".npy")
 
 
@@ -53,12 +54,17 @@ def read_pointsets(sources, kind="clouds", diagram_weights="uniform", label_from
 
 
 def build_point_index(path, pointsets, *, nodes=1000, edges="log", roots=None, p=1, seed=0,
-                      kind="clouds", batch_size=1000, progress=None, on_violation="perturb"):
+                      kind="clouds", diagram_weights="uniform", batch_size=1000, progress=None,
+                      on_violation="perturb"):
     """Build an index at ``path`` from point sets (a list of
     :class:`~sobolev_index.ingest.pointsets.PointSet`); ``kind`` ("clouds" or
-    "diagrams") is recorded so that later input is read the same way.
-    Returns (index open for writing, report dict)."""
+    "diagrams") and, for diagrams, the weighting the diagrams were read with
+    (``diagram_weights``) are recorded so that later input is read the same
+    way. Returns (index open for writing, report dict)."""
     _check_kind(kind)
+    if kind == "diagrams" and diagram_weights not in DIAGRAM_WEIGHTS:
+        raise CorpusError(f"diagram weights {diagram_weights!r} are not one of "
+                          f"{', '.join(DIAGRAM_WEIGHTS)}")
     path = os.fspath(path)
     require_new_directory(path)
     pointsets = list(pointsets)
@@ -69,13 +75,23 @@ def build_point_index(path, pointsets, *, nodes=1000, edges="log", roots=None, p
     graph = build_graph(points, nodes=nodes, edges=edges, seed=seed, progress=progress)
 
     def fill(index):
-        index.catalog.set_meta({POINTS_META: {"kind": kind, "dim": int(points.shape[1])}})
+        meta = {"kind": kind, "dim": int(points.shape[1])}
+        if kind == "diagrams":
+            meta["weights"] = diagram_weights
+        index.catalog.set_meta({POINTS_META: meta})
         return add_pointsets(index, pointsets, batch_size=batch_size, progress=progress)
 
     index, report = create_and_fill(path, graph, fill, roots=roots, p=p, seed=seed,
                                     on_violation=on_violation)
     report.update({"kind": kind, "points": int(len(points)), "dim": int(points.shape[1])})
     return index, report
+
+
+def stored_diagram_weights(index):
+    """The weighting a diagram index was built with ("uniform" for indexes
+    built before it was recorded, which were read that way)."""
+    meta = index.catalog.meta_value(POINTS_META) or {}
+    return meta.get("weights", "uniform")
 
 
 def _check_pointsets(pointsets):
