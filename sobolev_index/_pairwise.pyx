@@ -303,10 +303,9 @@ def scan_powers(
     const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
     const offset_t[::1] y_indptr, const node_t[::1] y_indices, const float64_t[::1] y_data,
     const float64_t[::1] y_norm, Py_ssize_t n_cols, float64_t p,
-    float64_t[:, ::1] out, n_threads=None, const offset_t[::1] rows=None,
+    float64_t[:, ::1] out, n_threads=None,
 ):
-    """Fill ``out[i, t]`` with sum_v |q_iv - y_jv|^p (max |.| for p = inf),
-    where j = rows[t] if ``rows`` is given, else j = t.
+    """Fill ``out[i, j]`` with sum_v |q_iv - y_jv|^p (max |.| for p = inf).
 
     The search scan: queries are taken a block at a time and the stored rows
     are split between threads, so a single query also uses every thread.
@@ -314,22 +313,14 @@ def scan_powers(
     returns it; unused for p = inf).
     """
     cdef Py_ssize_t n_q = q_indptr.shape[0] - 1
-    cdef Py_ssize_t n_stored = y_indptr.shape[0] - 1
-    cdef bint subset = rows is not None
-    cdef Py_ssize_t n_y = rows.shape[0] if subset else n_stored
+    cdef Py_ssize_t n_y = y_indptr.shape[0] - 1
     cdef int n_workers
     cdef int kind = power_kind(p)
-    cdef Py_ssize_t i0, nb, j, b, i, t
+    cdef Py_ssize_t i0, nb, j, b, i
     cdef int tid
     if n_q == 0 or n_y == 0:
         return
-    if subset:
-        for t in range(n_y):
-            if rows[t] < 0 or rows[t] >= n_stored:
-                raise IndexError(f"row {rows[t]} is outside 0..{n_stored - 1}")
-    else:
-        rows = np.zeros(1, dtype=np.int64)  # never read; keeps &rows[0] valid
-    n_workers = effective_threads(n_threads, n_y * max(1, y_indices.shape[0] // max(n_stored, 1)))
+    n_workers = effective_threads(n_threads, n_y * max(1, y_indices.shape[0] // n_y))
     # A lone query uses a plain dense vector, so it needs no block-sized buffer.
     cdef Py_ssize_t width = 1 if n_q == 1 else BLOCK
     q_block_arr = np.zeros(max(n_cols, 1) * width, dtype=np.float64)
@@ -350,10 +341,9 @@ def scan_powers(
     cdef const float64_t[::1] yv = y_data_arr
 
     if kind == 3:
-        for t in prange(n_y, nogil=True, num_threads=n_workers, schedule="static"):
-            j = rows[t] if subset else t
+        for j in prange(n_y, nogil=True, num_threads=n_workers, schedule="static"):
             for i in range(n_q):
-                out[i, t] = _max_abs_diff(
+                out[i, j] = _max_abs_diff(
                     &qi[0], &qv[0], q_indptr[i], q_indptr[i + 1],
                     &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1],
                 )
@@ -370,9 +360,8 @@ def scan_powers(
         else:
             _scatter_block(&q_indptr[0], &qi[0], &qv[0], i0, nb, &q_block[0], &q_pow[0],
                            &totals[0], p, kind, False)
-        for t in prange(n_y, nogil=True, num_threads=n_workers, schedule="static", chunksize=256):
+        for j in prange(n_y, nogil=True, num_threads=n_workers, schedule="static", chunksize=256):
             tid = threadid()
-            j = rows[t] if subset else t
             if nb == 1:
                 _accumulate_single(&q_block[0], &q_pow[0], &yi[0], &yv[0],
                                    y_indptr[j], y_indptr[j + 1], p, kind, &acc[tid, 0])
@@ -380,7 +369,7 @@ def scan_powers(
                 _accumulate_row(&q_block[0], &q_pow[0], &yi[0], &yv[0],
                                 y_indptr[j], y_indptr[j + 1], p, kind, &acc[tid, 0])
             for b in range(nb):
-                out[i0 + b, t] = _finish(
+                out[i0 + b, j] = _finish(
                     totals[b] + acc[tid, b] if kind == 2 else totals[b] + y_norm[j] - 2.0 * acc[tid, b],
                     totals[b], y_norm[j],
                     &qi[0], &qv[0], q_indptr[i0 + b], q_indptr[i0 + b + 1],
