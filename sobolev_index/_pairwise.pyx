@@ -1,4 +1,4 @@
-"""Scans over sparse non-negative rows: pairwise unweighted l_p powers.
+"""Pairwise unweighted l_p powers between sparse non-negative rows, and the p = inf scan of the search.
 
 Private: ``distances.py`` validates and scales the rows (by w**(1/p)) first, so
 these loops compute a plain l_p distance between CSR rows with sorted indices
@@ -99,25 +99,6 @@ cdef void _scatter_block(
             if kind == 2:
                 q_pow[<Py_ssize_t> v * BLOCK + b] = 0.0 if clear else pow(x, p)
             totals[b] += abs_pow(x, p, kind)
-
-
-cdef void _scatter_single(
-    const offset_t* x_indptr, const node_t* x_indices, const float64_t* x_data,
-    Py_ssize_t i, float64_t* q, float64_t* q_pow, float64_t* totals,
-    float64_t p, int kind, bint clear,
-) noexcept nogil:
-    """Write (or erase) query i as a plain dense vector (for one query)."""
-    cdef offset_t k
-    cdef node_t v
-    cdef float64_t x
-    totals[0] = 0.0
-    for k in range(x_indptr[i], x_indptr[i + 1]):
-        v = x_indices[k]
-        x = 0.0 if clear else x_data[k]
-        q[v] = x
-        if kind == 2:
-            q_pow[v] = 0.0 if clear else pow(x, p)
-        totals[0] += abs_pow(x, p, kind)
 
 
 cdef void _accumulate_row(
@@ -275,62 +256,24 @@ def pairwise_powers(
                 out[j, i] = out[i, j]
 
 
-cdef void _accumulate_single(
-    const float64_t* q, const float64_t* q_pow,
-    const node_t* y_indices, const float64_t* y_data, offset_t ys, offset_t ye,
-    float64_t p, int kind, float64_t* acc,
-) noexcept nogil:
-    """:func:`_accumulate_row` for one query held as a plain dense vector."""
-    cdef offset_t k
-    cdef float64_t s = 0.0, y, qv
-    cdef node_t v
-    if kind == 0:
-        for k in range(ys, ye):
-            y = y_data[k]
-            qv = q[y_indices[k]]
-            s += qv if qv < y else y
-    elif kind == 1:
-        for k in range(ys, ye):
-            s += q[y_indices[k]] * y_data[k]
-    else:
-        for k in range(ys, ye):
-            v = y_indices[k]
-            s += pow(fabs(q[v] - y_data[k]), p) - q_pow[v]
-    acc[0] = s
-
-
-def scan_powers(
+def scan_max_abs(
     const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
     const offset_t[::1] y_indptr, const node_t[::1] y_indices, const float64_t[::1] y_data,
-    const float64_t[::1] y_norm, Py_ssize_t n_cols, float64_t p,
     float64_t[:, ::1] out, n_threads=None,
 ):
-    """Fill ``out[i, j]`` with sum_v |q_iv - y_jv|^p (max |.| for p = inf).
+    """Fill ``out[i, j]`` with max_v |q_iv - y_jv|, the unweighted S_inf.
 
-    The search scan: queries are taken a block at a time and the stored rows
-    are split between threads, so a single query also uses every thread.
-    ``y_norm[j]`` is sum_v |y_jv|^p of stored row j (as :func:`scale_rows`
-    returns it; unused for p = inf).
+    The p = inf search scan: the stored rows are split between threads, so a
+    single query also uses every thread. The rows must have passed
+    ``_inverted_build.check_csr``: this loop trusts them.
     """
     cdef Py_ssize_t n_q = q_indptr.shape[0] - 1
     cdef Py_ssize_t n_y = y_indptr.shape[0] - 1
     cdef int n_workers
-    cdef int kind = power_kind(p)
-    cdef Py_ssize_t i0, nb, j, b, i
-    cdef int tid
+    cdef Py_ssize_t j, i
     if n_q == 0 or n_y == 0:
         return
-    n_workers = effective_threads(n_threads, n_y * max(1, y_indices.shape[0] // n_y))
-    # A lone query uses a plain dense vector, so it needs no block-sized buffer.
-    cdef Py_ssize_t width = 1 if n_q == 1 else BLOCK
-    q_block_arr = np.zeros(max(n_cols, 1) * width, dtype=np.float64)
-    q_pow_arr = np.zeros(max(n_cols, 1) * width if kind == 2 else 1, dtype=np.float64)
-    totals_arr = np.zeros(BLOCK, dtype=np.float64)
-    acc_arr = np.zeros((n_workers, BLOCK), dtype=np.float64)
-    cdef float64_t[::1] q_block = q_block_arr
-    cdef float64_t[::1] q_pow = q_pow_arr
-    cdef float64_t[::1] totals = totals_arr
-    cdef float64_t[:, ::1] acc = acc_arr
+    n_workers = effective_threads(n_threads, n_q * max(1, y_indices.shape[0]))
     q_indices_arr = _nonempty(q_indices, np.int32)
     q_data_arr = _nonempty(q_data, np.float64)
     y_indices_arr = _nonempty(y_indices, np.int32)
@@ -339,79 +282,9 @@ def scan_powers(
     cdef const float64_t[::1] qv = q_data_arr
     cdef const node_t[::1] yi = y_indices_arr
     cdef const float64_t[::1] yv = y_data_arr
-
-    if kind == 3:
-        for j in prange(n_y, nogil=True, num_threads=n_workers, schedule="static"):
-            for i in range(n_q):
-                out[i, j] = _max_abs_diff(
-                    &qi[0], &qv[0], q_indptr[i], q_indptr[i + 1],
-                    &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1],
-                )
-        return
-
-    i0 = 0
-    while i0 < n_q:
-        nb = BLOCK if i0 + BLOCK <= n_q else n_q - i0
-        if nb == 1:
-            # One query: a plain dense copy; the blocked layout would waste
-            # BLOCK - 1 lanes of every update.
-            _scatter_single(&q_indptr[0], &qi[0], &qv[0], i0, &q_block[0], &q_pow[0],
-                            &totals[0], p, kind, False)
-        else:
-            _scatter_block(&q_indptr[0], &qi[0], &qv[0], i0, nb, &q_block[0], &q_pow[0],
-                           &totals[0], p, kind, False)
-        for j in prange(n_y, nogil=True, num_threads=n_workers, schedule="static", chunksize=256):
-            tid = threadid()
-            if nb == 1:
-                _accumulate_single(&q_block[0], &q_pow[0], &yi[0], &yv[0],
-                                   y_indptr[j], y_indptr[j + 1], p, kind, &acc[tid, 0])
-            else:
-                _accumulate_row(&q_block[0], &q_pow[0], &yi[0], &yv[0],
-                                y_indptr[j], y_indptr[j + 1], p, kind, &acc[tid, 0])
-            for b in range(nb):
-                out[i0 + b, j] = _finish(
-                    totals[b] + acc[tid, b] if kind == 2 else totals[b] + y_norm[j] - 2.0 * acc[tid, b],
-                    totals[b], y_norm[j],
-                    &qi[0], &qv[0], q_indptr[i0 + b], q_indptr[i0 + b + 1],
-                    &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1], p, kind,
-                )
-        if nb == 1:
-            _scatter_single(&q_indptr[0], &qi[0], &qv[0], i0, &q_block[0], &q_pow[0],
-                            &totals[0], p, kind, True)
-        else:
-            _scatter_block(&q_indptr[0], &qi[0], &qv[0], i0, nb, &q_block[0], &q_pow[0],
-                           &totals[0], p, kind, True)
-        i0 += nb
-
-
-def scale_rows(
-    const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
-    const float64_t[::1] col_scale, float64_t p, n_threads=None,
-):
-    """Values multiplied by their column's factor, and each row's
-    sum_v |x_v|^p of the result (max |x_v| for p = inf), in one parallel pass.
-
-    The rows must have passed ``_inverted_build.check_csr`` with
-    ``col_scale.shape[0]`` columns: this loop trusts them."""
-    cdef Py_ssize_t n = indptr.shape[0] - 1, i
-    cdef offset_t k
-    cdef int kind = power_kind(p)
-    cdef int n_workers
-    cdef float64_t s, x
-    values_arr = np.empty(data.shape[0], dtype=np.float64)
-    norms_arr = np.zeros(n, dtype=np.float64)
-    cdef float64_t[::1] values = values_arr
-    cdef float64_t[::1] norms = norms_arr
-    n_workers = effective_threads(n_threads, data.shape[0])
-    for i in prange(n, nogil=True, num_threads=n_workers, schedule="static", chunksize=1024):
-        s = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            x = data[k] * col_scale[indices[k]]
-            values[k] = x
-            if kind == 3:
-                if fabs(x) > s:
-                    s = fabs(x)
-            else:
-                s = s + abs_pow(x, p, kind)
-        norms[i] = s
-    return values_arr, norms_arr
+    for j in prange(n_y, nogil=True, num_threads=n_workers, schedule="static"):
+        for i in range(n_q):
+            out[i, j] = _max_abs_diff(
+                &qi[0], &qv[0], q_indptr[i], q_indptr[i + 1],
+                &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1],
+            )

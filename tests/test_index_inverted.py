@@ -183,7 +183,7 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
         else:
             arrays["dense_columns"][0] = 40
         segment.data.inverted = arrays
-        segment._scaled.clear()
+        segment._inverted = None
         with pytest.raises(CorruptIndexError, match="inverted file"):
             index.search(measures[:2], k=3, p=1)
 

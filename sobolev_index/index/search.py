@@ -264,13 +264,12 @@ class SearchMixin:
         """sum_s eta_s S_inf from every query to every row of a segment."""
         total = None
         for r, position in enumerate(positions):
-            # For p = inf the rows are not scaled: w^(1/p) = 1.
-            tree, F = self.trees[position], query_features[r]
+            # S_inf needs no edge weights: w^(1/p) = 1.
+            F = query_features[r]
             q = row_range((F.indptr, F.indices, F.data), start, stop)
-            y_indptr, y_indices, y_data, y_norm = segment.scaled(position, math.inf, tree)
+            rows = segment.feature_rows(position, self.trees[position].n_nodes)
             out = np.empty((stop - start, segment.rows))
-            _pairwise.scan_powers(*q, y_indptr, y_indices, y_data, y_norm, self.graph.n_nodes,
-                                  math.inf, out, n_threads=n_threads)
+            _pairwise.scan_max_abs(*q, *rows, out, n_threads=n_threads)
             if len(positions) == 1:
                 return out
             out *= eta[r]
