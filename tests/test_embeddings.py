@@ -7,11 +7,11 @@ cannot agree on the same mistake.
 import gzip
 import re
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
 from _support.corpus import word2vec_text, write_vec
+from _support.data import data_dir, missing_reason
 
 from sobolev_index.errors import VectorFileError
 from sobolev_index.ingest import embeddings
@@ -23,8 +23,7 @@ from sobolev_index.ingest.embeddings import (
     write_word2vec_text,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-TWITTER = DATA / "twitter" / "twitter-minilm-384.bin"
+TWITTER = data_dir() / "twitter" / "twitter-minilm-384.bin"
 
 NEWLINE = b"\n"
 WORDS = ["the", "of", "café", "日本", "don't", "x", "a" * 40, "Apple", "apple", "42"]
@@ -521,7 +520,7 @@ def test_word_vectors_dtype():
 # ------------------------------------------------------------------ real data
 
 
-@pytest.mark.skipif(not TWITTER.is_file(), reason=f"shared TWITTER vectors not found at {TWITTER}")
+@pytest.mark.skipif(not TWITTER.is_file(), reason=missing_reason(TWITTER))
 def test_twitter_vectors():
     assert vector_file_info(TWITTER) == {"format": "word2vec-bin", "count": 6324, "dim": 384}
     wv = load_vectors(TWITTER)

@@ -3,22 +3,22 @@ its MiniLM word vectors: build, search by a stored tweet, and label
 agreement of the nearest neighbours against chance."""
 import json
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _support.data import data_dir, missing_reason
 from click.testing import CliRunner
 
 from sobolev_index import SobolevIndex
 from sobolev_index.cli import main
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "twitter"
+DATA = data_dir() / "twitter"
 TWEETS = DATA / "all_twitter_by_line.txt"
 VECTORS = DATA / "twitter-minilm-384.bin"
 
 pytestmark = pytest.mark.skipif(
     not (TWEETS.exists() and VECTORS.exists()),
-    reason=f"the TWITTER data is not in {DATA} (see ../shared/data/README.md)")
+    reason=missing_reason(TWEETS if not TWEETS.exists() else VECTORS))
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ scripts in ``_support/children/`` start quickly.
 - ``corpus``: a small synthetic text corpus with word vectors, word2vec text files;
 - ``cli``: running the click CLI in-process;
 - ``bench``: importing the benchmark code in ``bench/`` that tests check;
-- ``settings``: hypothesis profile and the example-count scale.
+- ``settings``: hypothesis profile and the example-count scale;
+- ``data``: where the real data sets are (``$SOBOLEV_INDEX_DATA`` or ``../shared/data``).
 """
 import os
 
