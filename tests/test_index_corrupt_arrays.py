@@ -1,6 +1,10 @@
 """A segment whose stored arrays are malformed must raise CorruptIndexError,
-never reach the compiled scan (which trusts its inputs) and crash."""
+never reach a compiled loop (which trusts its inputs) and crash: whichever
+operation reads them first (a search for finite p or p = inf, a search by
+key, a distance matrix between stored keys, a merge), and verify() must
+report a damaged measure rather than raise."""
 import os
+import sqlite3
 
 import h5py
 import numpy as np
@@ -8,31 +12,67 @@ import pytest
 from _support.processes import run_python
 
 from sobolev_index import Graph, SobolevIndex
+from sobolev_index.index.storage import file_checksum
+
+# Each operation opens the index in a child process and runs one call.
+OPERATIONS = {
+    "search p=1": "SobolevIndex.open(PATH).search([([1, 2], None)], k=3)",
+    "search p=inf": "SobolevIndex.open(PATH).search([([1, 2], None)], k=3, p='inf')",
+    "search by key": "SobolevIndex.open(PATH).search('k0', k=3, p=2)",
+    "gram": "SobolevIndex.open(PATH).gram(keys=['k0', 'k3', 'k5'], p=1)",
+    "compact": "SobolevIndex.open(PATH, 'a').compact()",
+}
 
 
+def _damaged_index(tmp_path, dataset, value, reseal=False, at=3):
+    rng = np.random.default_rng(0)
+    graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=50, seed=0)
+    path = tmp_path / "idx"
+    with SobolevIndex.create(path, graph) as index:
+        # Two segments, so that compact() has something to merge.
+        for start in (0, 10):
+            index.add([(rng.choice(50, 5), None) for _ in range(10)],
+                      keys=[f"k{i}" for i in range(start, start + 10)])
+    segment = os.path.join(path, "segments", sorted(os.listdir(path / "segments"))[0])
+    with h5py.File(segment, "r+") as f:
+        f[dataset][at] = value
+    if reseal:
+        # Record the damaged file's checksum, as if it had been written so:
+        # verify() then goes on to read what the file holds.
+        with sqlite3.connect(path / "catalog.sqlite") as db:
+            db.execute("UPDATE segments SET checksum = ? WHERE file = ?",
+                       (file_checksum(segment), os.path.basename(segment)))
+    return path
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
 @pytest.mark.parametrize("dataset,value", [
     ("features/0/indices", 2_000_000_000),
     ("features/0/indices", -5),
     ("features/0/indptr", 10**9),
 ])
-def test_malformed_feature_arrays_raise(tmp_path, dataset, value):
-    rng = np.random.default_rng(0)
-    graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=50, seed=0)
-    path = tmp_path / "idx"
-    with SobolevIndex.create(path, graph) as index:
-        index.add([(rng.choice(50, 5), None) for _ in range(20)])
-    segment = os.path.join(path, "segments", os.listdir(path / "segments")[0])
-    with h5py.File(segment, "r+") as f:
-        f[dataset][3] = value
+def test_malformed_feature_arrays_raise(tmp_path, dataset, value, operation):
+    path = _damaged_index(tmp_path, dataset, value)
     # Run in a child: a crash there must not take the test run with it.
     script = (
         "import sys\n"
         "from sobolev_index import SobolevIndex, CorruptIndexError\n"
+        f"PATH = {str(path)!r}\n"
         "try:\n"
-        f"    SobolevIndex.open({str(path)!r}).search([([1, 2], None)], k=3)\n"
+        f"    {OPERATIONS[operation]}\n"
         "except CorruptIndexError as exc:\n"
         "    print('corrupt:', exc); sys.exit(3)\n"
     )
     done = run_python(script, cwd=str(tmp_path))
     assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
     assert "segment" in done.stdout
+
+
+def test_verify_reports_measure_pointers_past_the_nodes(tmp_path):
+    # The last row pointer past the end of the nodes: the rows before it
+    # look fine, and the sampled rows include the last one.
+    path = _damaged_index(tmp_path, "measures/indptr", 10**6, reseal=True, at=-1)
+    with SobolevIndex.open(path) as index:
+        report = index.verify()
+    assert not report["ok"]
+    assert any("invalid measure" in problem for problem in report["problems"]), report

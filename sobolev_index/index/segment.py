@@ -3,6 +3,8 @@
 inverted file a search builds from it on first use. Arrays read from the
 file are checked once, before any compiled loop reads them.
 """
+import numpy as np
+
 from ..errors import CorruptIndexError
 from . import inverted
 from .csr import check_csr
@@ -20,7 +22,8 @@ class Segment:
         self.labels = labels
         # Built on a segment's first search.
         self._inverted = None
-        self._checked = set()
+        # Feature arrays per root position, once checked.
+        self._checked = {}
 
     @property
     def rows(self):
@@ -31,16 +34,19 @@ class Segment:
             f"segment {self.file} has {what}; run verify() and restore the file from a backup")
 
     def feature_rows(self, position, n_cols):
-        """The stored (indptr, indices, data) of root ``position``, checked
-        to be a CSR matrix of ``n_cols`` columns (once per root)."""
-        indptr, indices, data = self.data.features[position]
+        """The stored (indptr, indices, data) of root ``position`` as
+        contiguous int64, int32 and float64 arrays, checked to be a CSR
+        matrix of ``n_cols`` columns (once per root). Every reader of stored
+        features goes through here before any compiled loop sees them."""
         if position not in self._checked:
+            indptr, indices, data = self.data.features[position]
             try:
-                check_csr(indptr, indices, len(data), n_cols)
+                data = np.ascontiguousarray(data, dtype=np.float64)
+                indptr, indices = check_csr(indptr, indices, len(data), n_cols)
             except ValueError as exc:
                 raise self._corrupt(f"malformed features for root {position} ({exc})") from None
-            self._checked.add(position)
-        return indptr, indices, data
+            self._checked[position] = (indptr, indices, data)
+        return self._checked[position]
 
     def inverted_file(self, trees, weight):
         """The segment's inverted file, checked once; and its feature rows,
@@ -49,9 +55,9 @@ class Segment:
         if self._inverted is None:
             if self.data.inverted is None:
                 raise self._corrupt("no inverted file")
-            for position, tree in enumerate(trees):
-                self.feature_rows(position, tree.n_nodes)
+            features = [self.feature_rows(position, tree.n_nodes)
+                        for position, tree in enumerate(trees)]
             self._inverted = inverted.InvertedFile(
-                self.data.inverted, self.rows, trees, self.file, self.data.features,
+                self.data.inverted, self.rows, trees, self.file, features,
                 self.data.doc_ids, weight)
         return self._inverted

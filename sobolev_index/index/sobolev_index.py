@@ -319,7 +319,7 @@ class SobolevIndex(SearchMixin):
         rows = []
         for key in keys:
             _, segment, row = self._locate(key)
-            indptr, indices, data = segment.data.features[root]
+            indptr, indices, data = segment.feature_rows(root, self.graph.n_nodes)
             rows.append(sp.csr_matrix(
                 (data[indptr[row]:indptr[row + 1]], indices[indptr[row]:indptr[row + 1]],
                  [0, indptr[row + 1] - indptr[row]]), shape=(1, self.graph.n_nodes)))
@@ -533,6 +533,9 @@ class SobolevIndex(SearchMixin):
         """Replace ``segments`` by one segment of their live rows (doc-id order)."""
         parts = []
         for segment in segments:
+            # The inverted-file build trusts the features it is given.
+            for position in range(len(self.roots)):
+                segment.feature_rows(position, self.graph.n_nodes)
             rows = np.flatnonzero(segment.live)
             parts.append((segment, rows))
         dropped = [int(i) for s, _ in parts for i in s.data.doc_ids[~s.live]]
@@ -544,7 +547,7 @@ class SobolevIndex(SearchMixin):
                     "next_segment_id": segment_id + 1}
         new_segment = None
         if len(doc_ids):
-            data = _concat_rows(parts, order, len(self.roots))
+            data = _concat_rows(parts, order, len(self.roots), self.graph.n_nodes)
             labels = np.concatenate([s.labels[rows] for s, rows in parts])[order]
             data.inverted = inverted.build(data.features, self.graph.n_nodes)
             file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
@@ -611,7 +614,7 @@ def _tier(rows):
     return int(math.log(max(rows, 1), TIER))
 
 
-def _concat_rows(parts, order, n_roots):
+def _concat_rows(parts, order, n_roots, n_cols):
     """Live rows of several segments, concatenated and put in ``order``."""
     datas = [segment.data for segment, _ in parts]
     starts = np.cumsum([0] + [d.rows for d in datas])
@@ -620,7 +623,8 @@ def _concat_rows(parts, order, n_roots):
     whole = storage.SegmentData(
         doc_ids=np.concatenate([np.asarray(d.doc_ids) for d in datas]),
         indptr=measures[0], nodes=measures[1], masses=measures[2],
-        features=[tuple(stack_rows([d.features[r] for d in datas])) for r in range(n_roots)],
+        features=[tuple(stack_rows([segment.feature_rows(r, n_cols) for segment, _ in parts]))
+                  for r in range(n_roots)],
     )
     return _take_rows(whole, selected)
 

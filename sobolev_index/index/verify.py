@@ -88,7 +88,9 @@ def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
     try:
         indptr, nodes, masses = gather_rows(data.indptr, (data.nodes, data.masses), picks)
         batch = as_measure_batch(indptr=indptr, nodes=nodes, masses=masses, n_nodes=n_nodes)
-    except ValueError as exc:  # InvalidMeasureError, or row pointers out of order
+    except (ValueError, IndexError) as exc:
+        # InvalidMeasureError, row pointers out of order (ValueError) or
+        # pointing past the stored nodes (IndexError).
         problems.append(f"segment {name} stores an invalid measure: {exc}")
         return None
     for r, tree in enumerate(trees):
