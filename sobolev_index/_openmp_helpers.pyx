@@ -26,11 +26,6 @@ def effective_threads(n_threads=None, work=None):
     return max(1, min(int(n_threads), available))
 
 
-def serial_threshold():
-    """The amount of work below which loops run on one thread."""
-    return _serial_below
-
-
 def set_serial_threshold(value):
     """Set the serial threshold (a non-negative integer); returns the old one."""
     global _serial_below

@@ -1,6 +1,8 @@
-"""Pairwise unweighted l_p powers between sparse non-negative rows, and the p = inf scan of the search.
+"""Pairwise unweighted l_p powers between sparse non-negative rows, and the
+p = inf scan of the index's search.
 
-Private: ``distances.py`` validates and scales the rows (by w**(1/p)) first, so
+Private: ``distances.py`` (and, for the scan, the index's ``segment.py``)
+validates the rows and scales them (by w**(1/p)) first, so
 these loops compute a plain l_p distance between CSR rows with sorted indices
 and non-negative values.
 

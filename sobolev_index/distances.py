@@ -22,7 +22,6 @@ __all__ = [
     "sobolev_kernel",
     "SobolevFeatures",
     "difference_distance",
-    "scaled_rows",
     "sliced_pairwise",
 ]
 
@@ -76,7 +75,7 @@ def _checked_features(F, tree, name):
     return F
 
 
-def scaled_rows(F, tree, p):
+def _scaled_rows(F, tree, p):
     """(indptr, indices, data) of the feature rows ``F`` (a CSR matrix, or
     anything with those three arrays) with each value multiplied by its
     edge's w**(1/p), so that S_p is a plain l_p distance between rows."""
@@ -94,8 +93,8 @@ def scaled_rows(F, tree, p):
 def _powers(FX, FY, tree, p, n_threads):
     """sum_v w_v |x_v - y_v|^p for every pair (max |.| for p = inf)."""
     symmetric = FY is None
-    x = scaled_rows(FX, tree, p)
-    y = x if symmetric else scaled_rows(FY, tree, p)
+    x = _scaled_rows(FX, tree, p)
+    y = x if symmetric else _scaled_rows(FY, tree, p)
     n_y = FX.shape[0] if symmetric else FY.shape[0]
     out = np.zeros((FX.shape[0], n_y), dtype=np.float64)
     _pairwise.pairwise_powers(*x, *y, tree.n_nodes, p, symmetric, out, n_threads=n_threads)
@@ -227,7 +226,7 @@ class SobolevFeatures:
         blocks = []
         for r, tree in enumerate(self.trees_):
             F = tree.features_of(X, normalize=self.normalize)
-            indptr, indices, data = scaled_rows(F, tree, self.p_)
+            indptr, indices, data = _scaled_rows(F, tree, self.p_)
             if len(self.trees_) > 1:
                 data = data * self.eta_[r]
             blocks.append(sp.csr_matrix((data, indices, indptr), shape=F.shape))

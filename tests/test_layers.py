@@ -66,7 +66,7 @@ SUBPACKAGE_LAYERS = {
 INGEST_KINDS = {
     "text": {"text", "embeddings", "documents", "words", "stdlib_corpus", "quickstart"},
     "points": {"pointsets", "pointindex"},
-    "shared": {"__init__", "fill"},
+    "shared": {"__init__", "fill", "parsing"},
     "over both kinds": {"pipelines"},
 }
 PIPELINE_KINDS = {"text", "points"}

@@ -16,18 +16,12 @@ import json
 import numpy as np
 import pytest
 from _support.graphs import pick_roots, random_graph
-from _support.measures import random_measures
+from _support.measures import assert_csr_identical, random_measures
 from _support.processes import SERIAL_THRESHOLD_ENV, child_env, child_script, run_python
 
 from sobolev_index import Graph, pairwise_sobolev, sobolev_kernel
 
 PS = (1, 1.5, 2, 3, np.inf)
-
-
-def assert_same_csr(a, b, what):
-    assert np.array_equal(a.indptr, b.indptr), what
-    assert np.array_equal(a.indices, b.indices), what
-    assert np.array_equal(a.data, b.data), what
 
 
 def test_graph_from_points_does_not_depend_on_threads(parallel_everywhere):
@@ -45,7 +39,7 @@ def test_features_and_matrices_do_not_depend_on_threads(parallel_everywhere):
     measures = [(rng.integers(0, 120, rng.integers(1, 25)), None) for _ in range(150)]
     one = tree.features_of(measures, n_threads=1)
     two = tree.features_of(measures, n_threads=2)
-    assert_same_csr(one, two, "features")
+    assert_csr_identical(one, two, "features")
     for p in PS:
         a = pairwise_sobolev(one[:40], one, trees=tree, p=p, n_threads=1)
         b = pairwise_sobolev(one[:40], one, trees=tree, p=p, n_threads=2)
@@ -63,7 +57,7 @@ def test_sliced_matrices_and_kernels_do_not_depend_on_threads(parallel_everywher
     X = random_measures(np.random.default_rng(5), spec.n, 300)
     Fs = [t.features_of(X, n_threads=1) for t in trees]
     for t, F in zip(trees, Fs):
-        assert_same_csr(F, t.features_of(X, n_threads=2), "features")
+        assert_csr_identical(F, t.features_of(X, n_threads=2), "features")
     FY = [F[:37] for F in Fs]
     for p in PS:
         for FX, FYY, tt in ((Fs[0], None, trees[0]), (Fs[0], FY[0], trees[0]), (Fs, None, trees),

@@ -8,4 +8,4 @@ cdef enum:
     # Posting rows are stored as uint16 offsets within blocks of
     # 2^BLOCK_SHIFT rows.
     BLOCK_SHIFT = 16
-    BLOCK_ROWS = 65536
+    BLOCK_ROWS = 1 << BLOCK_SHIFT

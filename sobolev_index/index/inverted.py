@@ -291,7 +291,7 @@ class InvertedFile:
             n_groups = len(self.group_ptr) - 1
             group_root = np.zeros((self.n_rows, n_groups))
             _inverted_build.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
-                                  group_root)
+                                        group_root)
             coarse_root = np.zeros((self.n_roots * _inverted_build.COARSE_GROUPS, self.n_rows))
             _inverted_build.coarse_norms(self.dense, self.dense_weight, self.coarse_of, p, coarse_root)
             self._norms[p] = _inverted_search.RowNorms(low, high, coarse_root, group_root)

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import VectorFileError
-from .fill import is_number
+from .parsing import is_number
 
 __all__ = [
     "VECTOR_FORMATS",

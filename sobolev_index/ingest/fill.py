@@ -14,7 +14,7 @@ from ..graph import Graph
 from ..index import SobolevIndex
 
 __all__ = ["TEXT_META", "POINTS_META", "index_kind", "build_graph", "create_and_fill",
-           "check_can_add", "check_new_keys", "add_in_batches", "is_number"]
+           "check_can_add", "check_new_keys", "add_in_batches"]
 
 # The meta names under which a text index keeps its TextSettings, and a
 # point index the kind ("clouds" or "diagrams") and dimension of its sets.
@@ -128,12 +128,3 @@ def add_in_batches(index, measures, keys, labels, fields, *, batch_size=1000, up
     return added
 
 
-# ----------------------------------------------------------------- readers
-def is_number(text):
-    """Whether ``float(text)`` reads ``text`` (a header field, a vector
-    value)."""
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

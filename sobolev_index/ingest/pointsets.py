@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorpusError
-from .fill import is_number
+from .parsing import is_number
 
 __all__ = [
     "PointSet",

@@ -5,7 +5,7 @@ The index itself knows nothing of words; this module adds the table through
 the catalog's generic transaction, in the same commit as the meta values
 that describe the text settings.
 """
-import datetime as _dt
+from ..index.storage import utc_now
 
 WORDS_TABLE = "words"
 
@@ -22,7 +22,7 @@ def read_words(catalog):
 def add_words(catalog, rows, meta=None):
     """One transaction: insert (word, node, df) rows that are not there yet,
     and set ``meta`` values. A word keeps the node it got first."""
-    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    now = utc_now()
     with catalog.transaction() as tx:
         tx.execute(
             f"CREATE TABLE IF NOT EXISTS {WORDS_TABLE} (word TEXT PRIMARY KEY, "
