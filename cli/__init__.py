@@ -38,7 +38,7 @@ _HINTS = {
 
 class _Group(click.Group):
     def invoke(self, ctx):
-        from ..errors import SobolevIndexError
+        from ..errors import InvalidMeasureError, SobolevIndexError
 
         try:
             return super().invoke(ctx)
@@ -47,6 +47,10 @@ class _Group(click.Group):
             message = str(exc) if not isinstance(exc, OSError) or not exc.filename \
                 else f"{exc.strerror}: {exc.filename}"
             hint = _HINTS.get(type(exc).__name__)
+            if isinstance(exc, InvalidMeasureError) and "word" not in message:
+                # The words hint fits only a document without known words; a
+                # bad mass or node is explained by the message itself.
+                hint = None
             raise click.ClickException(message + (f" (hint: {hint})" if hint else "")) from None
 
 

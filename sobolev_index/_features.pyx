@@ -140,10 +140,16 @@ BATCH_NOT_FINITE = 4
 BATCH_NEGATIVE = 5
 BATCH_ZERO_TOTAL = 6
 BATCH_TOO_LARGE = 7
+BATCH_TOO_SMALL = 8
 # A measure whose masses sum to more than this is refused: every partial sum
 # of non-negative masses, in any order, is then far from overflowing.
 cdef float64_t _TOTAL_MAX = 1e300
 TOTAL_MAX = _TOTAL_MAX
+# Nor one whose positive total is below this: 1 / total must be finite and
+# normal, or normalising turns the masses into inf or loses their precision
+# (a subnormal total keeps only a few significant bits).
+cdef float64_t _TOTAL_MIN = 1e-300
+TOTAL_MIN = _TOTAL_MIN
 
 
 def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
@@ -156,7 +162,7 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
     decreases, ends at len(nodes) = len(masses)."""
     cdef Py_ssize_t n = indptr.shape[0] - 1, i, e
     cdef Py_ssize_t first_empty = -1, first_node = -1, first_nan = -1, first_negative = -1
-    cdef Py_ssize_t first_zero = -1, first_large = -1
+    cdef Py_ssize_t first_zero = -1, first_large = -1, first_small = -1
     cdef float64_t m, total
     if n < 0 or indptr[0] != 0 or indptr[n] != nodes.shape[0] \
             or nodes.shape[0] != masses.shape[0] or nodes_out.shape[0] != nodes.shape[0]:
@@ -188,6 +194,8 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
                 first_zero = i
             if total > _TOTAL_MAX and first_large < 0:
                 first_large = i
+            if 0.0 < total < _TOTAL_MIN and first_small < 0:
+                first_small = i
     if first_empty >= 0:
         return BATCH_EMPTY, first_empty
     if first_node >= 0:
@@ -200,4 +208,6 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
         return BATCH_ZERO_TOTAL, first_zero
     if first_large >= 0:
         return BATCH_TOO_LARGE, first_large
+    if first_small >= 0:
+        return BATCH_TOO_SMALL, first_small
     return BATCH_OK, -1

@@ -178,6 +178,13 @@ def as_measure_batch(measures=None, *, indptr=None, nodes=None, masses=None,
             f"measure {pos} has masses that sum to more than {_features.TOTAL_MAX:g} "
             "(near the float64 limit, inf); divide its masses by a common factor"
         )
+    elif problem == _features.BATCH_TOO_SMALL and normalize:
+        # Normalising would divide by a (near) subnormal number.
+        total = float(np.sum(masses[indptr[pos]:indptr[pos + 1]]))
+        raise InvalidMeasureError(
+            f"measure {pos} has masses that sum to {total:g}, below {_features.TOTAL_MIN:g}, "
+            "too small to normalise exactly; multiply its masses by a common factor"
+        )
     totals = np.add.reduceat(masses, indptr[:-1]) if len(indptr) > 1 else np.zeros(0)
     row_scale = 1.0 / totals if normalize else np.ones(len(totals))
     return MeasureBatch(

@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 from _support.cli import run
+from _support.index import assert_unchanged, snapshot
 
 from sobolev_index import SobolevIndex
 from sobolev_index.ingest.pointindex import point_measures, read_pointsets
@@ -112,3 +113,27 @@ def test_later_diagrams_are_weighted_as_the_build_was(tmp_path):
     assert not np.allclose(np.sort(want[1] / want[1].sum()), np.sort(not_want[1] / not_want[1].sum()))
     # The query read with the stored weighting is the stored diagram itself.
     assert hits[0]["key"] == "later" and hits[0]["distance"] == 0.0
+
+
+def test_measure_that_cannot_be_normalised_is_refused_by_build_and_add(tmp_path):
+    # Weights summing to a subnormal number: 1 / total is inf, and the
+    # measure's features would poison every search of the index.
+    good = tmp_path / "good.jsonl"
+    write_clouds(good, ["a", "b", "c"], seed=0)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"key": "tiny", "points": [[0, 0, 0], [1, 1, 1]],
+                               "weights": [1e-320, 1e-320]}) + "\n")
+    both = tmp_path / "both.jsonl"
+    both.write_text(good.read_text() + bad.read_text())
+
+    result = run("build", tmp_path / "never", "--points", both, "--nodes", 4, ok=False)
+    assert result.exit_code == 1
+    assert "e-320, below 1e-300" in result.output and "hint" not in result.output
+    assert not (tmp_path / "never").exists()
+
+    index = tmp_path / "ix"
+    run("build", index, "--points", good, "--nodes", 4)
+    before = snapshot(str(index))
+    result = run("add", index, bad, ok=False)
+    assert result.exit_code == 1 and "e-320, below 1e-300" in result.output
+    assert_unchanged(before, str(index), "add of a measure that cannot be normalised")

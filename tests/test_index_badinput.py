@@ -79,6 +79,10 @@ BAD_MEASURES = {
     "negative mass": ((np.array([1, 2, 3]), np.array([0.5, -0.25, 1.0])), r"-0\.25"),
     "all-zero masses": ((np.array([4, 5]), np.array([0.0, 0.0])), r"\S"),
     "masses summing past float64": ((np.array([4, 5]), np.array([1e308, 1e308])), r"1e\+300"),
+    # 1 / total would be inf: the measure's features would be inf or NaN.
+    "subnormal total": ((np.array([0, 1]), np.array([1e-320, 1e-320])), r"e-320, below 1e-300"),
+    "total too small to normalise": ((np.array([4, 5]), np.array([3e-301, 3e-301])),
+                                     r"6e-301.*1e-300"),
     "unknown node": ((np.array([1, N + 7]), np.array([0.5, 0.5])), str(N + 7)),
     "negative node": ((np.array([-1, 2]), np.array([0.5, 0.5])), r"-1"),
     "empty measure": ((np.array([], dtype=np.int64), np.array([])), r"\S"),
@@ -86,6 +90,19 @@ BAD_MEASURES = {
     "length mismatch": ((np.array([1, 2, 3]), np.array([0.5, 0.5])), r"\S"),
     "non-integer node": ((np.array([1.5, 2.0]), np.array([0.5, 0.5])), r"1\.5"),
 }
+
+
+def test_small_but_normal_totals_are_searchable(index_path):
+    # Just above the limit, normalising is exact enough: the measure is kept
+    # and found at distance 0 from the same measure at ordinary scale.
+    tiny = (np.array([4, 5]), np.array([2e-300, 6e-300]))
+    plain = (np.array([4, 5]), np.array([1.0, 3.0]))
+    with SobolevIndex.open(str(index_path), "a") as idx:
+        idx.add([tiny], keys=["tiny"])
+        result = idx.search([plain], k=1, p=2)
+        assert result.keys[0] == ["tiny"]
+        assert result.distances[0][0] <= 1e-12
+        np.testing.assert_allclose(idx.get("tiny")["masses"], [0.25, 0.75], rtol=1e-12)
 
 
 @pytest.mark.parametrize("case", sorted(BAD_MEASURES))
