@@ -104,3 +104,25 @@ def test_functions_on_another_connection(reader):
     register_functions(reader, db)
     value = db.execute("SELECT sobolev_distance('space-1', 'music-2', 2)").fetchone()[0]
     assert value == pytest.approx(reader.distance("space-1", "music-2", p=2), rel=1e-12)
+
+
+def test_huge_k_returns_every_live_document_in_small_memory(reader):
+    # k far beyond the index: every live document comes back, sorted, and
+    # no buffer is sized by k (a billion float64 per query is 8 GB).
+    import tracemalloc
+
+    import numpy as np
+
+    n_live = len(reader)
+    everything = reader.search(["space-3"], k=n_live, p=1)
+    tracemalloc.start()
+    huge = reader.search(["space-3"], k=10**9, p=1)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 50 * 2**20, peak
+    assert len(huge.keys[0]) == n_live and huge.keys == everything.keys
+    assert np.all(np.diff(huge.distances[0]) >= 0)
+    _, rows = run_query(reader, "SELECT sobolev_knn('space-3', 1000000000)")
+    assert [hit["key"] for hit in json.loads(rows[0][0])] == everything.keys[0]
+    with pytest.raises(ValueError, match="at most"):
+        reader.search(["space-3"], k=10**30)

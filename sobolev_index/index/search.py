@@ -26,14 +26,17 @@ __all__ = ["SearchMixin", "SearchResult"]
 # Queries searched together; bounds the (queries x rows) distance buffer of
 # a p = inf scan.
 QUERY_CHUNK = 64
+# A k above this is surely a mistake (it exceeds any index's size).
+MAX_K = 2**53
 
 
 class SearchResult:
     """Results of :meth:`SobolevIndex.search`.
 
     ``keys[i]`` lists the keys found for query i by ascending distance (ties by
-    insertion order); ``distances[i, j]`` is S_p to ``keys[i][j]``, and inf
-    where fewer than k documents qualified. ``labels`` mirrors ``keys``.
+    insertion order); ``distances[i, j]`` is S_p to ``keys[i][j]``.
+    ``distances`` has min(k, N) columns for N live documents, and inf where
+    fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``.
     """
 
     def __init__(self, keys, distances, labels, p):
@@ -75,7 +78,8 @@ class SearchMixin:
         stored key, or a list of stored keys. ``roots``: positions into
         ``self.roots`` to use (default all), their eta renormalised. ``where``:
         ``{"label": value_or_list}`` and/or ``{"keys": [...]}`` restricts the
-        candidates. Returns a :class:`SearchResult`. Ties go to the earlier
+        candidates. ``k`` larger than the number of live documents returns
+        them all. Returns a :class:`SearchResult`. Ties go to the earlier
         document, except that a stored key used as a query comes first among
         the documents at distance 0 from it.
         """
@@ -83,7 +87,13 @@ class SearchMixin:
         p = self.p if p is None else check_p(p)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k is {k!r}; expected an integer >= 1")
-        k = int(k)
+        if k > MAX_K:
+            raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns every "
+                             "live document anyway)")
+        # More neighbours than live documents cannot be found: buffers stay
+        # proportional to min(k, N), and every live document is returned.
+        n_columns = min(int(k), len(self))
+        k = max(1, n_columns)
         positions, eta = self._selected_roots(roots)
         query_features = self._query_features(queries, positions, csr=False)
         n_queries = query_features[0].shape[0]
@@ -106,7 +116,7 @@ class SearchMixin:
                                         and isinstance(queries[0], str)):
             self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
                                 distances, labels, scope.masks)
-        return SearchResult(keys, distances, labels, p)
+        return SearchResult(keys, distances[:, :n_columns], labels, p)
 
     def _own_key_first(self, query_keys, keys, distances, labels, masks):
         """A stored document used as the query comes first among the
