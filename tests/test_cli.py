@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from _support import corpus as tc
 from _support.cli import run
+from _support.index import assert_unchanged, snapshot
 
 from sobolev_index import SobolevIndex, __version__
 from sobolev_index.ingest.documents import text_measures
@@ -303,3 +304,17 @@ def test_gram_json_names_the_rows(built, tmp_path):
 def test_sql_json_prints_blobs_as_hex(built):
     index, _, _, _ = built
     assert json.loads(run("sql", index, "SELECT x'00ff' AS b").stdout) == [{"b": "00ff"}]
+
+
+def test_nan_in_fields_is_refused_as_by_the_api(writable, tmp_path):
+    # Python's json module reads NaN; the index must not store it (get would
+    # print non-standard JSON). The API refuses it with the same words.
+    index, corpus_path, _ = writable
+    with open(corpus_path, encoding="utf-8") as handle:
+        text = json.loads(handle.readline())["text"]  # words the index knows
+    corpus = tmp_path / "nan.jsonl"
+    corpus.write_text(json.dumps({"key": "nan-doc", "text": text})[:-1] + ', "score": NaN}\n')
+    before = snapshot(str(index))
+    result = run("add", index, corpus, ok=False)
+    assert result.exit_code == 1 and "cannot be stored as JSON" in result.output
+    assert_unchanged(before, str(index), "add with NaN in fields")

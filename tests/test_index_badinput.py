@@ -194,7 +194,7 @@ def test_deleted_key_can_be_added_again(index_path):
 
 
 @pytest.mark.parametrize("call", [
-    "keys too short", "labels too long", "fields not json",
+    "keys too short", "labels too long", "fields not json", "fields with nan", "fields with inf",
 ])
 def test_bad_keys_labels_fields(index_path, call):
     docs = _docs(7, 2)
@@ -205,9 +205,15 @@ def test_bad_keys_labels_fields(index_path, call):
                 idx.add(docs, keys=["only-one"])
             elif call == "labels too long":
                 idx.add(docs, keys=["l1", "l2"], labels=["x", "y", "z"])
+            elif call == "fields with nan":
+                idx.add(docs, keys=["f1", "f2"], fields=[{"ok": 1}, {"v": float("nan")}])
+            elif call == "fields with inf":
+                idx.upsert(docs, keys=["f1", "f2"], fields=[{"v": [1, float("-inf")]}, None])
             else:
                 idx.add(docs, keys=["f1", "f2"], fields=[{"ok": 1}, {"bad": object()}])
         assert str(e.value)
+        if call.startswith("fields"):
+            assert "cannot be stored as JSON" in str(e.value)
         assert_unchanged(before, str(index_path), call)
 
 

@@ -645,6 +645,8 @@ def _checked_column(name, values, n, kind):
 
 def _json_fields(fields, i):
     try:
-        return json.dumps(fields, sort_keys=True)
+        # NaN and infinity are not JSON: get() and export would print
+        # non-standard text, so they are refused as the CLI refuses them.
+        return json.dumps(fields, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"fields[{i}] cannot be stored as JSON: {exc}") from None
+        raise ValueError(f"fields[{i}] cannot be stored as JSON ({exc})") from None
