@@ -8,6 +8,7 @@ build an expectation.
 import math
 import os
 import re
+import stat
 
 import numpy as np
 import pytest
@@ -722,3 +723,20 @@ def test_interrupt_after_the_catalog_committed_keeps_the_data(tmp_path, monkeypa
         assert set(reader) == expected | {"g"}
         assert reader.verify()["ok"]
         assert reader.search("a", k=1).keys[0] == ["a"]
+
+
+def test_index_directory_honours_the_umask(tmp_path, spec, roots1):
+    # An index directory is made in a private staging directory and renamed;
+    # it must end with the mode of any new directory, not drwx------.
+    old = os.umask(0o022)
+    try:
+        with _create(tmp_path / "shared", spec, roots1):
+            pass
+        os.umask(0o077)
+        with _create(tmp_path / "private", spec, roots1):
+            pass
+    finally:
+        os.umask(old)
+    for name, mode in (("shared", 0o755), ("private", 0o700)):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == mode, name
+        assert stat.S_IMODE(os.stat(tmp_path / name / "segments").st_mode) == mode, name

@@ -100,6 +100,9 @@ class SobolevIndex(SearchMixin):
         os.makedirs(parent, exist_ok=True)
         staging = tempfile.mkdtemp(prefix=".sobolev-index-", dir=parent)
         try:
+            # mkdtemp makes a private directory; the index gets the mode any
+            # new directory gets (0o777 less the umask), like its segments/.
+            os.chmod(staging, 0o777 & ~storage.current_umask())
             os.mkdir(os.path.join(staging, storage.SEGMENT_DIR))
             graph_checksum = storage.write_graph(staging, graph, trees)
             meta = {

@@ -49,6 +49,13 @@ def utc_now():
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def current_umask():
+    """The process's umask (reading it means setting it, so it is set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def require_new_directory(path):
     """Refuse a ``path`` that exists and is not an empty directory: an index,
     or a folder of files made for one, is only ever created fresh."""
