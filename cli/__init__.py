@@ -358,7 +358,8 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json
     if not (texts or keys or query_file):
         raise click.UsageError("give a query: --text TEXT, --key KEY or --file F")
     where = {"label": list(labels)} if labels else None
-    with _open(index) as opened:
+    with _open(index) as opened, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         query_names, results = [], []
         options = dict(k=k, p=_parse_p(p), roots=_parse_roots(roots), where=where)
         if keys:
@@ -368,6 +369,9 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json
         if measures:
             results.append(opened.search(measures, **options))
             query_names += [_snippet(name, 50) for name in names]
+        # One line per distinct warning, although each search call gives one.
+        for message in dict.fromkeys(str(w.message) for w in caught):
+            _note(f"warning: {message}")
         records = [r for result in results for r in result.to_records()]
         if not as_json:
             texts_of = _stored_texts(opened, {hit["key"] for hits in records for hit in hits})

@@ -318,3 +318,17 @@ def test_nan_in_fields_is_refused_as_by_the_api(writable, tmp_path):
     result = run("add", index, corpus, ok=False)
     assert result.exit_code == 1 and "cannot be stored as JSON" in result.output
     assert_unchanged(before, str(index), "add with NaN in fields")
+
+
+def test_a_label_no_document_has_is_warned_about(built):
+    index = built[0]
+    result = run("search", index, "--key", "space-3", "--label", "nosuchlabel", "--label", "music",
+                 "--json")
+    assert "warning: no live document has the label 'nosuchlabel'" in result.stderr
+    assert result.stderr.count("warning:") == 1
+    hits = json.loads(result.stdout)[0]
+    assert hits and {h["label"] for h in hits} == {"music"}
+    quiet = run("search", index, "--key", "space-3", "--label", "music", "--json")
+    assert "warning" not in quiet.stderr
+    with SobolevIndex.open(index) as reader, pytest.warns(UserWarning, match="'nosuchlabel'"):
+        assert reader.search("space-3", where={"label": "nosuchlabel"}).keys == [[]]

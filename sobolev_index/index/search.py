@@ -9,6 +9,7 @@ p = inf) and the merge of their top k into a :class:`SearchResult`; and
 lifecycle and writes are in ``sobolev_index.py``.
 """
 import math
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -213,6 +214,13 @@ class SearchMixin:
             for mask, segment in zip(masks, self._segments):
                 mask &= np.fromiter((lab in wanted for lab in segment.labels), bool,
                                     count=segment.rows)
+            present = {lab for mask, segment in zip(masks, self._segments)
+                       for lab in segment.labels[mask]}
+            absent = sorted(map(repr, wanted - present))
+            if absent:
+                # Most often a typo: say so rather than return nothing silently.
+                warnings.warn(f"no live document has the label {', '.join(absent)}",
+                              UserWarning, stacklevel=4)
         if "keys" in where:
             if isinstance(where["keys"], str):
                 raise ValueError(f"where['keys'] is the str {where['keys']!r}; expected a list of keys")
