@@ -16,6 +16,7 @@ import warnings
 import click
 
 from .. import __version__
+from ..errors import SkippedDocumentsWarning
 
 __all__ = ["main"]
 
@@ -103,7 +104,8 @@ def _note(message, silent=False):
 
 
 def _echo_json(value):
-    click.echo(json.dumps(value, indent=2, default=_json_default))
+    # Text as it is (UTF-8), not as \u escapes: keys and texts are read by people.
+    click.echo(json.dumps(value, indent=2, default=_json_default, ensure_ascii=False))
 
 
 def _json_default(value):
@@ -316,15 +318,21 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
         finally:
             progress.finish()
         for w in caught:
-            _note(f"warning: {w.message}", silent)
+            # Skipped documents are listed below, from the report.
+            if not issubclass(w.category, SkippedDocumentsWarning):
+                _note(f"warning: {w.message}", silent)
         total = len(opened)
-    out = {"added": len(report["added"]), "skipped": report["skipped"],
-           "new_words": report["new_words"], "documents": total,
+    replaced = report.get("replaced", 0)
+    out = {"added": len(report["added"]) - replaced, "replaced": replaced,
+           "skipped": report["skipped"], "new_words": report["new_words"], "documents": total,
            "seconds": round(time.perf_counter() - started, 3)}
     if as_json:
         _echo_json(out)
         return
-    click.echo(f"added {out['added']:,} documents ({out['new_words']} new words); "
+    done = f"added {out['added']:,} documents"
+    if upsert:
+        done += f" and replaced {replaced:,}"
+    click.echo(f"{done} ({out['new_words']} new words); "
                f"{total:,} in the index; {out['seconds']:.1f} s")
     if out["skipped"]:
         click.echo(f"skipped {len(out['skipped'])} with no known word: "

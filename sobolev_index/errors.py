@@ -25,6 +25,11 @@ class AssumptionWarning(UserWarning):
     """Lengths were perturbed to make shortest paths from a root unique."""
 
 
+class SkippedDocumentsWarning(RuntimeWarning):
+    """Documents without a known word were skipped (``skip_empty``); the
+    report of the call lists them."""
+
+
 class DuplicateKeyError(SobolevIndexError, ValueError):
     """A key given to ``add`` is already live in the index (or repeated)."""
 

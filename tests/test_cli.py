@@ -332,3 +332,22 @@ def test_a_label_no_document_has_is_warned_about(built):
     assert "warning" not in quiet.stderr
     with SobolevIndex.open(index) as reader, pytest.warns(UserWarning, match="'nosuchlabel'"):
         assert reader.search("space-3", where={"label": "nosuchlabel"}).keys == [[]]
+
+
+def test_add_reports_what_happened(writable):
+    # An upsert says how many documents it replaced; a skipped document is
+    # reported once; get prints text as UTF-8, not as \u escapes.
+    index, corpus_path, _ = writable
+    with open(corpus_path, encoding="utf-8") as handle:
+        text = json.loads(handle.readline())["text"]
+    upsert = json.dumps({"key": "space-0", "text": text}) + "\n" + \
+        json.dumps({"key": "new-😀", "text": text, "label": "café"}) + "\n"
+    result = run("add", index, "-", "--upsert", input=upsert)
+    assert "added 1 documents and replaced 1 " in result.stdout
+    out = json.loads(run("add", index, "-", "--upsert", "--json", input=upsert).stdout)
+    assert out["added"] == 0 and out["replaced"] == 2
+    skip = '{"key": "s1", "text": "' + text + '"}\n{"key": "s2", "text": "qqq"}\n'
+    result = run("add", index, "-", "--skip-empty", input=skip)
+    assert (result.stdout + result.stderr).count("s2") == 1
+    got = run("get", index, "new-😀").stdout
+    assert '"new-😀"' in got and '"café"' in got and "\\u" not in got

@@ -22,10 +22,18 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..errors import CorpusError, InvalidMeasureError
+from ..errors import CorpusError, InvalidMeasureError, SkippedDocumentsWarning
 from ..index.storage import require_new_directory
 from .embeddings import WordVectors, load_vectors
-from .fill import TEXT_META, add_in_batches, build_graph, check_can_add, check_new_keys, create_and_fill
+from .fill import (
+    TEXT_META,
+    add_in_batches,
+    build_graph,
+    check_can_add,
+    check_new_keys,
+    count_live,
+    create_and_fill,
+)
 from .text import DEFAULT_TOKEN_PATTERN, tokenize
 from .words import add_words, read_words
 
@@ -414,7 +422,7 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
         fields.append(record)
     if skipped:
         warnings.warn(f"skipped {len(skipped)} document(s) with no known word, e.g. {skipped[0]!r}",
-                      RuntimeWarning, stacklevel=2)
+                      SkippedDocumentsWarning, stacklevel=2)
     if any(k is None for k in keys) and not all(k is None for k in keys):
         raise CorpusError("some documents have keys and some do not; give every document a key "
                           "or none")
@@ -423,12 +431,13 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
                           "found by key")
     check_new_keys(index, keys, upsert)
 
+    replaced = count_live(index, keys) if upsert else 0
     # Only now, with the input known to be good, is anything written.
     if new_rows:
         add_words(index.catalog, new_rows)
     added = add_in_batches(index, measures, None if keys and keys[0] is None else keys, labels,
                            fields, batch_size=batch_size, upsert=upsert, progress=_progress)
-    return {"added": added, "skipped": skipped, "new_words": len(new_rows)}
+    return {"added": added, "replaced": replaced, "skipped": skipped, "new_words": len(new_rows)}
 
 
 def _vector_progress(vectors, progress):

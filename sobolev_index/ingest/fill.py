@@ -14,7 +14,7 @@ from ..graph import Graph
 from ..index import SobolevIndex
 
 __all__ = ["TEXT_META", "POINTS_META", "index_kind", "build_graph", "create_and_fill",
-           "check_can_add", "check_new_keys", "add_in_batches"]
+           "check_can_add", "check_new_keys", "count_live", "add_in_batches"]
 
 # The meta names under which a text index keeps its TextSettings, and a
 # point index the kind ("clouds" or "diagrams") and dimension of its sets.
@@ -93,6 +93,12 @@ def check_new_keys(index, keys, upsert):
         seen.add(key)
         if not upsert and key in index:
             raise CorpusError(f"key {key!r} is already in the index; delete it first, or upsert")
+
+
+def count_live(index, keys):
+    """How many of ``keys`` are live documents of ``index`` (those an upsert
+    replaces); None keys count as new."""
+    return sum(1 for key in keys if key is not None and key in index)
 
 
 def add_in_batches(index, measures, keys, labels, fields, *, batch_size=1000, upsert=False,

@@ -15,7 +15,15 @@ import numpy as np
 
 from ..errors import CorpusError
 from ..index.storage import require_new_directory
-from .fill import POINTS_META, add_in_batches, build_graph, check_can_add, check_new_keys, create_and_fill
+from .fill import (
+    POINTS_META,
+    add_in_batches,
+    build_graph,
+    check_can_add,
+    check_new_keys,
+    count_live,
+    create_and_fill,
+)
 from .pointsets import PointSet, pointsets_to_measures, read_diagrams, read_point_clouds
 
 __all__ = ["POINT_KINDS", "read_pointsets", "build_point_index", "add_pointsets", "point_measures"]
@@ -122,7 +130,8 @@ def add_pointsets(index, pointsets, *, batch_size=1000, progress=None, upsert=Fa
     keys = [s.key for s in pointsets]
     check_new_keys(index, keys, upsert)
     measures = point_measures(index, pointsets)
+    replaced = count_live(index, keys) if upsert else 0
     added = add_in_batches(index, measures, keys, [s.label for s in pointsets],
                            [s.fields or None for s in pointsets], batch_size=batch_size,
                            upsert=upsert, progress=progress)
-    return {"added": added, "skipped": []}
+    return {"added": added, "replaced": replaced, "skipped": []}
