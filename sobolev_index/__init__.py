@@ -9,7 +9,18 @@ Public API::
     F = tree.features_of([(nodes, masses), ...])
     D = pairwise_sobolev(F, trees=tree, p=1)
 """
+import importlib.machinery as _machinery
+import os as _os
+
 from ._version import __version__
+
+if not any(_os.path.exists(_os.path.join(_os.path.dirname(__file__), "_features" + suffix))
+           for suffix in _machinery.EXTENSION_SUFFIXES):
+    # Without this, Python reports a confusing circular import further down.
+    raise ImportError(
+        f"sobolev_index was imported from {_os.path.dirname(__file__)}, a source tree whose "
+        "compiled modules are not built: build them in place with `pip install -e .`, or run "
+        "Python from another directory so that the installed package is imported")
 from .distances import SobolevFeatures, pairwise_sobolev, sobolev_distance, sobolev_kernel
 from .errors import (
     AssumptionError,
