@@ -302,3 +302,86 @@ def scan_max_abs(
                 &qi[0], &qv[0], q_indptr[i], q_indptr[i + 1],
                 &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1],
             )
+
+
+cdef float64_t _lp_merged(
+    const node_t* xi, const float64_t* xv, offset_t xs, offset_t xe,
+    const node_t* yi, const float64_t* yv, offset_t ys, offset_t ye,
+    const float64_t* scale, float64_t p,
+) noexcept nogil:
+    """(sum_v (scale_v |x_v - y_v|)^p)^(1/p) by merging the sorted index lists.
+
+    The sum is kept relative to the largest term seen so far (m): it holds
+    sum_v (d_v / m)^p, so no term underflows before it could matter, and the
+    result tends to max_v d_v as p grows instead of to 0.
+    """
+    cdef float64_t m = 0.0, s = 0.0, d
+    cdef node_t v
+    while xs < xe or ys < ye:
+        if ys >= ye or (xs < xe and xi[xs] < yi[ys]):
+            v = xi[xs]
+            d = fabs(xv[xs])
+            xs += 1
+        elif xs >= xe or yi[ys] < xi[xs]:
+            v = yi[ys]
+            d = fabs(yv[ys])
+            ys += 1
+        else:
+            v = xi[xs]
+            d = fabs(xv[xs] - yv[ys])
+            xs += 1
+            ys += 1
+        d *= scale[v]
+        if d > m:
+            s = 1.0 if m == 0.0 else s * pow(m / d, p) + 1.0
+            m = d
+        elif d > 0.0:
+            s += pow(d / m, p)
+    if m == 0.0:
+        return 0.0
+    return m * pow(s, 1.0 / p)
+
+
+def pairwise_lp(
+    const offset_t[::1] x_indptr, const node_t[::1] x_indices, const float64_t[::1] x_data,
+    const offset_t[::1] y_indptr, const node_t[::1] y_indices, const float64_t[::1] y_data,
+    const float64_t[::1] col_scale, float64_t p, bint symmetric, float64_t[:, ::1] out,
+    n_threads=None,
+):
+    """Fill ``out[i, j]`` with the l_p distance (not its p-th power) between
+    row i of X and row j of Y, each value multiplied by its column's
+    ``col_scale`` first: S_p itself when col_scale is w^(1/p).
+
+    For large finite p, where |x - y|^p underflows: computed pair by pair
+    with a running maximum (see _lp_merged). With ``symmetric`` (X is Y),
+    only j > i is computed, then mirrored; the diagonal is zero. The rows
+    must have passed a CSR check with ``col_scale.shape[0]`` columns.
+    """
+    cdef Py_ssize_t n_x = x_indptr.shape[0] - 1
+    cdef Py_ssize_t n_y = y_indptr.shape[0] - 1
+    cdef int n_workers
+    cdef Py_ssize_t i, j
+    if n_x == 0 or n_y == 0:
+        return
+    n_workers = effective_threads(n_threads, n_x * max(1, y_indices.shape[0]))
+    x_indices_arr = _nonempty(x_indices, np.int32)
+    x_data_arr = _nonempty(x_data, np.float64)
+    y_indices_arr = _nonempty(y_indices, np.int32)
+    y_data_arr = _nonempty(y_data, np.float64)
+    scale_arr = _nonempty(col_scale, np.float64)
+    cdef const node_t[::1] xi = x_indices_arr
+    cdef const float64_t[::1] xv = x_data_arr
+    cdef const node_t[::1] yi = y_indices_arr
+    cdef const float64_t[::1] yv = y_data_arr
+    cdef const float64_t[::1] sc = scale_arr
+    for i in prange(n_x, nogil=True, num_threads=n_workers, schedule="dynamic", chunksize=4):
+        for j in range(i + 1 if symmetric else 0, n_y):
+            out[i, j] = _lp_merged(
+                &xi[0], &xv[0], x_indptr[i], x_indptr[i + 1],
+                &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1], &sc[0], p,
+            )
+    if symmetric:
+        for i in range(n_x):
+            out[i, i] = 0.0
+            for j in range(i + 1, n_y):
+                out[j, i] = out[i, j]

@@ -26,6 +26,14 @@ __all__ = [
 ]
 
 
+# Above this p the identity-based loops (which sum p-th powers) are not
+# used: |d|^p underflows for small differences (0.01^p is 0 in float64 from
+# p = 154, and the distance of two near-equal measures from far lower p), so
+# S_p is computed relative to the largest difference instead, and tends to
+# S_inf as p grows.
+LARGE_P = 16.0
+
+
 def check_p(p):
     """Return p as a float in [1, inf]; 'inf' is accepted."""
     if isinstance(p, str) and p.strip().lower() in ("inf", "infinity"):
@@ -101,6 +109,19 @@ def _powers(FX, FY, tree, p, n_threads):
     return out
 
 
+def _large_p(FX, FY, tree, p, n_threads):
+    """S_p (not its power) for every pair, relative to each pair's largest
+    difference, for p above LARGE_P: the kernel weighs the raw rows itself."""
+    symmetric = FY is None
+    x = _scaled_rows(FX, tree, math.inf)  # unscaled, as contiguous arrays
+    y = x if symmetric else _scaled_rows(FY, tree, math.inf)
+    n_y = FX.shape[0] if symmetric else FY.shape[0]
+    out = np.zeros((FX.shape[0], n_y), dtype=np.float64)
+    _pairwise.pairwise_lp(*x, *y, tree.length ** (1.0 / p), p, symmetric, out,
+                          n_threads=n_threads)
+    return out
+
+
 def sliced_pairwise(FX, FY, trees, p, eta, n_threads=None, power=False):
     """sum_r eta_r S_p^(r) between the rows of FX and FY (FY=None: FX with
     itself), or sum_r eta_r (S_p^(r))^p with ``power=True``: the matrix of
@@ -112,9 +133,14 @@ def sliced_pairwise(FX, FY, trees, p, eta, n_threads=None, power=False):
     FY = None if FY is None else _feature_list(FY, trees, "FY")
     total = None
     for r, tree in enumerate(trees):
-        part = _powers(FX[r], None if FY is None else FY[r], tree, p, n_threads)
-        if not power and not math.isinf(p) and p != 1.0:
-            np.power(part, 1.0 / p, out=part)
+        if LARGE_P < p < math.inf:
+            part = _large_p(FX[r], None if FY is None else FY[r], tree, p, n_threads)
+            if power:
+                np.power(part, p, out=part)
+        else:
+            part = _powers(FX[r], None if FY is None else FY[r], tree, p, n_threads)
+            if not power and not math.isinf(p) and p != 1.0:
+                np.power(part, 1.0 / p, out=part)
         part *= eta[r]
         total = part if total is None else np.add(total, part, out=total)
     return total
@@ -169,11 +195,14 @@ def difference_distance(fa, fb, trees, p, eta):
     for r, tree in enumerate(trees):
         diff = (fa[r] - fb[r]).tocsr()
         values = np.abs(diff.data)
-        if math.isinf(p):
-            part = float(values.max(initial=0.0))
+        largest = float(values.max(initial=0.0))
+        if math.isinf(p) or largest == 0.0:
+            part = largest
         else:
+            # Relative to the largest difference, so that no term underflows
+            # for large p and the result tends to S_inf.
             weights = tree.length[diff.indices]
-            part = float(np.sum(weights * values ** p)) ** (1.0 / p)
+            part = largest * float(np.sum(weights * (values / largest) ** p)) ** (1.0 / p)
         total += eta[r] * part
     return total
 

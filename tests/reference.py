@@ -196,8 +196,14 @@ def ref_dist_from_alpha(tree: RefTree, a, b, p, power=False):
         if power:
             raise ValueError("S_inf has no p-th power")
         return max([d for w, d in terms if w > 0], default=0.0)
-    pp = math.fsum(w * d**p for w, d in terms)
-    return pp if power else pp ** (1.0 / p)
+    if power:
+        return math.fsum(w * d**p for w, d in terms)
+    # Relative to the largest difference: the same sum, but no term
+    # underflows for large p, and the result tends to the max as p grows.
+    largest = max([d for w, d in terms if w > 0], default=0.0)
+    if largest == 0.0:
+        return 0.0
+    return largest * math.fsum(w * (d / largest) ** p for w, d in terms) ** (1.0 / p)
 
 
 def ref_sobolev_pp(mu, nu, tree: RefTree, p):

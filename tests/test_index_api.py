@@ -441,8 +441,9 @@ def test_search_where_label_and_keys(tmp_path, spec, roots1):
                 _ref_check(idx, model, sub, queries, 5, p, [1.0], res=res, what=f"where={where}")
                 for row in res.keys:
                     assert set(row) <= allowed
-        # a label nobody has: nothing found
-        res = idx.search(queries, k=3, where={"label": "nobody"})
+        # a label nobody has: nothing found, and a warning that says so
+        with pytest.warns(UserWarning, match="no live document has the label 'nobody'"):
+            res = idx.search(queries, k=3, where={"label": "nobody"})
         assert all(row == [] for row in res.keys)
         assert np.all(np.isinf(np.asarray(res.distances)))
         # where by keys with a stored-key query

@@ -15,7 +15,14 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _pairwise
-from ..distances import check_p, difference_distance, pairwise_sobolev, sliced_pairwise, sobolev_kernel
+from ..distances import (
+    LARGE_P,
+    check_p,
+    difference_distance,
+    pairwise_sobolev,
+    sliced_pairwise,
+    sobolev_kernel,
+)
 from ..errors import InvalidMeasureError
 from ..graph import normalise_eta
 from ..measures import as_measure_batch
@@ -240,8 +247,8 @@ class SearchMixin:
                       n_threads):
         """Per query: (distances, segment positions, rows, doc ids), best first."""
         searched = scope.searched
-        if math.isinf(p):
-            return self._scan_chunk(query_features, start, stop, k, positions, eta,
+        if math.isinf(p) or p > LARGE_P:
+            return self._scan_chunk(query_features, start, stop, k, p, positions, eta,
                                     scope.masks, searched, n_threads)
         queries = [row_range((F.indptr, F.indices, F.data), start, stop)
                    for F in query_features]
@@ -261,14 +268,15 @@ class SearchMixin:
                           rows[i, :n].tolist(), docs[i, :n].tolist()))
         return found
 
-    def _scan_chunk(self, query_features, start, stop, k, positions, eta, masks, searched,
+    def _scan_chunk(self, query_features, start, stop, k, p, positions, eta, masks, searched,
                     n_threads):
         # No identity splits the max-norm over shared columns, so p = inf
-        # scans every row.
+        # scans every row; so does a large finite p, whose p-th powers would
+        # underflow in the identity (see distances.LARGE_P).
         best = [_TopK(k) for _ in range(stop - start)]
         for s in searched:
             segment, mask = self._segments[s], masks[s]
-            total = self._scan_segment(segment, query_features, start, stop, positions,
+            total = self._scan_segment(segment, query_features, start, stop, p, positions,
                                        eta, n_threads)
             total[:, ~mask] = np.inf
             kk = min(k, int(mask.sum()))
@@ -278,16 +286,21 @@ class SearchMixin:
                 best[i].offer(total[i, rows], segment.data.doc_ids[rows], s, rows)
         return [top.result() for top in best]
 
-    def _scan_segment(self, segment, query_features, start, stop, positions, eta, n_threads):
-        """sum_s eta_s S_inf from every query to every row of a segment."""
+    def _scan_segment(self, segment, query_features, start, stop, p, positions, eta, n_threads):
+        """sum_s eta_s S_p from every query to every row of a segment (p = inf,
+        or a finite p above LARGE_P)."""
         total = None
         for r, position in enumerate(positions):
-            # S_inf needs no edge weights: w^(1/p) = 1.
-            F = query_features[r]
+            tree, F = self.trees[position], query_features[r]
             q = row_range((F.indptr, F.indices, F.data), start, stop)
-            rows = segment.feature_rows(position, self.trees[position].n_nodes)
+            rows = segment.feature_rows(position, tree.n_nodes)
             out = np.empty((stop - start, segment.rows))
-            _pairwise.scan_max_abs(*q, *rows, out, n_threads=n_threads)
+            if math.isinf(p):
+                # S_inf needs no edge weights: w^(1/p) = 1.
+                _pairwise.scan_max_abs(*q, *rows, out, n_threads=n_threads)
+            else:
+                _pairwise.pairwise_lp(*q, *rows, tree.length ** (1.0 / p), p, False, out,
+                                      n_threads=n_threads)
             if len(positions) == 1:
                 return out
             out *= eta[r]
