@@ -24,6 +24,7 @@ from _support.processes import child_env, child_script
 from sobolev_index import (
     CorruptIndexError,
     DuplicateKeyError,
+    Graph,
     IndexLockedError,
     InvalidMeasureError,
     KeyNotFoundError,
@@ -489,3 +490,48 @@ def test_errors_are_sobolev_errors():
     assert issubclass(DuplicateKeyError, ValueError)
     assert issubclass(InvalidMeasureError, ValueError)
     assert issubclass(KeyNotFoundError, KeyError)
+
+
+@pytest.mark.parametrize("name", ["../../B.idx/segments/000001.h5", "/etc/passwd", "000001.h5/..",
+                                  "notes.txt"])
+def test_catalog_segment_names_are_not_trusted(tmp_path, name):
+    # A catalog that names a file outside INDEX/segments/ must not make a
+    # writer delete it (compact used to remove the other index's file).
+    rng = np.random.default_rng(4)
+    graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=20, seed=0)
+    measures = [(rng.choice(20, 4, replace=False), None) for _ in range(6)]
+    for directory in ("A.idx", "B.idx"):
+        with SobolevIndex.create(tmp_path / directory, graph) as index:
+            index.add(measures[:3])
+            index.add(measures[3:])
+    victim = tmp_path / "B.idx" / "segments" / "000001.h5"
+    victim_bytes = victim.read_bytes()
+    with sqlite3.connect(tmp_path / "A.idx" / "catalog.sqlite") as db:
+        db.execute("UPDATE segments SET file = ? WHERE id = 1", (name,))
+    for mode in ("r", "a"):
+        with pytest.raises(CorruptIndexError, match="not a segment file name"):
+            SobolevIndex.open(tmp_path / "A.idx", mode)
+    with pytest.raises(CorruptIndexError):
+        with SobolevIndex.open(tmp_path / "A.idx", "a") as index:
+            index.compact()
+    assert victim.read_bytes() == victim_bytes
+    with SobolevIndex.open(tmp_path / "B.idx") as index:
+        assert len(index) == 6
+
+
+def test_files_that_are_not_ours_are_left_alone(tmp_path):
+    # Only temporary and segment files are ever removed from INDEX/segments/.
+    rng = np.random.default_rng(5)
+    graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=20, seed=0)
+    with SobolevIndex.create(tmp_path / "ix", graph) as index:
+        index.add([(rng.choice(20, 4, replace=False), None) for _ in range(3)])
+    stray = tmp_path / "ix" / "segments" / "README.txt"
+    stray.write_text("mine")
+    leftover = tmp_path / "ix" / "segments" / "tmp-000009.h5"
+    leftover.write_bytes(b"partial")
+    with SobolevIndex.open(tmp_path / "ix") as index:
+        assert index.verify()["orphans"] == ["tmp-000009.h5"]
+    with SobolevIndex.open(tmp_path / "ix", "a") as index:  # a writer clears leftovers
+        report = index.verify(repair=True)
+    assert stray.read_text() == "mine" and not leftover.exists()
+    assert report["ok"] and report["orphans"] == []

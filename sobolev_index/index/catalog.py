@@ -15,7 +15,7 @@ import numpy as np
 import sqlite_utils
 
 from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
-from .storage import CATALOG, FORMAT_NAME, FORMAT_VERSION
+from .storage import CATALOG, FORMAT_NAME, FORMAT_VERSION, check_segment_name
 
 SCHEMA = {
     "meta": ({"name": str, "value": str}, "name"),
@@ -154,6 +154,8 @@ class Catalog:
             )
             columns = [c[0] for c in cursor.description]
             segments = [dict(zip(columns, row)) for row in cursor]
+            for row in segments:
+                check_segment_name(row["file"], f"the catalog's segment {row['id']}")
             docs = conn.execute(
                 "SELECT id, key, segment, row, label, deleted FROM documents ORDER BY id"
             ).fetchall()

@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -204,6 +205,22 @@ def segment_name(segment_id):
     return f"{segment_id:06d}.h5"
 
 
+# What segment_name makes: a file name and nothing else, so a name read from
+# the catalog can never point outside INDEX/segments/.
+_SEGMENT_NAME = re.compile(r"[0-9]{6,}\.h5")
+
+
+def check_segment_name(name, where="the catalog"):
+    """CorruptIndexError unless ``name`` is a segment file name as this
+    package writes them (digits + .h5, no directory part)."""
+    if not isinstance(name, str) or not _SEGMENT_NAME.fullmatch(name):
+        raise CorruptIndexError(
+            f"{where} names the segment file {name!r}, which is not a segment file name "
+            "(NNNNNN.h5 inside INDEX/segments/); the catalog was edited or damaged: restore it "
+            "from a backup")
+    return name
+
+
 def write_segment(index_path, segment_id, data):
     """Write a segment durably under its final name; return (file, checksum, bytes)."""
     directory = os.path.join(index_path, SEGMENT_DIR)
@@ -227,7 +244,7 @@ def write_segment(index_path, segment_id, data):
 
 def read_segment(index_path, name, n_roots, checksum=None):
     """Load a segment's arrays; with ``checksum``, verify the file first."""
-    path = os.path.join(index_path, SEGMENT_DIR, name)
+    path = os.path.join(index_path, SEGMENT_DIR, check_segment_name(name))
     if checksum is not None and file_checksum(path) != checksum:
         raise CorruptIndexError(
             f"segment {path} fails its checksum: the file changed after it was committed; "
@@ -267,20 +284,24 @@ def read_segment(index_path, name, n_roots, checksum=None):
 
 
 def orphan_files(index_path, committed_files):
-    """Segment files (and temporary files) that no committed row refers to."""
+    """Segment files (and temporary files) that no committed row refers to.
+    Files of other names are not ours, and are never listed or removed."""
     directory = os.path.join(index_path, SEGMENT_DIR)
     committed = set(committed_files)
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
-    return sorted(n for n in names if n not in committed)
+    return sorted(n for n in names if n not in committed
+                  and (n.startswith(TMP_PREFIX) or _SEGMENT_NAME.fullmatch(n)))
 
 
 def remove_files(index_path, names):
     """Remove segment files by name; one already gone is not an error."""
     directory = os.path.join(index_path, SEGMENT_DIR)
     for name in names:
+        if not name.startswith(TMP_PREFIX):
+            check_segment_name(name, "a file to remove")
         try:
             os.unlink(os.path.join(directory, name))
         except FileNotFoundError:
