@@ -9,11 +9,12 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 from _support.graphs import pick_roots, random_graph
 from _support.index import batch_keys, batch_measures, batch_size
 from _support.processes import child_env, child_script
 
-from sobolev_index import SobolevIndex
+from sobolev_index import Graph, SobolevIndex
 
 WRITER_SECONDS = 6.0
 READER_SECONDS = 5.0
@@ -84,3 +85,31 @@ def test_one_writer_two_readers(tmp_path):
         assert len(idx) == running
         report = idx.verify()
         assert report["ok"] is True, report
+
+
+def test_a_reader_answers_from_its_snapshot_after_delete_and_compact(tmp_path):
+    # get() used to read fields and added_at from the live catalog, so a
+    # reader opened before a delete + compact got fields=None for a document
+    # its own snapshot still holds.
+    rng = np.random.default_rng(8)
+    graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=20, seed=0)
+    measures = [(rng.choice(20, 4, replace=False), None) for _ in range(6)]
+    path = tmp_path / "ix"
+    with SobolevIndex.create(path, graph) as writer:
+        writer.add(measures[:3], keys=["a", "b", "c"], fields=[{"n": 1}, {"n": 2}, {"n": 3}])
+        writer.add(measures[3:], keys=["d", "e", "f"])
+    reader = SobolevIndex.open(path)
+    try:
+        before = reader.get("b")
+        with SobolevIndex.open(path, "a") as writer:
+            writer.delete(["b"])
+            writer.compact()
+            writer.add([measures[0]], keys=["g"], fields=[{"n": 7}])
+        after = reader.get("b")
+        assert after["fields"] == {"n": 2} and after["added_at"] == before["added_at"]
+        np.testing.assert_array_equal(after["nodes"], before["nodes"])
+        assert "g" not in reader and reader.search(measures[1:2], k=1).keys == [["b"]]
+        reader.refresh()
+        assert "b" not in reader and reader.get("g")["fields"] == {"n": 7}
+    finally:
+        reader.close()

@@ -61,6 +61,7 @@ class Catalog:
             raise
         if not readonly:
             probe.close()
+        self.readonly = readonly
         self.conn = probe if readonly else self._connect_writer()
         self.db = sqlite_utils.Database(self.conn)
 
@@ -143,8 +144,19 @@ class Catalog:
 
     # -------------------------------------------------------------- reading
     def snapshot(self):
-        """Everything a reader needs, read inside one transaction."""
+        """Everything a reader needs, read inside one transaction.
+
+        A read-only catalog keeps that transaction open until the next
+        snapshot() or close(): in WAL mode it then goes on seeing exactly
+        this commit, so what a reader looks up later (a document's fields,
+        a table of words) agrees with the segments it loaded, even after a
+        writer deleted and compacted those documents. It does not block the
+        writer; it only keeps the log from being folded in past this commit
+        while the reader lives (refresh() moves it on).
+        """
         conn = self.conn
+        if conn.in_transaction:
+            conn.execute("COMMIT")
         conn.execute("BEGIN")
         try:
             meta = {k: json.loads(v) for k, v in conn.execute("SELECT name, value FROM meta")}
@@ -159,7 +171,11 @@ class Catalog:
             docs = conn.execute(
                 "SELECT id, key, segment, row, label, deleted FROM documents ORDER BY id"
             ).fetchall()
-        finally:
+        except BaseException:
+            conn.execute("COMMIT")
+            raise
+        if not self.readonly:
+            # A writer's own writes begin their own transactions.
             conn.execute("COMMIT")
         if docs:
             ids, keys, segs, rows, labels, deleted = zip(*docs)
