@@ -189,13 +189,16 @@ class SobolevIndex(SearchMixin):
         if self.mode == "a":
             self._remove_orphans()
         for _ in range(SNAPSHOT_RETRIES):
-            snapshot = self._catalog.snapshot()
             try:
-                self._load_snapshot(snapshot)
+                # Pinned: no writer deletes a segment file between our reading
+                # the catalog and opening the files it names.
+                with storage.files_pinned(self.path):
+                    snapshot = self._catalog.snapshot()
+                    self._load_snapshot(snapshot)
                 return
             except FileNotFoundError as exc:
-                # A writer merged segments after our snapshot and removed the
-                # old files; a newer snapshot no longer refers to them.
+                # Only where no pin could be held (a read-only copy): a newer
+                # snapshot no longer refers to a merged-away file.
                 missing = exc
                 if self.mode == "a":
                     break

@@ -9,6 +9,8 @@ Layout of an index directory::
     segments/NNNNNN.h5  written once, never modified: raw measures + features
                         + the inverted file
     write.lock          flock()ed by the one writer
+    readers.lock        flock()ed, shared, by readers while they load a snapshot,
+                        and exclusively by a writer while it deletes segment files
 
 A segment file is first written under a temporary name, fsynced and renamed;
 only then does one SQLite transaction make it (and its documents) visible.
@@ -42,6 +44,7 @@ CATALOG = "catalog.sqlite"
 GRAPH_FILE = "graph.h5"
 SEGMENT_DIR = "segments"
 LOCK_FILE = "write.lock"
+PIN_FILE = "readers.lock"
 TMP_PREFIX = "tmp-"
 
 
@@ -296,13 +299,46 @@ def orphan_files(index_path, committed_files):
                   and (n.startswith(TMP_PREFIX) or _SEGMENT_NAME.fullmatch(n)))
 
 
+@contextlib.contextmanager
+def files_pinned(index_path, exclusive=False):
+    """Hold ``readers.lock``: shared while a reader reads the catalog and
+    opens the segment files it names, exclusive while a writer deletes
+    segment files. Once opened (memory-mapped), a file stays readable after
+    it is deleted, so a reader never finds a file of its snapshot gone, and
+    a writer waits at most for the snapshot loads under way.
+
+    Where the lock file can be neither opened nor made (a read-only copy of
+    an index), nothing is held: no writer can delete files there either.
+    """
+    path = os.path.join(index_path, PIN_FILE)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            yield
+            return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # and with it the lock
+
+
 def remove_files(index_path, names):
-    """Remove segment files by name; one already gone is not an error."""
-    directory = os.path.join(index_path, SEGMENT_DIR)
+    """Remove segment files by name, once no reader is loading a snapshot
+    (see files_pinned); one already gone is not an error."""
+    names = list(names)
     for name in names:
         if not name.startswith(TMP_PREFIX):
             check_segment_name(name, "a file to remove")
-        try:
-            os.unlink(os.path.join(directory, name))
-        except FileNotFoundError:
-            pass
+    if not names:
+        return
+    directory = os.path.join(index_path, SEGMENT_DIR)
+    with files_pinned(index_path, exclusive=True):
+        for name in names:
+            try:
+                os.unlink(os.path.join(directory, name))
+            except FileNotFoundError:
+                pass

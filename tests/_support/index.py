@@ -13,18 +13,25 @@ from _support.measures import random_measure
 
 # --------------------------------------------------------------------------- batches
 BATCH_SEED = 20240611
+# The largest batch; a parent test sets it for its children through the
+# environment (1: every add is one document, so merges come every few adds).
+BATCH_MAX_ENV = "SOBOLEV_TEST_BATCH_MAX"
 
 
-def batch_size(b, max_size=24):
+def _max_size(max_size):
+    return max_size if max_size is not None else int(os.environ.get(BATCH_MAX_ENV, "24"))
+
+
+def batch_size(b, max_size=None):
     rng = np.random.default_rng([BATCH_SEED, int(b), 1])
-    return int(rng.integers(1, max_size + 1))
+    return int(rng.integers(1, _max_size(max_size) + 1))
 
 
-def batch_keys(b, max_size=24):
+def batch_keys(b, max_size=None):
     return [f"b{b:06d}-{i:03d}" for i in range(batch_size(b, max_size))]
 
 
-def batch_measures(b, n_nodes, max_size=24, max_support=12):
+def batch_measures(b, n_nodes, max_size=None, max_support=12):
     """Deterministic content of batch number b."""
     rng = np.random.default_rng([BATCH_SEED, int(b), 2])
     out = []
