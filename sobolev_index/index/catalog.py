@@ -168,9 +168,11 @@ class Catalog:
             segments = [dict(zip(columns, row)) for row in cursor]
             for row in segments:
                 check_segment_name(row["file"], f"the catalog's segment {row['id']}")
-            docs = conn.execute(
-                "SELECT id, key, segment, row, label, deleted FROM documents ORDER BY id"
-            ).fetchall()
+            docs = self._documents(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.execute("COMMIT")
+            raise CorruptIndexError(
+                f"{self.path} cannot be read ({exc}); restore it from a backup") from None
         except BaseException:
             conn.execute("COMMIT")
             raise
@@ -181,12 +183,36 @@ class Catalog:
             ids, keys, segs, rows, labels, deleted = zip(*docs)
         else:
             ids, keys, segs, rows, labels, deleted = (), (), (), (), (), ()
-        return Snapshot(
-            meta=meta, roots=roots, segments=segments,
-            doc_ids=np.asarray(ids, dtype=np.int64), keys=list(keys),
-            segment_of=np.asarray(segs, dtype=np.int64), row_of=np.asarray(rows, dtype=np.int64),
-            labels=list(labels), deleted=np.asarray(deleted, dtype=bool),
-        )
+        try:
+            return Snapshot(
+                meta=meta, roots=roots, segments=segments,
+                doc_ids=np.asarray(ids, dtype=np.int64), keys=list(keys),
+                segment_of=np.asarray(segs, dtype=np.int64),
+                row_of=np.asarray(rows, dtype=np.int64),
+                labels=list(labels), deleted=np.asarray(deleted, dtype=bool),
+            )
+        except (TypeError, ValueError) as exc:
+            raise CorruptIndexError(
+                f"{self.path}: the documents table holds malformed rows ({exc}); restore the "
+                "catalog from a backup") from None
+
+    @staticmethod
+    def _documents(conn):
+        query = "SELECT id, {key}, segment, row, {label}, deleted FROM documents ORDER BY id"
+        try:
+            return conn.execute(query.format(key="key", label="label")).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+        # A key or label that is not valid UTF-8 (a damaged file): read it
+        # with replacement characters, so the index still opens and verify()
+        # can report the row.
+        rows = conn.execute(query.format(key="CAST(key AS BLOB)", label="CAST(label AS BLOB)"))
+
+        def text(raw):
+            return None if raw is None else bytes(raw).decode("utf-8", "replace")
+
+        return [(i, text(k), s, r, text(lab), d) for i, k, s, r, lab, d in rows]
 
     def document_by_id(self, doc_id):
         cursor = self.conn.execute(
@@ -200,6 +226,31 @@ class Catalog:
         doc = dict(zip(columns, row))
         doc["fields"] = json.loads(doc["fields"]) if doc["fields"] else None
         return doc
+
+    def integrity_problems(self):
+        """What SQLite's own integrity check finds wrong with the catalog
+        file (pages, indexes, constraints, text encoding), as messages; []
+        when it finds nothing."""
+        try:
+            rows = self.conn.execute("PRAGMA integrity_check").fetchall()
+        except sqlite3.DatabaseError as exc:
+            return [f"the catalog cannot be checked: {exc}"]
+        found = [str(row[0]) for row in rows if row[0] != "ok"]
+        # Text that is not valid UTF-8 passes the page checks but cannot be
+        # read back; every key, label, fields value and name must decode.
+        for table, column in (("documents", "key"), ("documents", "label"),
+                              ("documents", "fields"), ("segments", "file"), ("meta", "value")):
+            try:
+                cursor = self.conn.execute(
+                    f"SELECT rowid, CAST({column} AS BLOB) FROM {table} WHERE {column} IS NOT NULL")
+                for rowid, raw in cursor:
+                    try:
+                        bytes(raw).decode("utf-8")
+                    except UnicodeDecodeError:
+                        found.append(f"table {table}, row {rowid}: {column} is not valid UTF-8 text")
+            except sqlite3.DatabaseError as exc:
+                found.append(f"table {table} cannot be read: {exc}")
+        return found
 
     def segment_files(self):
         """The file names of the committed segments."""

@@ -593,19 +593,30 @@ class SobolevIndex(SearchMixin):
     def verify(self, repair=False, sample=VERIFY_SAMPLE, seed=0):
         """Check files against the catalog; report problems instead of raising.
 
-        Checks the graph file and every segment's checksum, that each live
-        document points at its own row, and rebuilds the features of up to
-        ``sample`` rows per segment from the stored measures (bit for bit).
-        Files that no commit refers to (left by a crash) are listed as
-        ``orphans``; ``repair=True`` (writers only) removes them.
+        Checks the catalog (SQLite's integrity check, text that does not
+        decode, agreement between its tables and with the segments), the
+        graph file and every segment's checksum, that each document points
+        at its own row and each segment row is a listed document, and
+        rebuilds the features of up to ``sample`` rows per segment from the
+        stored measures (bit for bit). Files that no commit refers to (left
+        by a crash) are listed as ``orphans``; ``repair=True`` (writers
+        only) removes them. A reader verifies the latest commit, through a
+        connection of its own, and keeps its snapshot.
         """
         self._check_open()
         if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 1:
             raise ValueError(f"sample is {sample!r}; expected an integer >= 1")
         if repair:
             self._check_writable()
-        return verify_index(self.path, self._catalog, self.trees, self.graph.n_nodes,
-                            sample=int(sample), seed=seed, repair=repair)
+        if self.writable:
+            return verify_index(self.path, self._catalog, self.trees, self.graph.n_nodes,
+                                sample=int(sample), seed=seed, repair=repair)
+        latest = Catalog(self.path, readonly=True)
+        try:
+            return verify_index(self.path, latest, self.trees, self.graph.n_nodes,
+                                sample=int(sample), seed=seed, repair=False)
+        finally:
+            latest.close()
 
 
 def _take_rows(data, order):

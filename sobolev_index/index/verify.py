@@ -1,12 +1,15 @@
 """What :meth:`SobolevIndex.verify` checks: an index's files against its
 catalog, reporting problems instead of raising.
 
-The graph file and every committed segment are checked against their
-checksums; each document against the row its catalog entry points at; and a
-sample of each segment's rows by rebuilding their features from the stored
-measures, bit for bit. Files that no commit refers to are orphans.
+The catalog is checked by SQLite's integrity check, for text that does not
+decode, and for agreement between its own tables; the graph file and every
+committed segment against their checksums; each document against the row
+its catalog entry points at, and each segment row against the catalog; and
+a sample of each segment's rows by rebuilding their features from the
+stored measures, bit for bit. Files that no commit refers to are orphans.
 """
 import os
+import sqlite3
 
 import numpy as np
 
@@ -30,7 +33,14 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
         problems.append(f"{graph_path} is missing")
     elif expected and storage.file_checksum(graph_path) != expected:
         problems.append(f"{graph_path} fails its checksum")
-    snapshot = catalog.snapshot()
+    problems += [f"catalog: {problem}" for problem in catalog.integrity_problems()]
+    try:
+        snapshot = catalog.snapshot()
+    except (sqlite3.DatabaseError, CorruptIndexError, ValueError) as exc:
+        problems.append(f"catalog: its tables cannot be read ({exc})")
+        return {"ok": False, "problems": problems, "orphans": [], "repaired": [],
+                "segments": None, "documents": None, "deleted": None, "checked_rows": 0}
+    problems += _catalog_consistency(snapshot)
     rng = np.random.default_rng(seed)
     checked = 0
     for row in snapshot.segments:
@@ -46,6 +56,11 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
             if doc_row >= data.rows or data.doc_ids[doc_row] != doc_id:
                 problems.append(f"document {doc_id} points at row {doc_row} of "
                                 f"{row['file']}, which holds another document")
+        # And the other way: every row of the segment is a document of the catalog.
+        unlisted = np.setdiff1d(np.asarray(data.doc_ids), snapshot.doc_ids[in_segment])
+        if len(unlisted):
+            problems.append(f"segment {row['file']} holds {len(unlisted)} document(s) the "
+                            f"catalog does not list there (ids {unlisted[:5].tolist()})")
     orphans = storage.orphan_files(path, [r["file"] for r in snapshot.segments])
     if repair and orphans:
         storage.remove_files(path, orphans)
@@ -55,6 +70,31 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
         "segments": len(snapshot.segments), "documents": int((~snapshot.deleted).sum()),
         "deleted": int(snapshot.deleted.sum()), "checked_rows": checked,
     }
+
+
+def _catalog_consistency(snapshot):
+    """Problems between the catalog's own tables: documents pointing at
+    segments it does not list, row counts, and id counters behind the ids
+    in use (the next add would reuse an id)."""
+    problems = []
+    rows_of = {row["id"]: row["rows"] for row in snapshot.segments}
+    listed = np.isin(snapshot.segment_of, list(rows_of))
+    for doc_id, seg in zip(snapshot.doc_ids[~listed][:5], snapshot.segment_of[~listed][:5]):
+        problems.append(f"documents: document {doc_id} points at segment {seg}, which the "
+                        "segments table does not list")
+    for seg_id, n_rows in rows_of.items():
+        n_docs = int(np.count_nonzero(snapshot.segment_of == seg_id))
+        if n_docs != n_rows:
+            problems.append(f"segments: segment {seg_id} has {n_rows} rows but {n_docs} "
+                            "documents point at it")
+    meta = snapshot.meta
+    if len(snapshot.doc_ids) and int(meta.get("next_doc_id", 0)) <= int(snapshot.doc_ids.max()):
+        problems.append(f"meta: next_doc_id {meta.get('next_doc_id')} is not above the largest "
+                        f"document id {int(snapshot.doc_ids.max())}")
+    if rows_of and int(meta.get("next_segment_id", 0)) <= max(rows_of):
+        problems.append(f"meta: next_segment_id {meta.get('next_segment_id')} is not above the "
+                        f"largest segment id {max(rows_of)}")
+    return problems
 
 
 def _read_committed(path, catalog, row, n_roots, problems):
