@@ -281,16 +281,23 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1),
               help="Documents per committed batch.")
 @click.option("--no-text", is_flag=True, help="Do not keep document texts in the catalog.")
+@click.option("--skip-existing", is_flag=True,
+              help="Leave out documents whose keys are in the index already (to resume an "
+                   "interrupted add).")
 @_format_option
 @_silent_option
 @_json_option
-def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_format, silent,
-        as_json):
+def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_existing,
+        corpus_format, silent, as_json):
     """Add documents from FILEs, directories, JSONL or stdin ('-') to INDEX.
 
     Each batch is committed on its own: after Ctrl-C, the batches already
-    added stay, and the index is consistent.
+    added stay, the index is consistent, and the same command with
+    --skip-existing adds the rest.
     """
+    if upsert and skip_existing:
+        raise click.UsageError("--upsert replaces existing documents and --skip-existing leaves "
+                               "them out: give one of them")
     from ..ingest.documents import stored_vectors_path
     from ..ingest.pipelines import add_files
 
@@ -308,12 +315,15 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
                 warnings.simplefilter("always")
                 report = add_files(opened, files, vectors=vectors, corpus_format=corpus_format,
                                    skip_empty=skip_empty, batch_size=batch_size, upsert=upsert,
-                                   store_text=not no_text, progress=progress)
+                                   store_text=not no_text, progress=progress,
+                                   skip_existing=skip_existing)
         except KeyboardInterrupt as exc:
             progress.finish()
             done = getattr(exc, "added", None)
             count = "" if done is None else f"{len(done):,} documents were committed before it; "
-            click.echo(f"Interrupted: {count}the index is consistent.", err=True)
+            resume = ("run the same command again to redo it" if upsert else
+                      "run the same command with --skip-existing to add the rest")
+            click.echo(f"Interrupted: {count}the index is consistent; {resume}.", err=True)
             sys.exit(130)
         finally:
             progress.finish()
@@ -324,6 +334,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
         total = len(opened)
     replaced = report.get("replaced", 0)
     out = {"added": len(report["added"]) - replaced, "replaced": replaced,
+           "existing": len(report.get("existing", [])),
            "skipped": report["skipped"], "new_words": report["new_words"], "documents": total,
            "seconds": round(time.perf_counter() - started, 3)}
     if as_json:
@@ -332,6 +343,8 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, corpus_f
     done = f"added {out['added']:,} documents"
     if upsert:
         done += f" and replaced {replaced:,}"
+    if skip_existing:
+        done += f", left out {out['existing']:,} already in the index"
     click.echo(f"{done} ({out['new_words']} new words); "
                f"{total:,} in the index; {out['seconds']:.1f} s")
     if out["skipped"]:

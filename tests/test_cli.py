@@ -290,6 +290,16 @@ def test_ctrl_c_during_add_keeps_committed_batches(writable, tmp_path, monkeypat
         assert {f"n{i}" for i in range(20)} <= set(reader)
         assert not {f"n{i}" for i in range(20, 25)} & set(reader)
         assert reader.verify()["ok"]
+    # The message says how to resume, and that command adds the rest.
+    assert "--skip-existing" in result.output
+    again = run("add", index, more, ok=False)
+    assert again.exit_code == 1 and "n0" in again.output  # the first committed key
+    resumed = json.loads(run("add", index, more, "--skip-existing", "--json").stdout)
+    assert resumed["added"] == 5 and resumed["existing"] == 20
+    with SobolevIndex.open(index) as reader:
+        assert {f"n{i}" for i in range(25)} <= set(reader) and reader.verify()["ok"]
+    both = run("add", index, more, "--skip-existing", "--upsert", ok=False)
+    assert both.exit_code == 2 and "one of them" in both.output
 
 
 def test_gram_json_names_the_rows(built, tmp_path):

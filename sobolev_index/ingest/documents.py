@@ -33,6 +33,7 @@ from .fill import (
     check_new_keys,
     count_live,
     create_and_fill,
+    drop_existing,
 )
 from .text import DEFAULT_TOKEN_PATTERN, tokenize
 from .words import add_words, read_words
@@ -374,7 +375,7 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
 
 
 def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_size=1000,
-                  progress=None, upsert=False, store_text=True):
+                  progress=None, upsert=False, store_text=True, skip_existing=False):
     """Add documents to a text index, in committed batches of ``batch_size``.
 
     Words the index does not know go to the node nearest their vector when
@@ -385,12 +386,17 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     before anything is written. Every batch is all-or-nothing, and the ones
     before an interruption stay committed (a KeyboardInterrupt carries their
     keys as ``added``). ``store_text`` keeps each text in its fields
-    (``fields["text"]``). Returns a report with ``added`` (keys),
+    (``fields["text"]``). ``skip_existing`` leaves out documents whose keys
+    are live already (to resume an interrupted add). Returns a report with
+    ``added`` (keys), ``replaced`` (a count), ``existing`` (keys left out),
     ``skipped`` (keys or positions) and ``new_words``.
     """
     check_can_add(index, batch_size)
     encoder = TextEncoder.of_index(index)
     documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
+    existing = []
+    if skip_existing:
+        documents, existing = drop_existing(index, documents, lambda d: d["key"], upsert)
     _progress = progress or (lambda stage, done, total: None)
     if isinstance(vectors, str) and vectors == "stored":
         vectors = stored_vectors_path(index)
@@ -437,7 +443,8 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
         add_words(index.catalog, new_rows)
     added = add_in_batches(index, measures, None if keys and keys[0] is None else keys, labels,
                            fields, batch_size=batch_size, upsert=upsert, progress=_progress)
-    return {"added": added, "replaced": replaced, "skipped": skipped, "new_words": len(new_rows)}
+    return {"added": added, "replaced": replaced, "existing": existing, "skipped": skipped,
+            "new_words": len(new_rows)}
 
 
 def _vector_progress(vectors, progress):

@@ -14,7 +14,7 @@ from ..graph import Graph
 from ..index import SobolevIndex
 
 __all__ = ["TEXT_META", "POINTS_META", "index_kind", "build_graph", "create_and_fill",
-           "check_can_add", "check_new_keys", "count_live", "add_in_batches"]
+           "check_can_add", "check_new_keys", "count_live", "drop_existing", "add_in_batches"]
 
 # The meta names under which a text index keeps its TextSettings, and a
 # point index the kind ("clouds" or "diagrams") and dimension of its sets.
@@ -93,6 +93,22 @@ def check_new_keys(index, keys, upsert):
         seen.add(key)
         if not upsert and key in index:
             raise CorpusError(f"key {key!r} is already in the index; delete it first, or upsert")
+
+
+def drop_existing(index, items, key_of, upsert):
+    """``items`` without those whose key (``key_of(item)``) is a live
+    document, and the keys dropped: for resuming an interrupted add."""
+    if upsert:
+        raise ValueError("skip_existing and upsert exclude each other: an upsert replaces the "
+                         "documents that exist (--skip-existing or --upsert, not both)")
+    kept, existing = [], []
+    for item in items:
+        key = key_of(item)
+        if key is not None and key in index:
+            existing.append(key)
+        else:
+            kept.append(item)
+    return kept, existing
 
 
 def count_live(index, keys):

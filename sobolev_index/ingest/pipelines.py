@@ -67,7 +67,8 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
 
 
 def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=False,
-              batch_size=1000, upsert=False, store_text=True, progress=None):
+              batch_size=1000, upsert=False, store_text=True, progress=None,
+              skip_existing=False):
     """Add the documents or point sets of ``files`` to ``index`` (open for
     writing), read as the index was built: corpus files for a text index
     (``vectors``, ``skip_empty`` and ``store_text`` as in
@@ -75,18 +76,21 @@ def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=Fa
     diagrams for a point index.
 
     Every batch is committed on its own; a KeyboardInterrupt carries the
-    keys committed before it as ``added``. Returns a report: ``added``
-    (keys), ``skipped`` and ``new_words`` (0 for point sets).
+    keys committed before it as ``added``; ``skip_existing`` leaves out
+    what is there already, so the same call resumes it. Returns a report:
+    ``added`` (keys), ``replaced``, ``existing``, ``skipped`` and
+    ``new_words`` (0 for point sets).
     """
     kind = index_kind(index)
     if kind in POINT_KINDS:
         report = add_pointsets(index, _read_for_index(index, files, kind), batch_size=batch_size,
-                               progress=progress, upsert=upsert)
+                               progress=progress, upsert=upsert, skip_existing=skip_existing)
         return {**report, "new_words": 0}
     # A text index, or one of plain measures (add_documents says it has no words).
     documents = list(read_corpus(list(files), corpus_format))
     return add_documents(index, documents, vectors, skip_empty=skip_empty, batch_size=batch_size,
-                         progress=progress, upsert=upsert, store_text=store_text)
+                         progress=progress, upsert=upsert, store_text=store_text,
+                         skip_existing=skip_existing)
 
 
 def query_measures(index, texts=(), files=(), vectors=None):

@@ -23,6 +23,7 @@ from .fill import (
     check_new_keys,
     count_live,
     create_and_fill,
+    drop_existing,
 )
 from .pointsets import PointSet, pointsets_to_measures, read_diagrams, read_point_clouds
 
@@ -119,14 +120,19 @@ def point_measures(index, pointsets):
     return pointsets_to_measures(list(pointsets), index.graph)
 
 
-def add_pointsets(index, pointsets, *, batch_size=1000, progress=None, upsert=False):
+def add_pointsets(index, pointsets, *, batch_size=1000, progress=None, upsert=False,
+                  skip_existing=False):
     """Add point sets in committed batches; every key is checked before the
     first batch is written. The batches before an interruption stay
-    committed (a KeyboardInterrupt carries their keys as ``added``).
-    Returns {"added": keys, "skipped": []}."""
+    committed (a KeyboardInterrupt carries their keys as ``added``);
+    ``skip_existing`` leaves out point sets whose keys are live already.
+    Returns {"added": keys, "replaced": count, "existing": keys, "skipped": []}."""
     check_can_add(index, batch_size)
     pointsets = list(pointsets)
     _check_pointsets(pointsets)
+    existing = []
+    if skip_existing:
+        pointsets, existing = drop_existing(index, pointsets, lambda s: s.key, upsert)
     keys = [s.key for s in pointsets]
     check_new_keys(index, keys, upsert)
     measures = point_measures(index, pointsets)
@@ -134,4 +140,4 @@ def add_pointsets(index, pointsets, *, batch_size=1000, progress=None, upsert=Fa
     added = add_in_batches(index, measures, keys, [s.label for s in pointsets],
                            [s.fields or None for s in pointsets], batch_size=batch_size,
                            upsert=upsert, progress=progress)
-    return {"added": added, "replaced": replaced, "skipped": []}
+    return {"added": added, "replaced": replaced, "existing": existing, "skipped": []}
