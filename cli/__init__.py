@@ -23,7 +23,8 @@ __all__ = ["main"]
 # What to try next, by error class name; the message itself says what was wrong.
 _HINTS = {
     "NotAnIndexError": "build one with `sobolev-index build INDEX --corpus FILE --vectors FILE`",
-    "IndexLockedError": "another command is writing to this index; wait for it and retry",
+    "IndexLockedError": "another command is writing to this index; retry when it is done, or "
+                        "pass --wait SECONDS",
     "KeyNotFoundError": "list keys with `sobolev-index sql INDEX \"SELECT key FROM documents "
                         "WHERE deleted = 0\"`",
     "CorruptIndexError": "run `sobolev-index verify INDEX` to see what is damaged",
@@ -32,9 +33,37 @@ _HINTS = {
     "CorpusError": "check the corpus file; --format names its format, --skip-empty skips "
                    "documents without known words",
     "InvalidMeasureError": "use words the index knows (see the words table with `sobolev-index sql`)",
-    "DuplicateKeyError": "keys must be unique; delete the old document or use --upsert",
+    "DuplicateKeyError": "keys must be unique; delete the old document, replace it with "
+                         "--upsert, or leave it out with --skip-existing",
     "FileExistsError": "choose a new directory",
 }
+
+# The library's messages name Python arguments; on the command line the
+# same advice names the options.
+_CLI_WORDS = [
+    ("(try fold_case)", "(try --fold-case)"),
+    ("(skip_empty=True, --skip-empty)", "(--skip-empty)"),
+    ("delete it first, upsert it, or leave it out with skip_existing",
+     "delete it first, or use --upsert or --skip-existing"),
+    ("open it with mode='r' to read, or pass timeout=SECONDS to wait for the writer",
+     "commands that only read need no lock; pass --wait SECONDS to wait for the writer"),
+    ("open it with mode='a'", "use a command that writes"),
+]
+
+
+def _cli_words(message):
+    for python, cli in _CLI_WORDS:
+        message = message.replace(python, cli)
+    return message
+
+
+def _hint_for(exc):
+    # The most specific class with a hint: a CorpusKeyError is a key problem
+    # first, a CorpusVectorsError a vector-file problem.
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _HINTS:
+            return _HINTS[cls.__name__]
+    return None
 
 
 class _Group(click.Group):
@@ -47,7 +76,8 @@ class _Group(click.Group):
                 PermissionError, IsADirectoryError, NotADirectoryError) as exc:
             message = str(exc) if not isinstance(exc, OSError) or not exc.filename \
                 else f"{exc.strerror}: {exc.filename}"
-            hint = _HINTS.get(type(exc).__name__)
+            message = _cli_words(message)
+            hint = _hint_for(exc)
             if isinstance(exc, InvalidMeasureError) and "word" not in message:
                 # The words hint fits only a document without known words; a
                 # bad mass or node is explained by the message itself.
@@ -168,6 +198,10 @@ _roots_option = click.option("--roots", "roots", default=None, metavar="0,1,..",
                              help="Root positions to slice over (default: all).")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _silent_option = click.option("--silent", is_flag=True, help="No progress bars or notes.")
+_wait_option = click.option(
+    "--wait", "wait", type=click.FloatRange(0), default=None, metavar="SECONDS",
+    help="If another process is writing to INDEX, wait up to SECONDS for it (default: fail "
+         "at once).")
 _format_option = click.option(
     "--format", "corpus_format", default="auto", show_default=True,
     type=click.Choice(["auto", "jsonl", "lines", "text", "dir"]),
@@ -287,8 +321,9 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
 @_format_option
 @_silent_option
 @_json_option
+@_wait_option
 def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_existing,
-        corpus_format, silent, as_json):
+        corpus_format, silent, as_json, wait):
     """Add documents from FILEs, directories, JSONL or stdin ('-') to INDEX.
 
     Each batch is committed on its own: after Ctrl-C, the batches already
@@ -303,7 +338,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
 
     started = time.perf_counter()
     progress = _progress(silent)
-    with _open(index, "a") as opened:
+    with _open(index, "a", timeout=wait) as opened:
         if vectors is None:
             vectors = stored_vectors_path(opened)
             if vectors:
@@ -437,9 +472,10 @@ def get(index, keys):
 @click.argument("index", type=click.Path())
 @click.argument("keys", nargs=-1, required=True, metavar="KEY...")
 @_json_option
-def delete(index, keys, as_json):
+@_wait_option
+def delete(index, keys, as_json, wait):
     """Delete documents by key (all or none)."""
-    with _open(index, "a") as opened:
+    with _open(index, "a", timeout=wait) as opened:
         count = opened.delete(list(keys))
         left = len(opened)
     if as_json:
@@ -451,10 +487,11 @@ def delete(index, keys, as_json):
 @main.command()
 @click.argument("index", type=click.Path())
 @_json_option
-def compact(index, as_json):
+@_wait_option
+def compact(index, as_json, wait):
     """Merge all segments into one and drop deleted documents."""
     started = time.perf_counter()
-    with _open(index, "a") as opened:
+    with _open(index, "a", timeout=wait) as opened:
         before = opened.info()
         opened.compact()
     with _open(index) as opened:  # after close: the catalog's log is folded in
@@ -474,9 +511,10 @@ def compact(index, as_json):
 @click.argument("index", type=click.Path())
 @click.option("--repair", is_flag=True, help="Remove files no commit refers to (left by a crash).")
 @_json_option
-def verify(index, repair, as_json):
+@_wait_option
+def verify(index, repair, as_json, wait):
     """Check checksums, the catalog and a sample of features; exit 1 if a problem is found."""
-    with _open(index, "a" if repair else "r") as opened:
+    with _open(index, "a" if repair else "r", timeout=wait) as opened:
         report = opened.verify(repair=repair)
     if as_json:
         _echo_json(report)

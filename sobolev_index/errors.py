@@ -63,3 +63,11 @@ class VectorFileError(SobolevIndexError, ValueError):
 
 class CorpusError(SobolevIndexError, ValueError):
     """A corpus or input file cannot be read as documents or measures."""
+
+
+class CorpusKeyError(DuplicateKeyError, CorpusError):
+    """A key of the input is given twice, or is live in the index already."""
+
+
+class CorpusVectorsError(VectorFileError, CorpusError):
+    """The word-vector file for a corpus is missing, or has none of its words."""

@@ -361,3 +361,41 @@ def test_add_reports_what_happened(writable):
     assert (result.stdout + result.stderr).count("s2") == 1
     got = run("get", index, "new-😀").stdout
     assert '"new-😀"' in got and '"café"' in got and "\\u" not in got
+
+
+def test_hints_fit_the_error_and_name_cli_options(writable, tmp_path):
+    import subprocess
+    import sys
+
+    from _support.processes import child_env, child_script
+
+    index, corpus_path, vectors_path = writable
+    corpus_hint = "check the corpus file"
+    # a missing vector file: the vector hint, not the corpus one
+    out = run("build", tmp_path / "n1", "--corpus", corpus_path, "--vectors",
+              tmp_path / "nosuch.bin", ok=False).output
+    assert "vector file" in out and "check the --vectors file" in out and corpus_hint not in out
+    # a key that is taken: the key hint, with the CLI's options
+    taken = json.dumps({"key": "space-1", "text": "space2"}) + "\n"
+    out = run("add", index, "-", input=taken, ok=False).output
+    assert "already in the index" in out and "--skip-existing" in out and corpus_hint not in out
+    assert "skip_existing" not in out.replace("--skip-existing", "")
+    # no word of the corpus has a vector: a vector problem, named as CLI options
+    words = tmp_path / "words.txt"
+    words.write_text("zzzz qqqq\n", encoding="utf-8")
+    out = run("build", tmp_path / "n2", "--corpus", words, "--vectors", vectors_path,
+              ok=False).output
+    assert "has a vector" in out and "--fold-case" in out and "fold_case" not in \
+        out.replace("--fold-case", "")
+    assert corpus_hint not in out
+    # a locked index: --wait, not timeout=SECONDS; and --wait waits for the writer
+    holder = subprocess.Popen([sys.executable, child_script("hold_writer.py"), str(index), "1.5"],
+                              stdout=subprocess.PIPE, text=True, env=child_env())
+    try:
+        assert holder.stdout.readline().strip() == "READY"
+        out = run("delete", index, "space-2", ok=False).output
+        assert "--wait SECONDS" in out and "timeout=" not in out and "mode=" not in out
+        assert json.loads(run("delete", index, "space-2", "--wait", 30, "--json").stdout)[
+            "deleted"] == 1
+    finally:
+        holder.wait(timeout=60)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..errors import CorpusError, InvalidMeasureError, SkippedDocumentsWarning
+from ..errors import CorpusError, CorpusVectorsError, InvalidMeasureError, SkippedDocumentsWarning
 from ..index.storage import require_new_directory
 from .embeddings import WordVectors, load_vectors
 from .fill import (
@@ -302,7 +302,7 @@ def _vectors_for(vectors, words, fold_case=False, progress=None):
     if isinstance(vectors, WordVectors):
         return vectors.subset(words)
     if not os.path.exists(os.fspath(vectors)):
-        raise CorpusError(f"vector file {vectors} does not exist")
+        raise CorpusVectorsError(f"vector file {vectors} does not exist")
     return load_vectors(vectors, words=words, fold_case=fold_case, progress=progress)
 
 
@@ -347,7 +347,7 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
 
     found = _vectors_for(vectors, vocabulary, fold_case, progress=_vector_progress(vectors, _progress))
     if found is None or len(found) == 0:
-        raise CorpusError(
+        raise CorpusVectorsError(
             f"none of the corpus's {len(vocabulary):,} distinct words has a vector in {vectors}; "
             "check that the vectors match the corpus's language and case (try fold_case)")
     graph = build_graph(found.vectors, nodes=nodes, edges=edges, seed=seed, progress=progress)

@@ -9,7 +9,7 @@ an index is recorded in its catalog's ``meta`` under :data:`TEXT_META` or
 import os
 import shutil
 
-from ..errors import CorpusError
+from ..errors import CorpusError, CorpusKeyError
 from ..graph import Graph
 from ..index import SobolevIndex
 
@@ -89,10 +89,11 @@ def check_new_keys(index, keys, upsert):
         if key is None:
             continue
         if key in seen:
-            raise CorpusError(f"key {key!r} appears twice in the input; keys must be unique")
+            raise CorpusKeyError(f"key {key!r} appears twice in the input; keys must be unique")
         seen.add(key)
         if not upsert and key in index:
-            raise CorpusError(f"key {key!r} is already in the index; delete it first, or upsert")
+            raise CorpusKeyError(f"key {key!r} is already in the index; delete it first, upsert "
+                                 "it, or leave it out with skip_existing")
 
 
 def drop_existing(index, items, key_of, upsert):
