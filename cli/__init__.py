@@ -48,6 +48,8 @@ _CLI_WORDS = [
     ("open it with mode='r' to read, or pass timeout=SECONDS to wait for the writer",
      "commands that only read need no lock; pass --wait SECONDS to wait for the writer"),
     ("open it with mode='a'", "use a command that writes"),
+    ("(format 'lines', 'plain-lines' or 'jsonl'; --format on the command line)",
+     "(--format lines, plain-lines or jsonl)"),
 ]
 
 
@@ -204,8 +206,9 @@ _wait_option = click.option(
          "at once).")
 _format_option = click.option(
     "--format", "corpus_format", default="auto", show_default=True,
-    type=click.Choice(["auto", "jsonl", "lines", "text", "dir"]),
-    help="Corpus format: JSONL, '\"label\"<TAB>text' lines, one text file, or a directory of .txt.")
+    type=click.Choice(["auto", "jsonl", "lines", "plain-lines", "text", "dir"]),
+    help="Corpus format: JSONL, label<TAB>text lines, one document per plain line, one text "
+         "file, or a directory of .txt.")
 
 
 # ------------------------------------------------------------------- build
@@ -276,7 +279,7 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
         finally:
             progress.finish()
     for w in caught:
-        _note(f"warning: {w.message}", silent)
+        _note(f"warning: {_cli_words(str(w.message))}", silent)
     with built:
         info = built.info()
     out = {"index": info["path"], "documents": info["documents"]}
@@ -365,7 +368,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
         for w in caught:
             # Skipped documents are listed below, from the report.
             if not issubclass(w.category, SkippedDocumentsWarning):
-                _note(f"warning: {w.message}", silent)
+                _note(f"warning: {_cli_words(str(w.message))}", silent)
         total = len(opened)
     replaced = report.get("replaced", 0)
     out = {"added": len(report["added"]) - replaced, "replaced": replaced,
@@ -393,16 +396,18 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
 @click.option("--text", "texts", multiple=True, metavar="TEXT", help="Query text (repeatable).")
 @click.option("--key", "keys", multiple=True, metavar="KEY", help="A stored document as query (repeatable).")
 @click.option("--file", "query_file", default=None, metavar="F",
-              help="Queries from a corpus file ('-' for stdin): one query per document "
-                   "(for a point index: point clouds or a diagram file).")
+              help="Queries from a file ('-' for stdin): one per line of plain text, or one per "
+                   "document of a corpus (--format); for a point index, point clouds or a "
+                   "diagram file.")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1), help="Neighbours per query.")
 @_p_option
 @_roots_option
 @click.option("--label", "labels", multiple=True, help="Only documents with this label (repeatable).")
 @click.option("--vectors", default=None, metavar="FILE",
               help="Vectors to place query words the index does not know.")
+@_format_option
 @_json_option
-def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json):
+def search(index, texts, keys, query_file, k, p, roots, labels, vectors, corpus_format, as_json):
     """The k nearest documents of each query, by ascending S_p.
 
     Queries are answered in this order: --key ones, then --text ones, then
@@ -421,12 +426,13 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, as_json
         if keys:
             results.append(opened.search(list(keys), **options))
             query_names += [f"key {key}" for key in keys]
-        measures, names = query_measures(opened, texts, [query_file] if query_file else [], vectors)
+        measures, names = query_measures(opened, texts, [query_file] if query_file else [], vectors,
+                                         corpus_format)
         if measures:
             results.append(opened.search(measures, **options))
             query_names += [_snippet(name, 50) for name in names]
         # One line per distinct warning, although each search call gives one.
-        for message in dict.fromkeys(str(w.message) for w in caught):
+        for message in dict.fromkeys(_cli_words(str(w.message)) for w in caught):
             _note(f"warning: {message}")
         records = [r for result in results for r in result.to_records()]
         if not as_json:

@@ -399,3 +399,19 @@ def test_hints_fit_the_error_and_name_cli_options(writable, tmp_path):
             "deleted"] == 1
     finally:
         holder.wait(timeout=60)
+
+
+def test_search_file_reads_one_query_per_line(built, tmp_path):
+    index = built[0]
+    queries = tmp_path / "queries.txt"
+    queries.write_text("space1 space2\ncooking1 cooking2\n", encoding="utf-8")
+    from_file = json.loads(run("search", index, "--file", queries, "-k", 2, "--json").stdout)
+    assert len(from_file) == 2
+    from_stdin = json.loads(run("search", index, "--file", "-", "-k", 2, "--json",
+                                input=queries.read_text()).stdout)
+    texts = json.loads(run("search", index, "--text", "space1 space2", "--text",
+                           "cooking1 cooking2", "-k", 2, "--json").stdout)
+    assert from_file == from_stdin == texts
+    whole = json.loads(run("search", index, "--file", queries, "--format", "text", "-k", 2,
+                           "--json").stdout)
+    assert len(whole) == 1

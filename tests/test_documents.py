@@ -269,3 +269,34 @@ def test_build_reports_progress_by_stage(tmp_path, files):
 ])
 def test_token_patterns_give_whole_non_empty_words(pattern, expected):
     assert TextSettings(pattern=pattern).tokens("Don't stop the cat's toy") == expected
+
+
+def test_corpus_formats_are_recognised_or_warned_about(tmp_path, monkeypatch):
+    import io
+    import warnings as warnings_module
+
+    tsv = tmp_path / "plain.tsv"
+    tsv.write_text("news\tthe first story\nsport\tthe second story\n", encoding="utf-8")
+    docs = list(read_corpus(str(tsv)))
+    assert [(d["label"], d["text"]) for d in docs] == [("news", "the first story"),
+                                                        ("sport", "the second story")]
+    # a byte-order mark is not part of the first label or key
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + b'{"key": "a", "text": "x"}\n')
+    assert [d["key"] for d in read_corpus(str(bom))] == ["a"]
+    # one long plain file: one document, and a warning naming the formats
+    csv_like = tmp_path / "big.csv"
+    csv_like.write_text("".join(f"label{i % 3},some words of row {i}\n" for i in range(3000)),
+                        encoding="utf-8")
+    with warnings_module.catch_warnings(record=True) as caught:
+        warnings_module.simplefilter("always")
+        docs = list(read_corpus(str(csv_like)))
+    assert len(docs) == 1 and any("plain-lines" in str(w.message) for w in caught)
+    # queries: plain text is one per line, from a file or from stdin
+    queries = tmp_path / "q.txt"
+    queries.write_text("first query\n\nsecond query\n", encoding="utf-8")
+    assert [d["text"] for d in read_corpus(str(queries), plain="plain-lines")] == \
+        ["first query", "second query"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\nfirst query\nsecond query\n"))
+    assert [d["text"] for d in read_corpus("-", plain="plain-lines")] == \
+        ["first query", "second query"]

@@ -12,9 +12,11 @@ Corpus files (see :func:`read_corpus`): JSONL (``key``, ``text``, optional
 ``label`` and other fields), a directory of ``.txt`` files, a
 ``"label"<TAB>text`` line file (the TWITTER format), or one plain text file.
 """
+import itertools
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from collections import Counter
@@ -50,7 +52,12 @@ __all__ = [
 ]
 
 WEIGHTINGS = ("count", "tfidf")
-CORPUS_FORMATS = ("auto", "jsonl", "lines", "text", "dir")
+CORPUS_FORMATS = ("auto", "jsonl", "lines", "plain-lines", "text", "dir")
+# A file read as one document with more words than this is most likely a
+# corpus of one document per line in a format auto did not recognise.
+ONE_DOCUMENT_WARN_WORDS = 10_000
+# label<TAB>text, the label quoted ("news") or a single short word (news).
+_LABELLED = re.compile(r'(?:"([^"\t]*)"|([^\s"]{1,64}))\t')
 
 
 @dataclass(frozen=True)
@@ -131,66 +138,98 @@ def _as_document(doc, position):
 
 
 def _is_labelled_line(line):
-    return line.startswith('"') and '"\t' in line
+    return _LABELLED.match(line) is not None
 
 
 def _read_lines(handle, name, stem):
-    """``"label"<TAB>text`` per line; key ``<stem>-<line number>``."""
+    """``"label"<TAB>text`` or ``label<TAB>text`` per line; key
+    ``<stem>-<line number>``."""
     for lineno, line in enumerate(handle, 1):
         line = line.rstrip("\r\n")
         if not line.strip():
             continue
-        if not _is_labelled_line(line):
-            raise CorpusError(f'{name} line {lineno} does not start with "label"<TAB>; '
-                              f"got {line[:40]!r}")
-        label, text = line[1:].split('"\t', 1)
-        yield _document(f"{stem}-{lineno}", text, label, None, f"{name} line {lineno}")
+        found = _LABELLED.match(line)
+        if found is None:
+            raise CorpusError(f'{name} line {lineno} does not start with a label and a TAB '
+                              f'("label"<TAB>text or label<TAB>text); got {line[:40]!r}')
+        label = found.group(1) if found.group(1) is not None else found.group(2)
+        yield _document(f"{stem}-{lineno}", line[found.end():], label, None,
+                        f"{name} line {lineno}")
 
 
-def _sniff(path):
+def _read_plain_lines(handle, name, stem):
+    """Every non-empty line a document without a label; key ``<stem>-<line number>``."""
+    for lineno, line in enumerate(handle, 1):
+        line = line.rstrip("\r\n")
+        if line.strip():
+            yield _document(f"{stem}-{lineno}", line, None, None, f"{name} line {lineno}")
+
+
+def _one_document(stem, text, name, sniffed):
+    if sniffed and len(text.split()) > ONE_DOCUMENT_WARN_WORDS:
+        warnings.warn(
+            f"{name} is read as one document of {len(text.split()):,} words; if it holds one "
+            "document per line, give its format (format 'lines', 'plain-lines' or 'jsonl'; "
+            "--format on the command line)", UserWarning, stacklevel=3)
+    return _document(stem, text, None, None, name)
+
+
+def _sniff(path, plain="text"):
     """The corpus format of a file from its name and first line."""
     if path.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:
         first = ""
         for line in handle:
             if line.strip():
                 first = line
                 break
-    if first.lstrip().startswith("{"):
+    return _sniff_line(first, plain)
+
+
+def _sniff_line(first, plain="text"):
+    if first.lstrip("\ufeff").lstrip().startswith("{"):
         return "jsonl"
     if _is_labelled_line(first):
         return "lines"
-    return "text"
+    return plain
 
 
-def read_corpus(source, format="auto"):
+def read_corpus(source, format="auto", plain="text"):
     """Documents of a corpus file, directory or stream, one dict at a time:
     ``{"key", "text", "label", "fields"}`` (key None: the index names it).
 
-    ``source``: a path, ``"-"`` for stdin (JSONL or labelled lines), or a
-    list of them. Formats: ``jsonl``; ``lines`` (``"label"<TAB>text``, keys
-    ``<file stem>-<line>``); ``text`` (the whole file is one document, key
-    its stem); ``dir`` (every ``.txt`` below, key its relative path without
-    ``.txt``, label its first folder). ``auto`` tells them apart.
+    ``source``: a path, ``"-"`` for stdin, or a list of them. Formats:
+    ``jsonl``; ``lines`` (``"label"<TAB>text`` or ``label<TAB>text``, keys
+    ``<file stem>-<line>``); ``plain-lines`` (every line a document without
+    a label, keys ``<file stem>-<line>``); ``text`` (the whole file is one
+    document, key its stem); ``dir`` (every ``.txt`` below, key its relative
+    path without ``.txt``, label its first folder). ``auto`` tells them
+    apart by name and first line, and reads plain text as ``plain`` (one
+    document, or with ``plain="plain-lines"`` one per line, as search
+    queries are); a file read whole as one very long document gets a
+    warning that names the formats.
     """
     if format not in CORPUS_FORMATS:
         raise ValueError(f"format is {format!r}; expected one of {', '.join(CORPUS_FORMATS)}")
+    if plain not in ("text", "plain-lines"):
+        raise ValueError(f"plain is {plain!r}; expected 'text' or 'plain-lines'")
     if isinstance(source, (list, tuple)):
         for item in source:
-            yield from read_corpus(item, format)
+            yield from read_corpus(item, format, plain)
         return
     source = os.fspath(source)
     if source == "-":
         lines = iter(sys.stdin)
-        first = next(lines, "")
-        chain = _chain(first, lines)
-        if format == "lines" or (format == "auto" and _is_labelled_line(first)):
-            yield from _read_lines(chain, "<stdin>", "stdin")
-        elif format == "text":
-            yield _document("stdin", "".join(chain), None, None, "<stdin>")
-        else:
-            yield from _read_jsonl(chain, "<stdin>")
+        head = []  # up to the first line that is not blank: it tells the format
+        for line in lines:
+            head.append(line.lstrip("\ufeff") if not head else line)
+            if line.strip():
+                break
+        sniffed = format == "auto"
+        if sniffed:
+            format = _sniff_line(head[-1] if head else "", plain)
+        yield from _read_format(itertools.chain(head, lines), format, "<stdin>", "stdin", sniffed)
         return
     if not os.path.exists(source):
         raise CorpusError(f"{source} does not exist; expected a corpus file or directory")
@@ -201,26 +240,28 @@ def read_corpus(source, format="auto"):
         return
     if format == "dir":
         raise CorpusError(f"{source} is a file; format 'dir' needs a directory of .txt files")
-    if format == "auto":
-        format = _sniff(source)
+    sniffed = format == "auto"
+    if sniffed:
+        format = _sniff(source, plain)
     name = os.path.basename(source)
     stem = os.path.splitext(name)[0]
     try:
-        with open(source, encoding="utf-8") as handle:
-            if format == "jsonl":
-                yield from _read_jsonl(handle, name)
-            elif format == "lines":
-                yield from _read_lines(handle, name, stem)
-            else:
-                yield _document(stem, handle.read(), None, None, name)
+        # utf-8-sig: a byte-order mark some editors write is not part of the text.
+        with open(source, encoding="utf-8-sig") as handle:
+            yield from _read_format(handle, format, name, stem, sniffed)
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{source} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
 
 
-def _chain(first, rest):
-    if first:
-        yield first
-    yield from rest
+def _read_format(lines, format, name, stem, sniffed):
+    if format == "jsonl":
+        yield from _read_jsonl(lines, name)
+    elif format == "lines":
+        yield from _read_lines(lines, name, stem)
+    elif format == "plain-lines":
+        yield from _read_plain_lines(lines, name, stem)
+    else:
+        yield _one_document(stem, "".join(lines), name, sniffed)
 
 
 def _read_directory(root):

@@ -93,11 +93,13 @@ def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=Fa
                          skip_existing=skip_existing)
 
 
-def query_measures(index, texts=(), files=(), vectors=None):
+def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto"):
     """Query measures for ``index``: one per text of ``texts``, then one per
     document or point set of ``files`` (read as the index was built).
     ``vectors`` places query words a text index does not know (see
-    :func:`~sobolev_index.ingest.documents.text_measures`). Returns
+    :func:`~sobolev_index.ingest.documents.text_measures`); ``corpus_format``
+    is as for :func:`~sobolev_index.ingest.documents.read_corpus`, where plain
+    text is one query per line. Returns
     (measures, names): a name is the query's text, or its point set's key.
     Texts on an index not built from text raise :class:`~sobolev_index.errors.CorpusError`.
     """
@@ -107,7 +109,9 @@ def query_measures(index, texts=(), files=(), vectors=None):
     if kind in POINT_KINDS:
         pointsets = _read_for_index(index, files, kind)
     else:
-        texts += [doc["text"] for doc in read_corpus(list(files))]
+        # A plain text file of queries holds one query per line.
+        texts += [doc["text"] for doc in read_corpus(list(files), corpus_format,
+                                                     plain="plain-lines")]
     measures = text_measures(index, texts, vectors) if texts else []
     if pointsets:
         measures += point_measures(index, pointsets)
