@@ -645,7 +645,9 @@ def gram(index, output, keys, keys_file, labels, p, roots, kernel_t, power, sile
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
 @click.option("--table", "as_table", is_flag=True, help="Print an aligned table.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the default).")
-def sql(index, query, as_csv, as_table, as_json):
+@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(0),
+              metavar="SECONDS", help="Stop a query that runs longer (0: no limit).")
+def sql(index, query, as_csv, as_table, as_json, timeout):
     """Run a read-only SQL QUERY on the catalog, with S_p functions.
 
     Tables: documents (id, key, label, fields, deleted, ...), segments,
@@ -655,22 +657,41 @@ def sql(index, query, as_csv, as_table, as_json):
         SELECT key, label, sobolev_distance(key, 'doc-17') AS d FROM documents
         WHERE deleted = 0 ORDER BY d LIMIT 10
     """
-    from ..index.sql import run_query
+    from ..index.sql import iter_query
 
     if as_csv and as_table:
         raise click.UsageError("choose one of --csv and --table")
     with _open(index) as opened:
-        columns, rows = run_query(opened, query)
-    if as_csv:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(columns)
-        writer.writerows(rows)
-        click.echo(buffer.getvalue(), nl=False)
-    elif as_table:
-        click.echo(_table(columns, rows))
-    else:
-        _echo_json([dict(zip(columns, row)) for row in rows])
+        # Rows are printed as they come (a table needs them all for its widths).
+        columns, rows = iter_query(opened, query, timeout=timeout or None)
+        if as_table:
+            click.echo(_table(columns, list(rows)))
+        elif as_csv:
+            buffer = io.StringIO()
+            writer = csv.writer(buffer)
+            writer.writerow(columns)
+            for row in rows:
+                writer.writerow(row)
+                if buffer.tell() > 1 << 16:
+                    click.echo(buffer.getvalue(), nl=False)
+                    buffer.seek(0)
+                    buffer.truncate()
+            click.echo(buffer.getvalue(), nl=False)
+        else:
+            _echo_json_rows(columns, rows)
+
+
+def _echo_json_rows(columns, rows):
+    """A JSON list of objects, written one object at a time (as _echo_json
+    would print the whole list)."""
+    first = True
+    for row in rows:
+        item = json.dumps(dict(zip(columns, row)), indent=2, default=_json_default,
+                          ensure_ascii=False)
+        click.echo(("[\n" if first else ",\n") + "\n".join("  " + line
+                                                          for line in item.splitlines()), nl=False)
+        first = False
+    click.echo("[]" if first else "\n]")
 
 
 # -------------------------------------------------------------- quickstart

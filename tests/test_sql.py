@@ -126,3 +126,53 @@ def test_huge_k_returns_every_live_document_in_small_memory(reader):
     assert [hit["key"] for hit in json.loads(rows[0][0])] == everything.keys[0]
     with pytest.raises(ValueError, match="at most"):
         reader.search(["space-3"], k=10**30)
+
+
+def test_a_runaway_query_is_stopped_by_the_timeout(reader):
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(SobolevIndexError, match="longer than 0.5 s"):
+        run_query(reader, "SELECT count(*) FROM documents a, documents b, documents c, "
+                          "documents d, documents e", timeout=0.5)
+    assert time.monotonic() - started < 5
+    # the connection is usable afterwards, with no limit left behind
+    assert run_query(reader, "SELECT count(*) FROM documents", timeout=None)[1][0][0] > 0
+
+
+def test_rows_stream_instead_of_being_fetched_at_once(reader):
+    from sobolev_index.index.sql import iter_query
+
+    columns, rows = iter_query(reader, "SELECT a.key FROM documents a, documents b")
+    assert columns == ["key"]
+    first = [next(rows) for _ in range(5)]
+    assert len(first) == 5 and all(len(row) == 1 for row in first)
+    rows.close()  # abandoning the iteration releases the statement and the limits
+    assert run_query(reader, "SELECT 1")[1] == [(1,)]
+
+
+def test_pairwise_sql_distances_cost_about_a_gram_row_per_key(reader, monkeypatch):
+    # Every pair of the documents: the functions reuse the index's features
+    # and compute one distance column per distinct second key, instead of a
+    # full distance computation per pair (which took minutes on 500 x 460
+    # pairs).
+    import sobolev_index.index.sql as sql_module
+
+    keys = list(reader)
+    columns = []
+    real = sql_module.pairwise_sobolev
+
+    def counted(*args, **kwargs):
+        columns.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sql_module, "pairwise_sobolev", counted)
+    monkeypatch.setattr(type(reader), "distance", None)  # the per-pair path is not taken
+    _, rows = run_query(reader, "SELECT a.key, b.key, sobolev_distance(a.key, b.key) FROM "
+                                "documents a, documents b WHERE a.deleted = 0 AND b.deleted = 0")
+    monkeypatch.undo()
+    assert len(rows) == len(keys) ** 2
+    assert len(columns) == len(keys)
+    got = {(a, b): d for a, b, d in rows}
+    for a, b in [(keys[0], keys[1]), (keys[5], keys[2]), (keys[-1], keys[3]), (keys[4], keys[4])]:
+        assert math.isclose(got[(a, b)], reader.distance(a, b), rel_tol=1e-9, abs_tol=1e-12)

@@ -239,7 +239,7 @@ class SobolevIndex(SearchMixin):
                 np.full(len(ids), None, dtype=object)
             segments.append(Segment(row, data, live, labels))
         self._segments = segments
-        self._scope_cache = None
+        self._changed()
         alive = ~snapshot.deleted
         live_ids = all_ids[alive].tolist()
         live_keys = [key for key, dead in zip(snapshot.keys, snapshot.deleted.tolist()) if not dead]
@@ -248,6 +248,12 @@ class SobolevIndex(SearchMixin):
         self._location = dict(zip(live_ids, zip(snapshot.segment_of[alive].tolist(),
                                                 snapshot.row_of[alive].tolist())))
         self._segment_by_id = {s.id: s for s in segments}
+
+    def _changed(self):
+        # The contents changed: scopes cached for where=None are stale, and
+        # callers that cache per index (the SQL functions) see a new number.
+        self._scope_cache = None
+        self.generation = getattr(self, "generation", 0) + 1
 
     def refresh(self):
         """Reload the latest committed snapshot (readers; writers are always current)."""
@@ -439,7 +445,7 @@ class SobolevIndex(SearchMixin):
         segment_labels[row_of] = labels
         segment = Segment(segment_row, data, np.ones(n, dtype=bool), segment_labels)
         self._segments.append(segment)
-        self._scope_cache = None
+        self._changed()
         self._segment_by_id[segment_id] = segment
         for i, key in enumerate(keys):
             self._key_to_id[key] = int(doc_ids[i])
@@ -513,7 +519,7 @@ class SobolevIndex(SearchMixin):
         return len(doc_ids)
 
     def _tombstone_in_memory(self, doc_ids):
-        self._scope_cache = None
+        self._changed()
         for doc_id in doc_ids:
             seg_id, row = self._location.pop(doc_id)
             self._segment_by_id[seg_id].live[row] = False
@@ -580,7 +586,7 @@ class SobolevIndex(SearchMixin):
             for row, doc_id in enumerate(np.asarray(new_segment.data.doc_ids).tolist()):
                 self._location[doc_id] = (new_segment.id, row)
         self._segments = keep
-        self._scope_cache = None
+        self._changed()
         # Only now that nothing refers to them; a failed unlink leaves an
         # orphan that the next writer removes.
         try:

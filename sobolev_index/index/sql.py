@@ -14,13 +14,24 @@ import inspect
 import json
 import math
 import sqlite3
+import time
 import weakref
+from collections import OrderedDict
 
+from ..distances import check_p, pairwise_sobolev
 from ..errors import SobolevIndexError
 
-__all__ = ["register_functions", "run_query", "FUNCTIONS"]
+__all__ = ["register_functions", "run_query", "iter_query", "FUNCTIONS", "DEFAULT_TIMEOUT"]
 
 FUNCTIONS = ("sobolev_distance", "sobolev_knn")
+# Seconds a query may run before it is stopped (the CLI's --timeout).
+DEFAULT_TIMEOUT = 60.0
+# Distances from one document to every live document are kept for as many
+# (document, p) pairs as fit in this many bytes (at least MIN_COLUMNS): a
+# query that pairs many keys with many others then costs about one
+# Gram-matrix row per distinct key, not one distance computation per pair.
+CACHE_BYTES = 256 << 20
+MIN_COLUMNS = 16
 
 
 def _p_of(value):
@@ -53,10 +64,12 @@ def register_functions(index, db=None):
         wrapped.__signature__ = inspect.signature(fn)
         return wrapped
 
+    columns = _Columns(index)
+
     def distance(key_a, key_b, p=None):
         if key_a not in index or key_b not in index:
             return None
-        return index.distance(str(key_a), str(key_b), p=_p_of(p))
+        return columns.distance(str(key_a), str(key_b), _p_of(p))
 
     def knn(query_key, k, p=None):
         if query_key not in index:
@@ -86,6 +99,43 @@ def register_functions(index, db=None):
     return db
 
 
+class _Columns:
+    """Distances from a document to every live document of ``index``,
+    computed a column at a time with the index's features held once, and
+    kept for the most recent (document, p) within CACHE_BYTES. Built again
+    when the index changes (its ``generation``)."""
+
+    def __init__(self, index):
+        self.index = index
+        self.generation = None
+
+    def _reset(self):
+        index = self.index
+        self.generation = index.generation
+        self.keys = list(index)
+        self.position = {key: i for i, key in enumerate(self.keys)}
+        self.features = [index.features(self.keys, root=r) for r in range(len(index.roots))]
+        self.columns = OrderedDict()
+        self.max_columns = max(MIN_COLUMNS, CACHE_BYTES // (8 * max(1, len(self.keys))))
+
+    def distance(self, key_a, key_b, p):
+        index = self.index
+        if self.generation != index.generation:
+            self._reset()
+        p = index.p if p is None else check_p(p)
+        column = self.columns.get((key_b, p))
+        if column is None:
+            at = self.position[key_b]
+            column = pairwise_sobolev([F[at:at + 1] for F in self.features], self.features,
+                                      trees=index.trees, p=p, eta=index.eta)[0]
+            self.columns[(key_b, p)] = column
+            if len(self.columns) > self.max_columns:
+                self.columns.popitem(last=False)
+        else:
+            self.columns.move_to_end((key_b, p))
+        return float(column[self.position[key_a]])
+
+
 # Per Database: the exceptions our functions raised, newest last.
 _ERRORS = weakref.WeakKeyDictionary()
 
@@ -103,26 +153,68 @@ def _authorize(action, *args):
     return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
-def run_query(index, query, params=None):
+def run_query(index, query, params=None, timeout=DEFAULT_TIMEOUT):
     """Run one SQL statement on a read-only view of the index's catalog with
-    the S_p functions registered. Returns (column names, rows as tuples)."""
+    the S_p functions registered. Returns (column names, rows as tuples).
+    See :func:`iter_query` for ``timeout``, and to stream the rows."""
+    columns, rows = iter_query(index, query, params, timeout)
+    return columns, list(rows)
+
+
+def iter_query(index, query, params=None, timeout=DEFAULT_TIMEOUT):
+    """Like :func:`run_query`, but the rows come one at a time as the
+    caller iterates, so a large result is never held whole. A query (the
+    iteration included) that runs longer than ``timeout`` seconds (None:
+    no limit) is stopped with a SobolevIndexError."""
     if index.writable:
         raise SobolevIndexError("run SQL on an index opened with mode='r'; it must not write")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout is {timeout!r}; expected a number of seconds > 0, or None")
     db = register_functions(index)
     errors = _errors_of(db)
     errors.clear()
-    db.conn.set_authorizer(_authorize)
-    try:
-        cursor = db.execute(query, params or [])
-        columns = [c[0] for c in cursor.description] if cursor.description else []
-        rows = cursor.fetchall()
-    except sqlite3.Error as exc:
+    conn = db.conn
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def past_deadline():
+        return deadline is not None and time.monotonic() > deadline
+
+    def fail(exc):
+        if past_deadline():
+            return SobolevIndexError(f"the SQL query ran longer than {timeout:g} s and was "
+                                     "stopped; pass a larger timeout (--timeout SECONDS)")
         if errors:
-            raise SobolevIndexError(f"SQL error in a sobolev function: {errors[-1]}") from None
+            return SobolevIndexError(f"SQL error in a sobolev function: {errors[-1]}")
         message = str(exc)
         if "not authorized" in message or "readonly" in message:
             message += " (sobolev-index sql is read-only: SELECT statements only)"
-        raise SobolevIndexError(f"SQL error: {message}") from None
-    finally:
-        db.conn.set_authorizer(None)
-    return columns, rows
+        return SobolevIndexError(f"SQL error: {message}")
+
+    def done():
+        conn.set_authorizer(None)
+        conn.set_progress_handler(None, 0)
+
+    conn.set_authorizer(_authorize)
+    # Called every few thousand SQLite steps; a true result interrupts the query.
+    conn.set_progress_handler(past_deadline, 10_000)
+    try:
+        cursor = db.execute(query, params or [])
+    except sqlite3.Error as exc:
+        done()
+        raise fail(exc) from None
+    columns = [c[0] for c in cursor.description] if cursor.description else []
+
+    def rows():
+        try:
+            while True:
+                try:
+                    batch = cursor.fetchmany(1000)
+                except sqlite3.Error as exc:
+                    raise fail(exc) from None
+                if not batch:
+                    return
+                yield from batch
+        finally:
+            done()
+
+    return columns, rows()
