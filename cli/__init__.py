@@ -74,8 +74,9 @@ class _Group(click.Group):
 
         try:
             return super().invoke(ctx)
-        except (SobolevIndexError, ValueError, FileExistsError, FileNotFoundError,
-                PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+        except (SobolevIndexError, ValueError, OSError) as exc:
+            # OSError: a missing or unwritable path, a read-only file system,
+            # a full disk: one line with the system's own words.
             message = str(exc) if not isinstance(exc, OSError) or not exc.filename \
                 else f"{exc.strerror}: {exc.filename}"
             message = _cli_words(message)

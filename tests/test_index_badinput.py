@@ -473,7 +473,7 @@ def test_second_writer_waits_for_release(index_path):
 def test_second_writer_in_same_process(index_path):
     with SobolevIndex.open(str(index_path), "a") as w:
         before = snapshot(str(index_path))
-        with pytest.raises(IndexLockedError):
+        with pytest.raises(IndexLockedError, match="this process already has"):
             SobolevIndex.open(str(index_path), "a")
         assert_unchanged(before, str(index_path), "same-process second writer")
         w.add(_docs(12, 1), keys=["still-writable"])
@@ -564,6 +564,11 @@ def test_verify_checks_the_catalog(tmp_path, damage):
     path = _two_segment_index(tmp_path)
     with sqlite3.connect(path / "catalog.sqlite") as db:
         db.execute(CATALOG_DAMAGE[damage])
+    if damage == "segment row count":
+        # found at open already, naming the segment and both counts
+        with pytest.raises(CorruptIndexError, match="has 4 rows but the catalog says 5"):
+            SobolevIndex.open(path)
+        return
     with SobolevIndex.open(path) as index:
         report = index.verify()
     assert not report["ok"], report
@@ -587,3 +592,49 @@ def test_verify_reports_a_damaged_catalog_page(tmp_path):
     with index:
         report = index.verify()
     assert not report["ok"], report
+
+
+def test_damage_and_environment_errors_are_clear(tmp_path, monkeypatch):
+    # Each of these used to surface as a raw IndexError, OSError or a
+    # misleading "not a sobolev-index catalog".
+    import errno
+
+    import h5py
+
+    path = _two_segment_index(tmp_path)
+    # a parent pointer outside the tree in graph.h5
+    broken = tmp_path / "graph-broken"
+    shutil.copytree(path, broken)
+    with h5py.File(broken / "graph.h5", "r+") as f:
+        f["trees/0/parent"][3] = 10**6
+    with pytest.raises(CorruptIndexError, match="graph.h5"):
+        SobolevIndex.open(broken)
+    # a segment replaced by another valid segment (of another size)
+    swapped = tmp_path / "swapped"
+    shutil.copytree(path, swapped)
+    shutil.copy(swapped / "segments" / "000002.h5", swapped / "segments" / "000001.h5")
+    with pytest.raises(CorruptIndexError, match="000001.h5 has 3 rows but the catalog says 4"):
+        SobolevIndex.open(swapped)
+    # a truncated catalog is damaged, not "not an index"
+    truncated = tmp_path / "truncated"
+    shutil.copytree(path, truncated)
+    catalog = truncated / "catalog.sqlite"
+    catalog.write_bytes(catalog.read_bytes()[:3000])
+    with pytest.raises(CorruptIndexError, match="damaged SQLite database"):
+        SobolevIndex.open(truncated)
+    # a read-only file system: a SobolevIndexError that says to read instead
+    import os as os_module
+
+    real_open = os_module.open
+
+    def read_only(name, flags, *args):
+        if str(name).endswith("write.lock"):
+            raise OSError(errno.EROFS, "Read-only file system", name)
+        return real_open(name, flags, *args)
+
+    monkeypatch.setattr(os_module, "open", read_only)
+    with pytest.raises(SobolevIndexError, match="Read-only file system.*mode='r'"):
+        SobolevIndex.open(path, "a")
+    monkeypatch.undo()
+    with SobolevIndex.open(path, "a") as index:  # and nothing was left held
+        assert len(index) == 7

@@ -87,8 +87,21 @@ class Catalog:
                                    isolation_level=None, check_same_thread=False)
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise NotAnIndexError(f"{self.path} is not a sobolev-index catalog ({exc})") from None
+            raise self._unreadable(exc) from None
         return conn
+
+    def _unreadable(self, exc):
+        # An SQLite file that SQLite cannot read is a damaged catalog (say,
+        # truncated by a full disk), not some other kind of file.
+        try:
+            with open(self.path, "rb") as handle:
+                header = handle.read(16)
+        except OSError:
+            header = b""
+        if header == b"SQLite format 3\x00":
+            return CorruptIndexError(
+                f"{self.path} is a damaged SQLite database ({exc}); restore it from a backup")
+        return NotAnIndexError(f"{self.path} is not a sobolev-index catalog ({exc})")
 
     def _connect_writer(self):
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
@@ -120,10 +133,13 @@ class Catalog:
     def _check_format(self, conn):
         try:
             rows = dict(conn.execute("SELECT name, value FROM meta").fetchall())
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise NotAnIndexError(
+                    f"{self.path} is not a sobolev-index catalog ({exc})") from None
+            raise self._unreadable(exc) from None
         except sqlite3.DatabaseError as exc:
-            raise NotAnIndexError(
-                f"{self.path} is not a sobolev-index catalog ({exc})"
-            ) from None
+            raise self._unreadable(exc) from None
         try:
             name = json.loads(rows.get("format", "null"))
             version = json.loads(rows.get("format_version", "null"))

@@ -231,6 +231,11 @@ class SobolevIndex(SearchMixin):
             # Checksums are for verify(): hashing every file would make opening
             # cost as much as reading the whole index.
             data = storage.read_segment(self.path, row["file"], len(self.roots))
+            if data.rows != row["rows"] or len(data.doc_ids) != data.rows:
+                raise CorruptIndexError(
+                    f"segment {row['file']} has {data.rows} rows but the catalog says "
+                    f"{row['rows']}: the file was replaced or damaged; run verify() and restore "
+                    "it from a backup")
             ids = np.asarray(data.doc_ids)
             pos = np.minimum(np.searchsorted(all_ids, ids), max(len(all_ids) - 1, 0))
             known = (all_ids[pos] == ids) if len(all_ids) else np.zeros(len(ids), bool)
@@ -298,7 +303,13 @@ class SobolevIndex(SearchMixin):
         if doc_id is None:
             raise KeyNotFoundError(f"key {key!r} is not in the index")
         seg_id, row = self._location[doc_id]
-        return doc_id, self._segment_by_id[seg_id], row
+        segment = self._segment_by_id[seg_id]
+        if not (0 <= row < segment.rows and segment.data.doc_ids[row] == doc_id):
+            raise CorruptIndexError(
+                f"segment {segment.file} does not hold document {key!r} (id {doc_id}) at row "
+                f"{row}, where the catalog puts it: the file was replaced or damaged; run "
+                "verify() and restore it from a backup")
+        return doc_id, segment, row
 
     def get(self, key):
         """The stored measure and metadata of ``key``.

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
-from ..errors import CorruptIndexError, IndexLockedError
+from ..errors import CorruptIndexError, IndexLockedError, SobolevIndexError
 from ..graph import Graph, ShortestPathTree
 
 FORMAT_VERSION = 2
@@ -92,13 +92,27 @@ class WriterLock:
     stale lock behind.
     """
 
+    # Index directories this process holds the lock of: a second writer in the
+    # same process is told so, rather than "another process".
+    _held = set()
+
     def __init__(self, index_path, timeout=None):
         self.path = os.path.join(index_path, LOCK_FILE)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._key = os.path.realpath(index_path)
+        self._fd = None
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise SobolevIndexError(
+                    f"{index_path} cannot be opened for writing ({exc.strerror}); open it with "
+                    "mode='r' to read it") from None
+            raise
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         while True:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                WriterLock._held.add(self._key)
                 return
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
@@ -108,6 +122,10 @@ class WriterLock:
                 os.close(self._fd)
                 self._fd = None
                 waited = "" if timeout is None else f" after waiting {timeout} s"
+                if self._key in WriterLock._held:
+                    raise IndexLockedError(
+                        f"this process already has {index_path} open for writing{waited}; "
+                        "use that handle, or close it before opening another writer")
                 raise IndexLockedError(
                     f"another process is writing to {index_path}{waited}; open it with "
                     "mode='r' to read, or pass timeout=SECONDS to wait for the writer"
@@ -119,6 +137,7 @@ class WriterLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+            WriterLock._held.discard(self._key)
 
 
 @contextlib.contextmanager
@@ -177,8 +196,10 @@ def read_graph(index_path, n_roots):
                 trees.append(tree)
     except FileNotFoundError:
         raise CorruptIndexError(f"{path} is missing; the index cannot be read without it") from None
-    except (OSError, KeyError, ValueError) as exc:
-        raise CorruptIndexError(f"{path} is unreadable ({exc}); restore it from a backup") from None
+    except (OSError, KeyError, ValueError, IndexError, TypeError) as exc:
+        # IndexError: a parent pointer outside the tree, for instance.
+        raise CorruptIndexError(f"{path} is unreadable or damaged ({exc}); restore it from a "
+                                "backup") from None
     return graph, trees
 
 
