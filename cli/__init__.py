@@ -77,8 +77,10 @@ class _Group(click.Group):
         except (SobolevIndexError, ValueError, OSError) as exc:
             # OSError: a missing or unwritable path, a read-only file system,
             # a full disk: one line with the system's own words.
-            message = str(exc) if not isinstance(exc, OSError) or not exc.filename \
-                else f"{exc.strerror}: {exc.filename}"
+            message = str(exc)
+            if isinstance(exc, OSError) and exc.strerror:
+                # the system's words without "[Errno N]"
+                message = exc.strerror + (f": {exc.filename}" if exc.filename else "")
             message = _cli_words(message)
             hint = _hint_for(exc)
             if isinstance(exc, InvalidMeasureError) and "word" not in message:

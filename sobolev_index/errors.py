@@ -71,3 +71,8 @@ class CorpusKeyError(DuplicateKeyError, CorpusError):
 
 class CorpusVectorsError(VectorFileError, CorpusError):
     """The word-vector file for a corpus is missing, or has none of its words."""
+
+
+class DiskFullError(SobolevIndexError, OSError):
+    """The disk filled up while a file of the index was written; nothing of
+    the operation was committed and the index is as it was."""

@@ -6,6 +6,7 @@ part of the index once, and only once, a transaction here refers to it
 (see ``storage.py`` for the files). Layers above may add their own tables
 through :meth:`Catalog.transaction`, in the same commit as meta values.
 """
+import errno
 import json
 import os
 import sqlite3
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import sqlite_utils
 
-from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
+from ..errors import CorruptIndexError, DiskFullError, NotAnIndexError, UnsupportedFormatError
 from .storage import CATALOG, FORMAT_NAME, FORMAT_VERSION, check_segment_name
 
 SCHEMA = {
@@ -393,7 +394,21 @@ class _Transaction:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        self._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        if exc_type is None:
+            try:
+                self._conn.execute("COMMIT")
+                return False
+            except sqlite3.OperationalError as failed:
+                exc = failed
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
+            raise DiskFullError(
+                errno.ENOSPC, f"no space left on the device of {self._catalog.path} while "
+                f"committing ({exc}); nothing was committed, and the index is as it was"
+            ) from exc
+        if exc_type is None:
+            raise exc
         return False
 
     def execute(self, sql, params=()):

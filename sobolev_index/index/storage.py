@@ -26,16 +26,18 @@ import datetime as _dt
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
 
-from ..errors import CorruptIndexError, IndexLockedError, SobolevIndexError
+from ..errors import CorruptIndexError, DiskFullError, IndexLockedError, SobolevIndexError
 from ..graph import Graph, ShortestPathTree
 
 FORMAT_VERSION = 2
@@ -140,25 +142,87 @@ class WriterLock:
             WriterLock._held.discard(self._key)
 
 
+# Files up to this size are built in memory and written with plain file
+# calls: a full disk is then an ordinary Python error. HDF5 itself can crash
+# the process when a write fails inside its close.
+IMAGE_IN_MEMORY_MAX = 512 << 20
+# Space to leave free besides the file: SQLite's commit and journal need some.
+SPARE_BYTES = 4 << 20
+
+
+def check_free_space(directory, needed):
+    """DiskFullError before anything is written, when ``directory``'s file
+    system has less than ``needed`` bytes (plus a margin) free."""
+    free = shutil.disk_usage(directory).free
+    if free < needed + SPARE_BYTES:
+        raise DiskFullError(
+            errno.ENOSPC,
+            f"no space left on the device of {directory} (needed about "
+            f"{_megabytes(needed + SPARE_BYTES)}, {_megabytes(free)} free); nothing was "
+            "written")
+
+
+def _megabytes(n):
+    return f"{n / 2**20:,.1f} MB"
+
+
 @contextlib.contextmanager
-def _durable_h5(directory, name):
+def _durable_h5(directory, name, expected_bytes):
     """An HDF5 file to fill, with the format attributes set; written under a
     temporary name, then fsynced and renamed to ``name`` in ``directory``,
-    and the directory fsynced."""
+    and the directory fsynced. ``expected_bytes`` (about the size of the
+    arrays) is checked against the free space first. On any failure the
+    temporary file is removed and nothing else is touched."""
+    check_free_space(directory, expected_bytes)
     tmp = os.path.join(directory, TMP_PREFIX + name)
-    with h5py.File(tmp, "w") as f:
-        f.attrs["format"] = FORMAT_NAME
-        f.attrs["format_version"] = FORMAT_VERSION
-        yield f
-    fsync_path(tmp)
+    in_memory = expected_bytes <= IMAGE_IN_MEMORY_MAX
+    try:
+        buffer = io.BytesIO() if in_memory else None
+        with h5py.File(buffer if in_memory else tmp, "w") as f:
+            f.attrs["format"] = FORMAT_NAME
+            f.attrs["format_version"] = FORMAT_VERSION
+            yield f
+        if in_memory:
+            write_file(tmp, buffer.getbuffer())
+        fsync_path(tmp)
+    except OSError as exc:
+        _remove_quietly(tmp)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(
+                errno.ENOSPC, f"no space left on the device of {directory} while writing "
+                f"{name} (needed about {_megabytes(expected_bytes)}); nothing was committed, "
+                "and the index is as it was") from None
+        raise
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
     os.replace(tmp, os.path.join(directory, name))
     fsync_path(directory, directory=True)
+
+
+def write_file(path, data):
+    """Write ``data`` (bytes-like) to a new file at ``path`` with plain file
+    calls, so that a full disk raises OSError here."""
+    with open(path, "wb") as handle:
+        view = memoryview(data)
+        for start in range(0, len(view), 1 << 24):
+            handle.write(view[start:start + (1 << 24)])
+
+
+def _remove_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 # -------------------------------------------------------------------- graph
 def write_graph(index_path, graph, trees):
     """Write the graph and its trees durably; return the file's checksum."""
-    with _durable_h5(index_path, GRAPH_FILE) as f:
+    arrays = [graph.edges, graph.lengths, graph.coords, graph.assignment] + \
+        [a for t in trees for a in (t.parent, t.length, t.distance, t.depth)]
+    expected = sum(np.asarray(a).nbytes for a in arrays if a is not None) + (1 << 16)
+    with _durable_h5(index_path, GRAPH_FILE, expected) as f:
         f.attrs["n_nodes"] = graph.n_nodes
         f.attrs["params"] = json.dumps(graph.params)
         f.create_dataset("edges", data=graph.edges)
@@ -249,7 +313,10 @@ def write_segment(index_path, segment_id, data):
     """Write a segment durably under its final name; return (file, checksum, bytes)."""
     directory = os.path.join(index_path, SEGMENT_DIR)
     name = segment_name(segment_id)
-    with _durable_h5(directory, name) as f:
+    arrays = [data.doc_ids, data.indptr, data.nodes, data.masses] + \
+        [a for f in data.features for a in f] + list((data.inverted or {}).values())
+    expected = sum(np.asarray(a).nbytes for a in arrays) + (1 << 16)
+    with _durable_h5(directory, name, expected) as f:
         f.attrs["segment"] = segment_id
         f.attrs["rows"] = data.rows
         f.create_dataset("doc_ids", data=data.doc_ids)
