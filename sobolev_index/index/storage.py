@@ -26,7 +26,6 @@ import datetime as _dt
 import errno
 import fcntl
 import hashlib
-import io
 import json
 import os
 import re
@@ -177,13 +176,20 @@ def _durable_h5(directory, name, expected_bytes):
     tmp = os.path.join(directory, TMP_PREFIX + name)
     in_memory = expected_bytes <= IMAGE_IN_MEMORY_MAX
     try:
-        buffer = io.BytesIO() if in_memory else None
-        with h5py.File(buffer if in_memory else tmp, "w") as f:
+        # The core driver keeps the whole file in memory (nothing is written
+        # by HDF5); its image is then written out below.
+        options = dict(driver="core", backing_store=False,
+                       block_size=max(1 << 16, int(expected_bytes))) if in_memory else {}
+        with h5py.File(tmp, "w", **options) as f:
             f.attrs["format"] = FORMAT_NAME
             f.attrs["format_version"] = FORMAT_VERSION
             yield f
+            if in_memory:
+                f.flush()
+                image = f.id.get_file_image()
         if in_memory:
-            write_file(tmp, buffer.getbuffer())
+            write_file(tmp, image)
+            del image
         fsync_path(tmp)
     except OSError as exc:
         _remove_quietly(tmp)
