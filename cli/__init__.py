@@ -16,7 +16,7 @@ import warnings
 import click
 
 from .. import __version__
-from ..errors import SkippedDocumentsWarning
+from ..errors import DiskFullError, SkippedDocumentsWarning
 
 __all__ = ["main"]
 
@@ -48,6 +48,8 @@ _CLI_WORDS = [
     ("open it with mode='r' to read, or pass timeout=SECONDS to wait for the writer",
      "commands that only read need no lock; pass --wait SECONDS to wait for the writer"),
     ("open it with mode='a'", "use a command that writes"),
+    ("; open it with mode='r' to read it", "; commands that only read work on it"),
+    ("run verify() and", "run `sobolev-index verify INDEX` and"),
     ("(format 'lines', 'plain-lines' or 'jsonl'; --format on the command line)",
      "(--format lines, plain-lines or jsonl)"),
 ]
@@ -62,6 +64,8 @@ def _cli_words(message):
 def _hint_for(exc):
     # The most specific class with a hint: a CorpusKeyError is a key problem
     # first, a CorpusVectorsError a vector-file problem.
+    if getattr(exc, "at_open", False):
+        return None  # the message says what to restore
     for cls in type(exc).__mro__:
         if cls.__name__ in _HINTS:
             return _HINTS[cls.__name__]
@@ -187,9 +191,16 @@ def _parse_roots(value):
 
 
 def _open(path, mode="r", timeout=None):
+    from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
     from ..index import SobolevIndex
 
-    return SobolevIndex.open(path, mode=mode, timeout=timeout)
+    try:
+        return SobolevIndex.open(path, mode=mode, timeout=timeout)
+    except CorruptIndexError as exc:
+        # Damage found while opening: verify opens the index the same way,
+        # so its hint would go in a circle.
+        exc.at_open = not isinstance(exc, (NotAnIndexError, UnsupportedFormatError))
+        raise
 
 
 def _snippet(text, width=60):
@@ -358,12 +369,20 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
                                    skip_empty=skip_empty, batch_size=batch_size, upsert=upsert,
                                    store_text=not no_text, progress=progress,
                                    skip_existing=skip_existing)
-        except KeyboardInterrupt as exc:
+        except (KeyboardInterrupt, DiskFullError) as exc:
             progress.finish()
             done = getattr(exc, "added", None)
             count = "" if done is None else f"{len(done):,} documents were committed before it; "
-            resume = ("run the same command again to redo it" if upsert else
-                      "run the same command with --skip-existing to add the rest")
+            if upsert:
+                resume = "run the same command again to redo it"
+            elif getattr(exc, "resumable", True):
+                resume = "run the same command with --skip-existing to add the rest"
+            else:
+                resume = ("the input has no keys, so the rest cannot be told apart: add the "
+                          "documents not yet added")
+            if isinstance(exc, DiskFullError):
+                raise click.ClickException(f"{_cli_words(exc.strerror)}; {count}the index is "
+                                           f"consistent; free some space and {resume}") from None
             click.echo(f"Interrupted: {count}the index is consistent; {resume}.", err=True)
             sys.exit(130)
         finally:

@@ -137,3 +137,19 @@ def test_measure_that_cannot_be_normalised_is_refused_by_build_and_add(tmp_path)
     result = run("add", index, bad, ok=False)
     assert result.exit_code == 1 and "e-320, below 1e-300" in result.output
     assert_unchanged(before, str(index), "add of a measure that cannot be normalised")
+
+
+def test_nan_fields_in_a_later_point_set_stop_the_add_before_any_batch(tmp_path):
+    good = tmp_path / "good.jsonl"
+    write_clouds(good, ["a", "b", "c"], seed=0)
+    index = tmp_path / "ix"
+    run("build", index, "--points", good, "--nodes", 4)
+    more = tmp_path / "more.jsonl"
+    write_clouds(more, ["m0", "m1", "m2"], seed=1)
+    lines = more.read_text().splitlines()
+    lines[2] = lines[2][:-1] + ', "score": NaN}'
+    more.write_text("\n".join(lines) + "\n")
+    before = snapshot(str(index))
+    result = run("add", index, more, "--batch-size", 1, ok=False)
+    assert result.exit_code == 1 and "m2" in result.output and "JSON" in result.output
+    assert_unchanged(before, str(index), "point add with NaN in a later set's fields")

@@ -508,9 +508,12 @@ def test_catalog_segment_names_are_not_trusted(tmp_path, name):
     victim_bytes = victim.read_bytes()
     with sqlite3.connect(tmp_path / "A.idx" / "catalog.sqlite") as db:
         db.execute("UPDATE segments SET file = ? WHERE id = 1", (name,))
+    own_files = sorted(os.listdir(tmp_path / "A.idx" / "segments"))
     for mode in ("r", "a"):
         with pytest.raises(CorruptIndexError, match="not a segment file name"):
             SobolevIndex.open(tmp_path / "A.idx", mode)
+        # nor does a writer's open delete A's own files on its way to the error
+        assert sorted(os.listdir(tmp_path / "A.idx" / "segments")) == own_files
     with pytest.raises(CorruptIndexError):
         with SobolevIndex.open(tmp_path / "A.idx", "a") as index:
             index.compact()
@@ -638,3 +641,14 @@ def test_damage_and_environment_errors_are_clear(tmp_path, monkeypatch):
     monkeypatch.undo()
     with SobolevIndex.open(path, "a") as index:  # and nothing was left held
         assert len(index) == 7
+
+
+def test_get_reports_a_fields_value_that_does_not_decode(tmp_path):
+    path = _two_segment_index(tmp_path)
+    with sqlite3.connect(path / "catalog.sqlite") as db:
+        db.execute("UPDATE documents SET fields = CAST(X'7b22ff' AS TEXT) WHERE key = 'alpha'")
+    with SobolevIndex.open(path) as index:
+        with pytest.raises(CorruptIndexError, match="cannot be read"):
+            index.get("alpha")
+        assert index.get("beta")["key"] == "beta"
+        assert any("fields is not valid UTF-8" in p for p in index.verify()["problems"])

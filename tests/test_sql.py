@@ -174,5 +174,18 @@ def test_pairwise_sql_distances_cost_about_a_gram_row_per_key(reader, monkeypatc
     assert len(rows) == len(keys) ** 2
     assert len(columns) == len(keys)
     got = {(a, b): d for a, b, d in rows}
+    # With room for only 3 rows, the other keys go pair by pair: no row is
+    # ever computed twice, and the answers are the same.
+    monkeypatch.setattr(sql_module, "pairwise_sobolev", counted)
+    monkeypatch.setattr(sql_module, "MIN_COLUMNS", 3)
+    monkeypatch.setattr(sql_module, "CACHE_BYTES", 0)
+    reader.refresh()  # a new generation: the per-index cache starts again
+    columns.clear()
+    _, again = run_query(reader, "SELECT a.key, b.key, sobolev_distance(a.key, b.key) FROM "
+                                 "documents a, documents b WHERE a.deleted = 0 AND b.deleted = 0")
+    monkeypatch.undo()
+    assert len(columns) == 3
+    for (a, b, d), (a2, b2, d2) in zip(rows, again):
+        assert (a, b) == (a2, b2) and math.isclose(d, d2, rel_tol=1e-9, abs_tol=1e-12)
     for a, b in [(keys[0], keys[1]), (keys[5], keys[2]), (keys[-1], keys[3]), (keys[4], keys[4])]:
         assert math.isclose(got[(a, b)], reader.distance(a, b), rel_tol=1e-9, abs_tol=1e-12)

@@ -232,16 +232,21 @@ class Catalog:
         return [(i, text(k), s, r, text(lab), d) for i, k, s, r, lab, d in rows]
 
     def document_by_id(self, doc_id):
-        cursor = self.conn.execute(
-            "SELECT id, key, segment, row, n_supports, label, fields, added_at FROM documents "
-            "WHERE id = ?", (int(doc_id),)
-        )
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        columns = [c[0] for c in cursor.description]
-        doc = dict(zip(columns, row))
-        doc["fields"] = json.loads(doc["fields"]) if doc["fields"] else None
+        try:
+            cursor = self.conn.execute(
+                "SELECT id, key, segment, row, n_supports, label, fields, added_at FROM documents "
+                "WHERE id = ?", (int(doc_id),)
+            )
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            columns = [c[0] for c in cursor.description]
+            doc = dict(zip(columns, row))
+            doc["fields"] = json.loads(doc["fields"]) if doc["fields"] else None
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            raise CorruptIndexError(
+                f"{self.path}: the catalog row of document {doc_id} cannot be read ({exc}); "
+                "restore the catalog from a backup") from None
         return doc
 
     def integrity_problems(self):
@@ -270,8 +275,12 @@ class Catalog:
         return found
 
     def segment_files(self):
-        """The file names of the committed segments."""
-        return [row[0] for row in self.conn.execute("SELECT file FROM segments")]
+        """The file names of the committed segments, each checked to be a
+        segment file name: a writer removes files by this list's complement,
+        so a bad name must stop it before anything is deleted."""
+        rows = self.conn.execute("SELECT id, file FROM segments").fetchall()
+        return [check_segment_name(name, f"the catalog's segment {seg_id}")
+                for seg_id, name in rows]
 
     def existing_segments(self, segment_ids):
         """Those of ``segment_ids`` that a committed segment has."""
@@ -402,11 +411,12 @@ class _Transaction:
                 exc = failed
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
+        if isinstance(exc, sqlite3.OperationalError) and (
+                getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+                or "disk is full" in str(exc)):
             raise DiskFullError(
                 errno.ENOSPC, f"no space left on the device of {self._catalog.path} while "
-                f"committing ({exc}); nothing was committed, and the index is as it was"
-            ) from exc
+                f"committing ({exc}); this write was not committed") from exc
         if exc_type is None:
             raise exc
         return False

@@ -50,7 +50,8 @@ class SobolevIndex(SearchMixin):
     Create one with :meth:`create`, open one with :meth:`open`. A writer
     (mode "a") holds the directory's writer lock until :meth:`close`; readers
     (mode "r") work from the snapshot committed when they opened (see
-    :meth:`refresh`) and never block the writer.
+    :meth:`refresh`); the writer does not wait for them, except briefly to
+    delete merged-away files while a reader loads a snapshot.
     """
 
     def __init__(self, path, mode, catalog, lock):

@@ -18,13 +18,15 @@ import time
 import weakref
 from collections import OrderedDict
 
-from ..distances import check_p, pairwise_sobolev
+from ..distances import check_p, difference_distance, pairwise_sobolev
 from ..errors import SobolevIndexError
+from ..graph import normalise_eta
 
 __all__ = ["register_functions", "run_query", "iter_query", "FUNCTIONS", "DEFAULT_TIMEOUT"]
 
 FUNCTIONS = ("sobolev_distance", "sobolev_knn")
-# Seconds a query may run before it is stopped (the CLI's --timeout).
+# Seconds a query may run before the CLI stops it (--timeout); the API has
+# no limit unless one is given.
 DEFAULT_TIMEOUT = 60.0
 # Distances from one document to every live document are kept for as many
 # (document, p) pairs as fit in this many bytes (at least MIN_COLUMNS): a
@@ -64,7 +66,7 @@ def register_functions(index, db=None):
         wrapped.__signature__ = inspect.signature(fn)
         return wrapped
 
-    columns = _Columns(index)
+    columns = _columns_of(index)
 
     def distance(key_a, key_b, p=None):
         if key_a not in index or key_b not in index:
@@ -100,23 +102,57 @@ def register_functions(index, db=None):
 
 
 class _Columns:
-    """Distances from a document to every live document of ``index``,
-    computed a column at a time with the index's features held once, and
-    kept for the most recent (document, p) within CACHE_BYTES. Built again
-    when the index changes (its ``generation``)."""
+    """S_p between stored documents for the SQL function, per index and kept
+    across queries until the index changes (its ``generation``).
+
+    A pair is computed from the two documents' feature rows (kept for the
+    most recent keys). A second key asked for again gets its distances to
+    every live document computed at once (a Gram-matrix row), kept while
+    they fit in CACHE_BYTES; past that, pairs are computed one by one (rows
+    are never evicted, so they are never computed twice). A query that pairs
+    many keys with the same others then costs one row per key, and one whose
+    keys do not repeat costs one pair each."""
+
+    ROWS = 20_000
 
     def __init__(self, index):
         self.index = index
         self.generation = None
 
     def _reset(self):
+        self.generation = self.index.generation
+        self.rows = OrderedDict()
+        self.columns = {}
+        self.asked = set()
+        self.all_features = None
+
+    def _row(self, key):
+        row = self.rows.get(key)
+        if row is None:
+            index = self.index
+            row = [index.features([key], root=r) for r in range(len(index.roots))]
+            self.rows[key] = row
+            if len(self.rows) > self.ROWS:
+                self.rows.popitem(last=False)
+        else:
+            self.rows.move_to_end(key)
+        return row
+
+    def _column(self, key, p):
         index = self.index
-        self.generation = index.generation
-        self.keys = list(index)
-        self.position = {key: i for i, key in enumerate(self.keys)}
-        self.features = [index.features(self.keys, root=r) for r in range(len(index.roots))]
-        self.columns = OrderedDict()
-        self.max_columns = max(MIN_COLUMNS, CACHE_BYTES // (8 * max(1, len(self.keys))))
+        if self.all_features is None:
+            self.keys = list(index)
+            self.position = {k: i for i, k in enumerate(self.keys)}
+            self.all_features = [index.features(self.keys, root=r)
+                                 for r in range(len(index.roots))]
+            self.max_columns = max(MIN_COLUMNS, CACHE_BYTES // (8 * max(1, len(self.keys))))
+        at = self.position[key]
+        if len(self.columns) >= self.max_columns:
+            return None
+        column = pairwise_sobolev([F[at:at + 1] for F in self.all_features], self.all_features,
+                                  trees=index.trees, p=p, eta=index.eta)[0]
+        self.columns[(key, p)] = column
+        return column
 
     def distance(self, key_a, key_b, p):
         index = self.index
@@ -124,16 +160,25 @@ class _Columns:
             self._reset()
         p = index.p if p is None else check_p(p)
         column = self.columns.get((key_b, p))
-        if column is None:
-            at = self.position[key_b]
-            column = pairwise_sobolev([F[at:at + 1] for F in self.features], self.features,
-                                      trees=index.trees, p=p, eta=index.eta)[0]
-            self.columns[(key_b, p)] = column
-            if len(self.columns) > self.max_columns:
-                self.columns.popitem(last=False)
-        else:
-            self.columns.move_to_end((key_b, p))
-        return float(column[self.position[key_a]])
+        if column is None and (key_b, p) in self.asked:
+            column = self._column(key_b, p)
+        if column is not None:
+            return float(column[self.position[key_a]])
+        self.asked.add((key_b, p))
+        return difference_distance(self._row(key_a), self._row(key_b), index.trees, p,
+                                   normalise_eta(index.eta, len(index.trees)))
+
+
+# One per index, kept while the index is alive (the functions are registered
+# again for every query, the cache outlives them).
+_COLUMNS = weakref.WeakKeyDictionary()
+
+
+def _columns_of(index):
+    columns = _COLUMNS.get(index)
+    if columns is None:
+        columns = _COLUMNS[index] = _Columns(index)
+    return columns
 
 
 # Per Database: the exceptions our functions raised, newest last.
@@ -153,7 +198,7 @@ def _authorize(action, *args):
     return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
-def run_query(index, query, params=None, timeout=DEFAULT_TIMEOUT):
+def run_query(index, query, params=None, timeout=None):
     """Run one SQL statement on a read-only view of the index's catalog with
     the S_p functions registered. Returns (column names, rows as tuples).
     See :func:`iter_query` for ``timeout``, and to stream the rows."""
@@ -161,7 +206,7 @@ def run_query(index, query, params=None, timeout=DEFAULT_TIMEOUT):
     return columns, list(rows)
 
 
-def iter_query(index, query, params=None, timeout=DEFAULT_TIMEOUT):
+def iter_query(index, query, params=None, timeout=None):
     """Like :func:`run_query`, but the rows come one at a time as the
     caller iterates, so a large result is never held whole. A query (the
     iteration included) that runs longer than ``timeout`` seconds (None:
@@ -190,31 +235,32 @@ def iter_query(index, query, params=None, timeout=DEFAULT_TIMEOUT):
             message += " (sobolev-index sql is read-only: SELECT statements only)"
         return SobolevIndexError(f"SQL error: {message}")
 
-    def done():
-        conn.set_authorizer(None)
-        conn.set_progress_handler(None, 0)
-
+    # The authorizer acts while a statement is prepared; the progress handler
+    # (called every few thousand SQLite steps; a true result interrupts the
+    # query) while it runs. Neither is left on the connection between rows,
+    # so a row iterator that is never finished leaves the connection as it was.
     conn.set_authorizer(_authorize)
-    # Called every few thousand SQLite steps; a true result interrupts the query.
     conn.set_progress_handler(past_deadline, 10_000)
     try:
         cursor = db.execute(query, params or [])
     except sqlite3.Error as exc:
-        done()
         raise fail(exc) from None
+    finally:
+        conn.set_authorizer(None)
+        conn.set_progress_handler(None, 0)
     columns = [c[0] for c in cursor.description] if cursor.description else []
 
     def rows():
-        try:
-            while True:
-                try:
-                    batch = cursor.fetchmany(1000)
-                except sqlite3.Error as exc:
-                    raise fail(exc) from None
-                if not batch:
-                    return
-                yield from batch
-        finally:
-            done()
+        while True:
+            conn.set_progress_handler(past_deadline, 10_000)
+            try:
+                batch = cursor.fetchmany(1000)
+            except sqlite3.Error as exc:
+                raise fail(exc) from None
+            finally:
+                conn.set_progress_handler(None, 0)
+            if not batch:
+                return
+            yield from batch
 
     return columns, rows()

@@ -55,7 +55,15 @@ def utc_now():
 
 
 def current_umask():
-    """The process's umask (reading it means setting it, so it is set back at once)."""
+    """The process's umask: from /proc where Linux offers it (reading it
+    with os.umask means setting it, for every thread, for a moment)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -145,20 +153,15 @@ class WriterLock:
 # calls: a full disk is then an ordinary Python error. HDF5 itself can crash
 # the process when a write fails inside its close.
 IMAGE_IN_MEMORY_MAX = 512 << 20
-# Space to leave free besides the file: SQLite's commit and journal need some.
-SPARE_BYTES = 4 << 20
-
-
 def check_free_space(directory, needed):
     """DiskFullError before anything is written, when ``directory``'s file
     system has less than ``needed`` bytes (plus a margin) free."""
     free = shutil.disk_usage(directory).free
-    if free < needed + SPARE_BYTES:
+    if free < needed:
         raise DiskFullError(
             errno.ENOSPC,
-            f"no space left on the device of {directory} (needed about "
-            f"{_megabytes(needed + SPARE_BYTES)}, {_megabytes(free)} free); nothing was "
-            "written")
+            f"no space left on the device of {directory} (needed about {_megabytes(needed)}, "
+            f"{_megabytes(free)} free); this write was not made")
 
 
 def _megabytes(n):
@@ -196,8 +199,8 @@ def _durable_h5(directory, name, expected_bytes):
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(
                 errno.ENOSPC, f"no space left on the device of {directory} while writing "
-                f"{name} (needed about {_megabytes(expected_bytes)}); nothing was committed, "
-                "and the index is as it was") from None
+                f"{name} (needed about {_megabytes(expected_bytes)}); this write was not "
+                "committed") from None
         raise
     except BaseException:
         _remove_quietly(tmp)
@@ -393,8 +396,13 @@ def orphan_files(index_path, committed_files):
                   and (n.startswith(TMP_PREFIX) or _SEGMENT_NAME.fullmatch(n)))
 
 
+# Seconds a writer tries to get readers.lock exclusively before it leaves
+# the files it meant to delete to the next writer.
+PIN_WAIT = 5.0
+
+
 @contextlib.contextmanager
-def files_pinned(index_path, exclusive=False):
+def files_pinned(index_path, exclusive=False, wait=None):
     """Hold ``readers.lock``: shared while a reader reads the catalog and
     opens the segment files it names, exclusive while a writer deletes
     segment files. Once opened (memory-mapped), a file stays readable after
@@ -403,6 +411,7 @@ def files_pinned(index_path, exclusive=False):
 
     Where the lock file can be neither opened nor made (a read-only copy of
     an index), nothing is held: no writer can delete files there either.
+    With ``wait`` (seconds), gives up after that long and yields False.
     """
     path = os.path.join(index_path, PIN_FILE)
     try:
@@ -411,11 +420,26 @@ def files_pinned(index_path, exclusive=False):
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
-            yield
+            yield True
             return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        if wait is None:
+            fcntl.flock(fd, mode)
+        else:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(0.01)
+        yield True
     finally:
         os.close(fd)  # and with it the lock
 
@@ -430,7 +454,11 @@ def remove_files(index_path, names):
     if not names:
         return
     directory = os.path.join(index_path, SEGMENT_DIR)
-    with files_pinned(index_path, exclusive=True):
+    with files_pinned(index_path, exclusive=True, wait=PIN_WAIT) as pinned:
+        if not pinned:
+            # Readers kept loading the whole time: leave the files; they are
+            # orphans now, which the next writer to open removes.
+            return
         for name in names:
             try:
                 os.unlink(os.path.join(directory, name))

@@ -275,7 +275,7 @@ def _read_directory(root):
         relative = os.path.relpath(path, root)
         parts = relative.split(os.sep)
         try:
-            with open(path, encoding="utf-8") as handle:
+            with open(path, encoding="utf-8-sig") as handle:
                 text = handle.read()
         except UnicodeDecodeError as exc:
             raise CorpusError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None

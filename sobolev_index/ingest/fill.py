@@ -6,10 +6,11 @@ Both pipelines import this module and neither imports the other; the kind of
 an index is recorded in its catalog's ``meta`` under :data:`TEXT_META` or
 :data:`POINTS_META` when it is built.
 """
+import json
 import os
 import shutil
 
-from ..errors import CorpusError, CorpusKeyError
+from ..errors import CorpusError, CorpusKeyError, DiskFullError
 from ..graph import Graph
 from ..index import SobolevIndex
 
@@ -129,6 +130,14 @@ def add_in_batches(index, measures, keys, labels, fields, *, batch_size=1000, up
     KeyboardInterrupt carries their keys as ``added``.
     """
     progress = progress or _silent
+    # Every batch is checked before the first is written; fields are checked
+    # here too, or a bad one would stop the add after earlier batches.
+    for i, item in enumerate(fields):
+        try:
+            json.dumps(item, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            name = keys[i] if keys is not None else f"item {i}"
+            raise CorpusError(f"{name}: its fields cannot be stored as JSON ({exc})") from None
     write = index.upsert if upsert else index.add
     added = []
     batch_keys = None
@@ -141,12 +150,15 @@ def add_in_batches(index, measures, keys, labels, fields, *, batch_size=1000, up
                                fields=fields[start:stop]))
             batch_keys = None
             progress("adding", len(added), len(measures))
-    except KeyboardInterrupt as exc:
+    except (KeyboardInterrupt, DiskFullError) as exc:
         # The batch in flight may have committed before the interrupt (for
         # instance during the merge that follows a commit).
         if batch_keys is not None:
             added.extend(k for k in batch_keys if k in index)
         exc.added = added
+        # Without keys of its own, a document added again is a new document:
+        # resuming with skip_existing is then not possible.
+        exc.resumable = keys is not None
         raise
     return added
 
