@@ -133,8 +133,9 @@ with SobolevIndex.create({str(mount / "ix")!r}, graph) as index:
             sys.exit(0)
         print(json.dumps({{"ack": b}}), flush=True)
 """
+        # cwd: not a source checkout, whose unbuilt package "-c" would import
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              env=child_env(), timeout=300)
+                              env=child_env(), timeout=300, cwd=str(tmp_path))
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
         lines = [json.loads(line) for line in done.stdout.splitlines()]
         acked = [line["ack"] for line in lines if "ack" in line]

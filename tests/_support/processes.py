@@ -7,6 +7,7 @@ directory of both on ``PYTHONPATH``, so no script edits ``sys.path``.
 import os
 import subprocess
 import sys
+import tempfile
 
 from _support import TESTS_DIR
 
@@ -53,8 +54,10 @@ def run_python(code_or_script, args=(), env=None, timeout=120, script=False, cwd
     cmd = [sys.executable]
     cmd += [code_or_script] if script else ["-c", code_or_script]
     cmd += [str(a) for a in args]
+    # Not the current directory by default: from a source checkout, "-c"
+    # would import its unbuilt package instead of the installed one.
     return subprocess.run(cmd, capture_output=True, text=True, env=env or child_env(),
-                          timeout=timeout, cwd=cwd)
+                          timeout=timeout, cwd=cwd or tempfile.gettempdir())
 
 
 SERIAL_THRESHOLD_ENV = "SOBOLEV_TEST_SERIAL_THRESHOLD"
