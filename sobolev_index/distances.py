@@ -77,6 +77,9 @@ def _checked_features(F, tree, name):
         F = F.astype(np.float64)
     if not np.all(np.isfinite(F.data)) or np.any(F.data < 0):
         raise ValueError(f"{name} has negative or non-finite values; edge masses are finite and >= 0")
+    if F.nnz and (int(F.indices.min()) < 0 or int(F.indices.max()) >= tree.n_nodes):
+        # SciPy does not check column indices; the compiled loops trust them.
+        raise ValueError(f"{name} has a column index outside 0..{tree.n_nodes - 1}")
     if not F.has_canonical_format:
         F = F.copy()
         F.sum_duplicates()
@@ -107,6 +110,35 @@ def _powers(FX, FY, tree, p, n_threads):
     out = np.zeros((FX.shape[0], n_y), dtype=np.float64)
     _pairwise.pairwise_powers(*x, *y, tree.n_nodes, p, symmetric, out, n_threads=n_threads)
     return out
+
+
+# Below this, the p-th power of a distance may have underflowed (for
+# p > 2, the powers of differences of 1e-20 and less are subnormal or 0).
+_TINY_POWER = 1e-280
+
+
+def _recompute_tiny(part, pairs, FX, FY, tree, p):
+    """S_p of the ``pairs`` (i, j) whose p-th power was tiny, from the two
+    rows relative to their largest difference: near-duplicates keep their
+    small but positive distance instead of 0."""
+    if len(pairs) == 0:
+        return
+    x = _scaled_rows(FX, tree, math.inf)
+    y = _scaled_rows(FY, tree, math.inf)
+    scale = tree.length ** (1.0 / p)
+    out = np.zeros((1, 1))
+    for i, j in pairs:
+        if FX is FY and i == j:
+            continue
+        _pairwise.pairwise_lp(*_one_row(x, i), *_one_row(y, j), scale, p, False, out,
+                              n_threads=1)
+        part[i, j] = out[0, 0]
+
+
+def _one_row(rows, i):
+    indptr, indices, data = rows
+    lo, hi = indptr[i], indptr[i + 1]
+    return np.array([0, hi - lo], dtype=np.int64), indices[lo:hi], data[lo:hi]
 
 
 def _large_p(FX, FY, tree, p, n_threads):
@@ -140,7 +172,9 @@ def sliced_pairwise(FX, FY, trees, p, eta, n_threads=None, power=False):
         else:
             part = _powers(FX[r], None if FY is None else FY[r], tree, p, n_threads)
             if not power and not math.isinf(p) and p != 1.0:
+                tiny = np.argwhere(part < _TINY_POWER) if p > 2.0 else ()
                 np.power(part, 1.0 / p, out=part)
+                _recompute_tiny(part, tiny, FX[r], FX[r] if FY is None else FY[r], tree, p)
         part *= eta[r]
         total = part if total is None else np.add(total, part, out=total)
     return total

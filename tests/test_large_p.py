@@ -83,3 +83,34 @@ def test_search_ranks_by_s_p_for_large_p(tmp_path, p):
         assert math.isclose(d, expected[0][1], rel_tol=RTOL), (p, d)
         _, rows = run_query(index, "SELECT sobolev_distance('m0', 'm1', ?)", [p])
         assert math.isclose(rows[0][0], expected[0][1], rel_tol=RTOL)
+
+
+@pytest.mark.parametrize("p", [3.0, 8.0, 15.9, 16.0, 16.0001])
+def test_near_duplicates_keep_a_positive_distance(p):
+    # Features differing by about 1e-21: their p-th powers underflow for
+    # p > 14, and the identity loses them for any p > 2; the distance must
+    # still be the small positive S_p, the same from every function.
+    spec, root, _ = _case(5)
+    tree, R = spec.lib().tree(root), spec.ref_tree(root)
+    mu = (np.array([1, 4]), np.array([1.0, 1e-21]))
+    nu = (np.array([1]), np.array([1.0]))
+    F = tree.features_of([mu, nu])
+    expected = ref.ref_sobolev(mu, nu, R, p)
+    assert 0 < expected < 1e-18
+    for got in (pairwise_sobolev(F, trees=tree, p=p)[0, 1],
+                pairwise_sobolev(F[:1], F, trees=tree, p=p)[0, 1],
+                sobolev_distance(mu, nu, tree, p=p)):
+        assert math.isclose(got, expected, rel_tol=RTOL), (p, got, expected)
+
+
+def test_a_feature_matrix_with_a_column_outside_the_tree_is_refused():
+    import scipy.sparse as sp
+
+    spec, root, X = _case(2)
+    tree = spec.lib().tree(root)
+    F = tree.features_of(X)
+    bad = sp.csr_matrix((F.data.copy(), F.indices.copy(), F.indptr.copy()), shape=F.shape)
+    bad.indices[0] = tree.n_nodes + 5  # SciPy accepts it as it is
+    for p in (1, 2, 3, 100):
+        with pytest.raises(ValueError, match="column index outside"):
+            pairwise_sobolev(bad, F, trees=tree, p=p)
