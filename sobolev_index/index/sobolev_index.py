@@ -631,8 +631,11 @@ class SobolevIndex(SearchMixin):
                                 sample=int(sample), seed=seed, repair=repair)
         latest = Catalog(self.path, readonly=True)
         try:
-            return verify_index(self.path, latest, self.trees, self.graph.n_nodes,
-                                sample=int(sample), seed=seed, repair=False)
+            # Pinned like a snapshot load: a merge meanwhile leaves the files
+            # this commit names in place (the writer defers their deletion).
+            with storage.files_pinned(self.path):
+                return verify_index(self.path, latest, self.trees, self.graph.n_nodes,
+                                    sample=int(sample), seed=seed, repair=False)
         finally:
             latest.close()
 
