@@ -14,7 +14,7 @@ stored row y then costs only nnz(y), because
 The max-norm (p = inf) has no such identity, so it merges the two index lists.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport fabs, pow
+from libc.math cimport fabs, isinf, pow
 
 import numpy as np
 
@@ -270,40 +270,6 @@ def pairwise_powers(
                 out[j, i] = out[i, j]
 
 
-def scan_max_abs(
-    const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
-    const offset_t[::1] y_indptr, const node_t[::1] y_indices, const float64_t[::1] y_data,
-    float64_t[:, ::1] out, n_threads=None,
-):
-    """Fill ``out[i, j]`` with max_v |q_iv - y_jv|, the unweighted S_inf.
-
-    The p = inf search scan: the stored rows are split between threads, so a
-    single query also uses every thread. The rows must have passed
-    ``_inverted_build.check_csr``: this loop trusts them.
-    """
-    cdef Py_ssize_t n_q = q_indptr.shape[0] - 1
-    cdef Py_ssize_t n_y = y_indptr.shape[0] - 1
-    cdef int n_workers
-    cdef Py_ssize_t j, i
-    if n_q == 0 or n_y == 0:
-        return
-    n_workers = effective_threads(n_threads, n_q * max(1, y_indices.shape[0]))
-    q_indices_arr = _nonempty(q_indices, np.int32)
-    q_data_arr = _nonempty(q_data, np.float64)
-    y_indices_arr = _nonempty(y_indices, np.int32)
-    y_data_arr = _nonempty(y_data, np.float64)
-    cdef const node_t[::1] qi = q_indices_arr
-    cdef const float64_t[::1] qv = q_data_arr
-    cdef const node_t[::1] yi = y_indices_arr
-    cdef const float64_t[::1] yv = y_data_arr
-    for j in prange(n_y, nogil=True, num_threads=n_workers, schedule="static"):
-        for i in range(n_q):
-            out[i, j] = _max_abs_diff(
-                &qi[0], &qv[0], q_indptr[i], q_indptr[i + 1],
-                &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1],
-            )
-
-
 cdef float64_t _lp_merged(
     const node_t* xi, const float64_t* xv, offset_t xs, offset_t xe,
     const node_t* yi, const float64_t* yv, offset_t ys, offset_t ye,
@@ -350,16 +316,20 @@ def pairwise_lp(
 ):
     """Fill ``out[i, j]`` with the l_p distance (not its p-th power) between
     row i of X and row j of Y, each value multiplied by its column's
-    ``col_scale`` first: S_p itself when col_scale is w^(1/p).
+    ``col_scale`` first: S_p itself when col_scale is w^(1/p). For p = inf
+    it is max_v |x_v - y_v| and ``col_scale`` is not read (w^0 = 1).
 
-    For large finite p, where |x - y|^p underflows: computed pair by pair
-    with a running maximum (see _lp_merged). With ``symmetric`` (X is Y),
-    only j > i is computed, then mirrored; the diagonal is zero. The rows
-    must have passed a CSR check with ``col_scale.shape[0]`` columns.
+    For p = inf and for large finite p, where |x - y|^p underflows: pair by
+    pair, merging the two index lists (see _lp_merged). The rows of Y are
+    split between threads, so that one query row (a search) also uses every
+    thread. With ``symmetric`` (X is Y), only i < j is computed, then
+    mirrored; the diagonal is zero. The rows must have passed a CSR check
+    with ``col_scale.shape[0]`` columns.
     """
     cdef Py_ssize_t n_x = x_indptr.shape[0] - 1
     cdef Py_ssize_t n_y = y_indptr.shape[0] - 1
     cdef int n_workers
+    cdef bint infinite = isinf(p)
     cdef Py_ssize_t i, j
     if n_x == 0 or n_y == 0:
         return
@@ -374,12 +344,18 @@ def pairwise_lp(
     cdef const node_t[::1] yi = y_indices_arr
     cdef const float64_t[::1] yv = y_data_arr
     cdef const float64_t[::1] sc = scale_arr
-    for i in prange(n_x, nogil=True, num_threads=n_workers, schedule="dynamic", chunksize=4):
-        for j in range(i + 1 if symmetric else 0, n_y):
-            out[i, j] = _lp_merged(
-                &xi[0], &xv[0], x_indptr[i], x_indptr[i + 1],
-                &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1], &sc[0], p,
-            )
+    for j in prange(n_y, nogil=True, num_threads=n_workers, schedule="dynamic", chunksize=16):
+        for i in range(j if symmetric else n_x):
+            if infinite:
+                out[i, j] = _max_abs_diff(
+                    &xi[0], &xv[0], x_indptr[i], x_indptr[i + 1],
+                    &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1],
+                )
+            else:
+                out[i, j] = _lp_merged(
+                    &xi[0], &xv[0], x_indptr[i], x_indptr[i + 1],
+                    &yi[0], &yv[0], y_indptr[j], y_indptr[j + 1], &sc[0], p,
+                )
     if symmetric:
         for i in range(n_x):
             out[i, i] = 0.0

@@ -295,12 +295,9 @@ class SearchMixin:
             q = row_range((F.indptr, F.indices, F.data), start, stop)
             rows = segment.feature_rows(position, tree.n_nodes)
             out = np.empty((stop - start, segment.rows))
-            if math.isinf(p):
-                # S_inf needs no edge weights: w^(1/p) = 1.
-                _pairwise.scan_max_abs(*q, *rows, out, n_threads=n_threads)
-            else:
-                _pairwise.pairwise_lp(*q, *rows, tree.length ** (1.0 / p), p, False, out,
-                                      n_threads=n_threads)
+            # S_inf needs no edge weights (w^0 = 1): the kernel reads none then.
+            scale = np.empty(0) if math.isinf(p) else tree.length ** (1.0 / p)
+            _pairwise.pairwise_lp(*q, *rows, scale, p, False, out, n_threads=n_threads)
             if len(positions) == 1:
                 return out
             out *= eta[r]
