@@ -282,6 +282,15 @@ class Catalog:
         return [check_segment_name(name, f"the catalog's segment {seg_id}")
                 for seg_id, name in rows]
 
+    def retired_files(self):
+        """The files of segments that committed merges replaced and that may
+        still be on disk (``meta.retired_files``), each name checked."""
+        names = self.meta_value("retired_files") or []
+        if not isinstance(names, list):
+            raise CorruptIndexError(f"{self.path}: meta.retired_files is {names!r}; expected a "
+                                    "list of segment file names; restore it from a backup")
+        return [check_segment_name(name, "the catalog's meta.retired_files") for name in names]
+
     def existing_segments(self, segment_ids):
         """Those of ``segment_ids`` that a committed segment has."""
         found = set()

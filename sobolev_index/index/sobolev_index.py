@@ -32,7 +32,7 @@ from .catalog import Catalog
 from .csr import gather_rows, stack_rows
 from .search import SearchMixin, SearchResult
 from .segment import Segment
-from .verify import VERIFY_SAMPLE, verify_index
+from .verify import VERIFY_SAMPLE, verify_index, verify_path
 
 __all__ = ["SobolevIndex", "SearchResult"]
 
@@ -138,16 +138,7 @@ class SobolevIndex(SearchMixin):
         """
         if mode not in ("r", "a"):
             raise ValueError(f"mode is {mode!r}; expected 'r' (read) or 'a' (append/write)")
-        path = os.fspath(path)
-        if not os.path.isdir(path):
-            if os.path.exists(path):
-                raise NotAnIndexError(f"{path} is a file, not a sobolev-index directory")
-            raise NotAnIndexError(f"{path} does not exist; create an index there first")
-        if not os.path.isfile(os.path.join(path, storage.CATALOG)):
-            # Checked before taking the lock, which would create a file here.
-            raise NotAnIndexError(
-                f"{path} is not a sobolev-index directory: it has no {storage.CATALOG}"
-            )
+        path = _index_directory(path)
         if mode == "a":
             Catalog(path, readonly=True).close()  # format check; writes nothing
         lock = storage.WriterLock(path, timeout) if mode == "a" else None
@@ -188,7 +179,10 @@ class SobolevIndex(SearchMixin):
     # -------------------------------------------------------------- loading
     def _load(self):
         if self.mode == "a":
-            self._remove_orphans()
+            self._remove_leftovers()
+            # Above every file in segments/ and lost+found/: a new segment
+            # never replaces a file, even one the catalog does not know.
+            self._free_segment_id = storage.highest_segment_id(self.path) + 1
         for _ in range(SNAPSHOT_RETRIES):
             try:
                 # Pinned: no writer deletes a segment file between our reading
@@ -266,9 +260,29 @@ class SobolevIndex(SearchMixin):
         self._check_open()
         self._load()
 
-    def _remove_orphans(self):
+    def _remove_leftovers(self):
+        """Remove temporary files and the files of segments merges replaced
+        (see storage.stray_files). Segment files no commit lists stay, for
+        verify() to report."""
         committed = self._catalog.segment_files()
-        storage.remove_files(self.path, storage.orphan_files(self.path, committed))
+        retired = self._catalog.retired_files()
+        removable, _ = storage.stray_files(self.path, committed, retired)
+        storage.remove_files(self.path, removable)
+        self._forget_retired(retired)
+
+    def _forget_retired(self, retired):
+        """Drop from ``meta.retired_files`` the names whose files are gone."""
+        directory = os.path.join(self.path, storage.SEGMENT_DIR)
+        still = [name for name in retired if os.path.exists(os.path.join(directory, name))]
+        if still != list(retired):
+            self._catalog.set_meta({"retired_files": still})
+            if hasattr(self, "_meta"):
+                self._meta["retired_files"] = still
+
+    def _new_segment_id(self):
+        segment_id = max(int(self._meta["next_segment_id"]), self._free_segment_id)
+        self._free_segment_id = segment_id + 1
+        return segment_id
 
     # ---------------------------------------------------------------- checks
     def _check_open(self):
@@ -432,7 +446,7 @@ class SobolevIndex(SearchMixin):
             features=[tree.feature_arrays_of_batch(batch) for tree in self.trees],
         )
         data.inverted = inverted.build(data.features, self.graph.n_nodes)
-        segment_id = int(self._meta["next_segment_id"])
+        segment_id = self._new_segment_id()
         row_of = np.arange(n)
         file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
         now = storage.utc_now()
@@ -484,7 +498,7 @@ class SobolevIndex(SearchMixin):
             if not landed and landed_if_gone:
                 landed = not catalog.existing_segments(landed_if_gone)
         except Exception:
-            return  # unknown: keep the file; the next writer removes it if unreferenced
+            return  # unknown: keep the file; verify() lists it if no commit does
         if landed:
             self._load()
         else:
@@ -566,9 +580,12 @@ class SobolevIndex(SearchMixin):
         doc_ids = np.concatenate([s.data.doc_ids[rows] for s, rows in parts])
         order = np.argsort(doc_ids, kind="stable")
         old_ids = [s.id for s in segments]
-        segment_id = int(self._meta["next_segment_id"])
+        segment_id = self._new_segment_id()
+        # The old files are deleted after this commit; listed as retired
+        # in it, they are known to be safe to delete should that not happen.
+        retired = self._catalog.retired_files() + [s.file for s in segments]
         next_ids = {"next_doc_id": int(self._meta["next_doc_id"]),
-                    "next_segment_id": segment_id + 1}
+                    "next_segment_id": segment_id + 1, "retired_files": retired}
         new_segment = None
         if len(doc_ids):
             data = _concat_rows(parts, order, len(self.roots), self.graph.n_nodes)
@@ -599,15 +616,27 @@ class SobolevIndex(SearchMixin):
                 self._location[doc_id] = (new_segment.id, row)
         self._segments = keep
         self._changed()
-        # Only now that nothing refers to them; a failed unlink leaves an
-        # orphan that the next writer removes.
+        # Only now that nothing refers to them; files not removed (readers
+        # kept the pin, or an unlink failed) stay retired for a later writer.
         try:
             storage.remove_files(self.path, [s.file for s in segments])
+            self._forget_retired(retired)
         except OSError as exc:
             warnings.warn(f"could not remove merged segment files: {exc}", RuntimeWarning,
                           stacklevel=3)
 
     # ---------------------------------------------------------------- verify
+    @classmethod
+    def verify_path(cls, path, repair=False, sample=VERIFY_SAMPLE, seed=0, timeout=None):
+        """:meth:`verify` for the index at ``path``, without opening it:
+        reads the catalog and the graph but loads no segment, so an index
+        that cannot be opened (a segment missing or damaged, a damaged graph
+        or catalog) gets a report rather than an exception. ``repair=True``
+        takes the writer lock (waiting up to ``timeout`` seconds)."""
+        path = _index_directory(path)
+        sample = _check_sample_size(sample)
+        return verify_path(path, repair=bool(repair), sample=sample, seed=seed, timeout=timeout)
+
     def verify(self, repair=False, sample=VERIFY_SAMPLE, seed=0):
         """Check files against the catalog; report problems instead of raising.
 
@@ -616,28 +645,56 @@ class SobolevIndex(SearchMixin):
         graph file and every segment's checksum, that each document points
         at its own row and each segment row is a listed document, and
         rebuilds the features of up to ``sample`` rows per segment from the
-        stored measures (bit for bit). Files that no commit refers to (left
-        by a crash) are listed as ``orphans``; ``repair=True`` (writers
-        only) removes them. A reader verifies the latest commit, through a
+        stored measures (bit for bit).
+
+        Temporary files and the files of segments a merge replaced are
+        listed as ``orphans``. Other segment files no commit lists are
+        problems, listed under ``unlisted`` with their document counts: a
+        writer killed before its commit leaves one, and so does a catalog
+        that lost commits (a deleted ``catalog.sqlite-wal``), in which case
+        they hold acknowledged documents. ``repair=True`` (writers only)
+        removes the orphans and moves the unlisted files to
+        ``INDEX/lost+found/`` (``moved``); nothing is deleted that might
+        hold data. A reader verifies the latest commit, through a
         connection of its own, and keeps its snapshot.
         """
         self._check_open()
-        if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 1:
-            raise ValueError(f"sample is {sample!r}; expected an integer >= 1")
+        sample = _check_sample_size(sample)
         if repair:
             self._check_writable()
         if self.writable:
             return verify_index(self.path, self._catalog, self.trees, self.graph.n_nodes,
-                                sample=int(sample), seed=seed, repair=repair)
+                                sample=sample, seed=seed, repair=repair)
         latest = Catalog(self.path, readonly=True)
         try:
             # Pinned like a snapshot load: a merge meanwhile leaves the files
             # this commit names in place (the writer defers their deletion).
             with storage.files_pinned(self.path):
                 return verify_index(self.path, latest, self.trees, self.graph.n_nodes,
-                                    sample=int(sample), seed=seed, repair=False)
+                                    sample=sample, seed=seed, repair=False)
         finally:
             latest.close()
+
+
+def _index_directory(path):
+    """``path`` as a str, or NotAnIndexError unless it is an index directory
+    (checked before a writer takes the lock, which would create a file)."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        if os.path.exists(path):
+            raise NotAnIndexError(f"{path} is a file, not a sobolev-index directory")
+        raise NotAnIndexError(f"{path} does not exist; create an index there first")
+    if not os.path.isfile(os.path.join(path, storage.CATALOG)):
+        raise NotAnIndexError(
+            f"{path} is not a sobolev-index directory: it has no {storage.CATALOG}"
+        )
+    return path
+
+
+def _check_sample_size(sample):
+    if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 1:
+        raise ValueError(f"sample is {sample!r}; expected an integer >= 1")
+    return int(sample)
 
 
 def _take_rows(data, order):

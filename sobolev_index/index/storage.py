@@ -8,15 +8,19 @@ Layout of an index directory::
     graph.h5            written once: nodes, edges, lengths, one tree per root
     segments/NNNNNN.h5  written once, never modified: raw measures + features
                         + the inverted file
+    lost+found/         segment files no commit lists, moved here by verify(repair=True)
     write.lock          flock()ed by the one writer
     readers.lock        flock()ed, shared, by readers while they load a snapshot,
                         and exclusively by a writer while it deletes segment files
 
 A segment file is first written under a temporary name, fsynced and renamed;
 only then does one SQLite transaction make it (and its documents) visible.
-A crash before that commit leaves an orphan file that readers never look at
-and the next writer removes. Files are deleted only after the transaction
-that stops referencing them has committed.
+A crash before that commit leaves a file that no commit lists; as the
+same is true of the files of commits a damaged catalog lost, such a file is
+never deleted, only moved to ``lost+found/`` by ``verify(repair=True)``.
+Files are deleted only after the transaction that stops referencing them has
+committed: temporary files, and the files of segments a merge replaced,
+which that merge's commit lists in ``meta.retired_files``.
 
 This module reads and writes files; the SQL is in ``catalog.py``, and what
 the arrays mean for search in ``inverted.py`` and ``search.py``.
@@ -47,6 +51,7 @@ SEGMENT_DIR = "segments"
 LOCK_FILE = "write.lock"
 PIN_FILE = "readers.lock"
 TMP_PREFIX = "tmp-"
+LOST_DIR = "lost+found"
 
 
 def utc_now():
@@ -305,6 +310,9 @@ def segment_name(segment_id):
 # What segment_name makes: a file name and nothing else, so a name read from
 # the catalog can never point outside INDEX/segments/.
 _SEGMENT_NAME = re.compile(r"[0-9]{6,}\.h5")
+# The id in a segment file's name, also under lost+found/ (where a suffix
+# can follow).
+_SEGMENT_ID = re.compile(r"([0-9]{6,})\.h5")
 
 
 def check_segment_name(name, where="the catalog"):
@@ -383,17 +391,90 @@ def read_segment(index_path, name, n_roots, checksum=None):
     return data
 
 
-def orphan_files(index_path, committed_files):
-    """Segment files (and temporary files) that no committed row refers to.
-    Files of other names are not ours, and are never listed or removed."""
+def stray_files(index_path, committed_files, retired_files=()):
+    """Files of ``INDEX/segments/`` that no commit refers to, as two sorted
+    lists ``(removable, unlisted)``.
+
+    ``removable``: temporary files (a write that never finished) and the
+    files of segments that a committed merge replaced (``retired_files``);
+    nothing refers to them, and any writer may remove them. ``unlisted``:
+    every other segment file. A writer killed between writing a segment and
+    committing it leaves one, but so does a catalog that lost commits (its
+    ``-wal`` file gone): such a file may hold acknowledged documents, so it
+    is never removed, only moved to ``lost+found/`` by ``verify(repair=True)``.
+    Files of other names are not ours, and are never listed.
+    """
     directory = os.path.join(index_path, SEGMENT_DIR)
-    committed = set(committed_files)
+    committed, retired = set(committed_files), set(retired_files)
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
-        return []
-    return sorted(n for n in names if n not in committed
-                  and (n.startswith(TMP_PREFIX) or _SEGMENT_NAME.fullmatch(n)))
+        return [], []
+    removable, unlisted = [], []
+    for name in sorted(names):
+        if name in committed:
+            continue
+        if name.startswith(TMP_PREFIX) or name in retired:
+            removable.append(name)
+        elif _SEGMENT_NAME.fullmatch(name):
+            unlisted.append(name)
+    return removable, unlisted
+
+
+def highest_segment_id(index_path):
+    """The largest segment id named by any file in ``segments/`` or
+    ``lost+found/`` (0 if none): a new segment's id must be above it, so
+    that no file of unknown content is ever overwritten."""
+    highest = 0
+    for sub in (SEGMENT_DIR, LOST_DIR):
+        try:
+            names = os.listdir(os.path.join(index_path, sub))
+        except FileNotFoundError:
+            continue
+        for name in names:
+            match = _SEGMENT_ID.match(name)
+            if match:
+                highest = max(highest, int(match.group(1)))
+    return highest
+
+
+def describe_segment_file(index_path, name):
+    """What an unlisted segment file holds, read without trusting it: its
+    size, and the number and id range of its documents, or why it cannot
+    be read."""
+    path = os.path.join(index_path, SEGMENT_DIR, check_segment_name(name, "a segment file"))
+    out = {"file": name, "bytes": os.path.getsize(path), "documents": None,
+           "first_id": None, "last_id": None}
+    try:
+        with h5py.File(path, "r") as f:
+            doc_ids = np.asarray(f["doc_ids"][...], dtype=np.int64).reshape(-1)
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        out["error"] = f"unreadable ({exc})"
+        return out
+    out["documents"] = int(len(doc_ids))
+    if len(doc_ids):
+        out["first_id"], out["last_id"] = int(doc_ids.min()), int(doc_ids.max())
+    return out
+
+
+def move_to_lost_found(index_path, names):
+    """Move segment files to ``INDEX/lost+found/`` (made if needed), never
+    replacing a file there; returns the paths they now have, relative to
+    the index directory."""
+    lost = os.path.join(index_path, LOST_DIR)
+    os.makedirs(lost, mode=0o777, exist_ok=True)
+    moved = []
+    for name in names:
+        check_segment_name(name, "a file to move")
+        target, suffix = name, 1
+        while os.path.exists(os.path.join(lost, target)):
+            target, suffix = f"{name}.{suffix}", suffix + 1
+        os.rename(os.path.join(index_path, SEGMENT_DIR, name), os.path.join(lost, target))
+        moved.append(f"{LOST_DIR}/{target}")
+    if moved:
+        fsync_path(lost, directory=True)
+        fsync_path(os.path.join(index_path, SEGMENT_DIR), directory=True)
+    return moved
 
 
 # Seconds a writer tries to get readers.lock exclusively before it leaves
@@ -446,21 +527,23 @@ def files_pinned(index_path, exclusive=False, wait=None):
 
 def remove_files(index_path, names):
     """Remove segment files by name, once no reader is loading a snapshot
-    (see files_pinned); one already gone is not an error."""
+    (see files_pinned); one already gone is not an error. Returns the names
+    removed: none when readers kept the pin for PIN_WAIT seconds, in which
+    case the files stay for a later writer (the caller keeps them listed as
+    retired)."""
     names = list(names)
     for name in names:
         if not name.startswith(TMP_PREFIX):
             check_segment_name(name, "a file to remove")
     if not names:
-        return
+        return []
     directory = os.path.join(index_path, SEGMENT_DIR)
     with files_pinned(index_path, exclusive=True, wait=PIN_WAIT) as pinned:
         if not pinned:
-            # Readers kept loading the whole time: leave the files; they are
-            # orphans now, which the next writer to open removes.
-            return
+            return []
         for name in names:
             try:
                 os.unlink(os.path.join(directory, name))
             except FileNotFoundError:
                 pass
+    return names

@@ -6,8 +6,12 @@ decode, and for agreement between its own tables; the graph file and every
 committed segment against their checksums; each document against the row
 its catalog entry points at, and each segment row against the catalog; and
 a sample of each segment's rows by rebuilding their features from the
-stored measures, bit for bit. Files that no commit refers to are orphans.
+stored measures, bit for bit. Temporary files and the files of segments a
+merge replaced are orphans, which repair removes; other segment files no
+commit lists may hold documents of commits the catalog lost, and repair
+moves them to lost+found/ instead.
 """
+import contextlib
 import os
 import sqlite3
 
@@ -16,41 +20,49 @@ import numpy as np
 from ..errors import CorruptIndexError
 from ..measures import as_measure_batch
 from . import storage
+from .catalog import Catalog
 from .csr import gather_rows
 
 # Rows per segment whose features are rebuilt from the raw measures.
 VERIFY_SAMPLE = 64
 
 
-def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, repair=False):
+def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, repair=False,
+                 problems=()):
     """The report of :meth:`SobolevIndex.verify` for the index at ``path``
-    (its ``catalog``, its ``trees``, its graph's ``n_nodes``); ``repair``
-    removes orphan files (the caller holds the writer lock)."""
-    problems, repaired = [], []
+    (its ``catalog``, its ``trees``, its graph's ``n_nodes``; ``trees`` is
+    None when the graph file cannot be read, and ``problems`` says why).
+    ``repair`` (the caller holds the writer lock) removes files nothing
+    refers to and moves segment files no commit lists to lost+found/."""
+    problems, repaired, moved = list(problems), [], []
     graph_path = os.path.join(path, storage.GRAPH_FILE)
     expected = catalog.meta_value("graph_checksum")
     if not os.path.exists(graph_path):
-        problems.append(f"{graph_path} is missing")
+        if not any(graph_path in problem for problem in problems):
+            problems.append(f"{graph_path} is missing")
     elif expected and storage.file_checksum(graph_path) != expected:
         problems.append(f"{graph_path} fails its checksum")
     problems += [f"catalog: {problem}" for problem in catalog.integrity_problems()]
     try:
         snapshot = catalog.snapshot()
+        retired = catalog.retired_files()
     except (sqlite3.DatabaseError, CorruptIndexError, ValueError) as exc:
         problems.append(f"catalog: its tables cannot be read ({exc})")
         return {"ok": False, "problems": problems, "orphans": [], "repaired": [],
-                "segments": None, "documents": None, "deleted": None, "checked_rows": 0}
+                "unlisted": [], "moved": [], "segments": None, "documents": None,
+                "deleted": None, "checked_rows": 0}
     problems += _catalog_consistency(snapshot)
     rng = np.random.default_rng(seed)
     checked = 0
     for row in snapshot.segments:
-        data = _read_committed(path, catalog, row, len(trees), problems)
+        data = _read_committed(path, catalog, row, len(snapshot.roots), problems)
         if data is None:
             continue
-        sampled = _check_sample(row["file"], data, trees, n_nodes, sample, rng, problems)
-        if sampled is None:
-            continue
-        checked += sampled
+        if trees is not None:
+            sampled = _check_sample(row["file"], data, trees, n_nodes, sample, rng, problems)
+            if sampled is None:
+                continue
+            checked += sampled
         in_segment = snapshot.segment_of == row["id"]
         for doc_id, doc_row in zip(snapshot.doc_ids[in_segment], snapshot.row_of[in_segment]):
             if doc_row >= data.rows or data.doc_ids[doc_row] != doc_id:
@@ -61,15 +73,80 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
         if len(unlisted):
             problems.append(f"segment {row['file']} holds {len(unlisted)} document(s) the "
                             f"catalog does not list there (ids {unlisted[:5].tolist()})")
-    orphans = storage.orphan_files(path, [r["file"] for r in snapshot.segments])
-    if repair and orphans:
-        storage.remove_files(path, orphans)
-        repaired = orphans
+    removable, unlisted = storage.stray_files(
+        path, [r["file"] for r in snapshot.segments], retired)
+    if problems:
+        # The catalog is in doubt: its list of retired files is too.
+        removable = [name for name in removable if name.startswith(storage.TMP_PREFIX)]
+    found = [storage.describe_segment_file(path, name) for name in unlisted]
+    if repair:
+        repaired = storage.remove_files(path, removable)
+        moved = storage.move_to_lost_found(path, unlisted)
+        for entry, where in zip(found, moved):
+            entry["moved_to"] = where
+    else:
+        problems += [_unlisted_problem(entry) for entry in found]
     return {
-        "ok": not problems, "problems": problems, "orphans": orphans, "repaired": repaired,
+        "ok": not problems, "problems": problems, "orphans": removable, "repaired": repaired,
+        "unlisted": found, "moved": moved,
         "segments": len(snapshot.segments), "documents": int((~snapshot.deleted).sum()),
         "deleted": int(snapshot.deleted.sum()), "checked_rows": checked,
     }
+
+
+def _unlisted_problem(entry):
+    if entry["documents"] is None:
+        held = entry["error"]
+    elif entry["documents"]:
+        held = (f"holds {entry['documents']} document(s), ids {entry['first_id']} to "
+                f"{entry['last_id']}")
+    else:
+        held = "holds no documents"
+    return (f"segment {entry['file']} is not in the catalog ({held}): a writer was killed "
+            "before committing it, or the catalog lost commits (a deleted catalog.sqlite-wal "
+            "file), and then these are acknowledged documents. verify(repair=True) moves it "
+            f"to {storage.LOST_DIR}/")
+
+
+def verify_path(path, repair=False, sample=VERIFY_SAMPLE, seed=0, timeout=None):
+    """The report of :meth:`SobolevIndex.verify_path`: verify the index at
+    ``path`` without loading it, so that an index too damaged to open is
+    reported on too."""
+    damaged = None
+    try:
+        # The format, checked before the writer lock makes a file here.
+        Catalog(path, readonly=True).close()
+    except CorruptIndexError as exc:
+        damaged = exc
+    lock = storage.WriterLock(path, timeout) if repair and damaged is None else None
+    catalog = None
+    try:
+        try:
+            if damaged is not None:
+                raise damaged
+            catalog = Catalog(path, readonly=not repair)
+        except CorruptIndexError as exc:
+            return {"ok": False, "problems": [f"catalog: {exc}"], "orphans": [], "repaired": [],
+                    "unlisted": [], "moved": [], "segments": None, "documents": None,
+                    "deleted": None, "checked_rows": 0}
+        problems, trees, n_nodes = [], None, None
+        try:
+            n_roots = len(catalog.snapshot().roots)
+            graph, trees = storage.read_graph(path, n_roots)
+            n_nodes = graph.n_nodes
+        except CorruptIndexError as exc:
+            problems.append(str(exc))
+        except (sqlite3.DatabaseError, ValueError):
+            pass  # verify_index reports the catalog's own problems
+        # A reader pins the files of the commit it checks (see files_pinned).
+        with contextlib.nullcontext() if repair else storage.files_pinned(path):
+            return verify_index(path, catalog, trees, n_nodes, sample=sample, seed=seed,
+                                repair=repair, problems=problems)
+    finally:
+        if catalog is not None:
+            catalog.close()
+        if lock is not None:
+            lock.release()
 
 
 def _catalog_consistency(snapshot):
