@@ -21,22 +21,37 @@ if not any(_os.path.exists(_os.path.join(_os.path.dirname(__file__), "_features"
         f"sobolev_index was imported from {_os.path.dirname(__file__)}, a source tree whose "
         "compiled modules are not built: build them in place with `pip install -e .`, or run "
         "Python from another directory so that the installed package is imported")
-from .distances import SobolevFeatures, pairwise_sobolev, sobolev_distance, sobolev_kernel
-from .errors import (
-    AssumptionError,
-    AssumptionWarning,
-    CorruptIndexError,
-    DuplicateKeyError,
-    IndexLockedError,
-    InvalidGraphError,
-    InvalidMeasureError,
-    KeyNotFoundError,
-    NotAnIndexError,
-    SobolevIndexError,
-    UnsupportedFormatError,
-)
-from .graph import EDGE_KINDS, Graph, ShortestPathTree
-from .index import SearchResult, SobolevIndex
+# Names are imported on first use (PEP 562): ``import sobolev_index`` stays
+# cheap, so that the command line starts without NumPy and SciPy and can
+# answer a Ctrl-C during its imports like any other.
+_LAZY = {
+    "SobolevFeatures": "distances", "pairwise_sobolev": "distances",
+    "sobolev_distance": "distances", "sobolev_kernel": "distances",
+    "AssumptionError": "errors", "AssumptionWarning": "errors",
+    "CorruptIndexError": "errors", "DuplicateKeyError": "errors",
+    "IndexLockedError": "errors", "InvalidGraphError": "errors",
+    "InvalidMeasureError": "errors", "KeyNotFoundError": "errors",
+    "NotAnIndexError": "errors", "SobolevIndexError": "errors",
+    "UnsupportedFormatError": "errors",
+    "EDGE_KINDS": "graph", "Graph": "graph", "ShortestPathTree": "graph",
+    "SearchResult": "index", "SobolevIndex": "index",
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sobolev_index' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "__version__",

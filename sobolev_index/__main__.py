@@ -1,5 +1,5 @@
 """``python -m sobolev_index`` runs the command line."""
-from .cli import main
+from ._console import run
 
 if __name__ == "__main__":
-    main(prog_name="sobolev-index")
+    run()
