@@ -254,8 +254,11 @@ _format_option = click.option(
               type=click.Choice(["count", "tfidf"]), help="Word weights in a document.")
 @click.option("--stopwords", default="none", show_default=True, metavar="none|english|FILE",
               help="Words to drop: none, a built-in English list, or a file (one per line).")
-@click.option("--token-pattern", default=None, metavar="REGEX",
-              help=r"Regex of a word, matched on lowercased text [default: [a-z0-9][a-z0-9']*].")
+@click.option("--token-pattern", default=None, metavar="unicode|ascii|REGEX",
+              help="Words: 'unicode' (letters and digits of any script, apostrophes inside "
+                   "words; text lowercased and NFC-normalised), 'ascii' (the earlier "
+                   "default, [a-z0-9][a-z0-9']* on lowercased text), or a regex matched on "
+                   "lowercased text [default: unicode].")
 @click.option("--fold-case", is_flag=True,
               help="Match vector-file words case-insensitively (for cased vectors like GoogleNews).")
 @click.option("--skip-empty", is_flag=True, help="Skip documents with no known word instead of failing.")
@@ -278,8 +281,8 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
     if not points and (not corpus or not vectors):
         raise click.UsageError("build needs --corpus FILE and --vectors FILE (or --points FILE)")
     settings = None if points else TextSettings(
-        pattern=token_pattern or DEFAULT_TOKEN_PATTERN, stopwords=tuple(stopwords_from(stopwords)),
-        weighting=weighting)
+        pattern=DEFAULT_TOKEN_PATTERN if token_pattern is None else token_pattern,
+        stopwords=tuple(stopwords_from(stopwords)), weighting=weighting)
     progress = _progress(silent)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -575,7 +578,8 @@ def info(index, as_json):
             ["edges", f"{out['edges']:,}"], ["roots", ", ".join(map(str, out["roots"]))],
             ["default p", out["p"]], ["bytes", f"{out['bytes']:,}"]]
     if out.get("words") is not None:
-        rows += [["words", f"{out['words']:,}"], ["weighting", out["weighting"]]]
+        rows += [["words", f"{out['words']:,}"], ["weighting", out["weighting"]],
+                 ["tokens", out["token_pattern"]]]
     click.echo(_table(["", out["path"]], rows))
 
 

@@ -121,7 +121,8 @@ def test_stopwords_and_pattern_are_applied():
 def test_settings_reject_bad_values():
     with pytest.raises(ValueError, match="weighting is 'bm25'"):
         TextSettings(weighting="bm25")
-    with pytest.raises(ValueError, match="not a regular expression"):
+    with pytest.raises(ValueError, match=r"token pattern '\[' is neither a pattern name "
+                                         r"\('unicode', 'ascii'\) nor a regular expression"):
         TextSettings(pattern="[")
 
 
@@ -300,3 +301,47 @@ def test_corpus_formats_are_recognised_or_warned_about(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("\nfirst query\nsecond query\n"))
     assert [d["text"] for d in read_corpus("-", plain="plain-lines")] == \
         ["first query", "second query"]
+
+
+# ------------------------------------------- token pattern stored with the index
+OLD_REGEX = r"[a-z0-9][a-z0-9']*"  # what every index of earlier releases stores
+
+
+def _cafe_vectors():
+    """The test vectors plus "caf" (by the space words) and "café" (by the
+    music words): which of them a "Café" becomes shows which pattern read it."""
+    words, rows = tc.vectors()
+    extra = np.vstack([rows[words.index("space0")], rows[words.index("music0")]])
+    return WordVectors(words + ["caf", "café"], np.vstack([rows, extra]))
+
+
+def _cafe_corpus():
+    return tc.corpus() + [{"key": "cafe-1", "text": "Café space1"},
+                          {"key": "cafe-2", "text": "café music2"}]
+
+
+@pytest.mark.parametrize("pattern", ["ascii", OLD_REGEX])
+def test_an_index_reads_text_with_the_pattern_it_was_built_with(tmp_path, pattern):
+    path = str(tmp_path / "ix")
+    index, _ = build_index(path, _cafe_corpus(), _cafe_vectors(), nodes=10,
+                           settings=TextSettings(pattern=pattern))
+    index.close()
+    with SobolevIndex.open(path, mode="a") as index:
+        # the pattern is stored as given: a name, or (as earlier releases
+        # stored their default) the regex itself
+        assert index.catalog.meta_value("text")["pattern"] == pattern
+        nodes = {w: n for w, (n, _) in read_words(index.catalog).items()}
+        assert "caf" in nodes and "café" not in nodes
+        # a query and a later document are read with it, not with the new default
+        assert text_measures(index, ["Café"])[0][0].tolist() == [nodes["caf"]]
+        add_documents(index, [{"key": "later", "text": "CAFÉ"}])
+        assert index.get("later")["nodes"].tolist() == [nodes["caf"]]
+
+
+def test_a_new_index_stores_the_unicode_pattern_by_name(tmp_path):
+    index, _ = build_index(str(tmp_path / "ix"), _cafe_corpus(), _cafe_vectors(), nodes=10)
+    with index:
+        assert index.catalog.meta_value("text")["pattern"] == "unicode"
+        nodes = {w: n for w, (n, _) in read_words(index.catalog).items()}
+        assert "café" in nodes and "caf" not in nodes
+        assert text_measures(index, ["CAFE\u0301"])[0][0].tolist() == [nodes["café"]]

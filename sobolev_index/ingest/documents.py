@@ -37,7 +37,7 @@ from .fill import (
     create_and_fill,
     drop_existing,
 )
-from .text import DEFAULT_TOKEN_PATTERN, tokenize
+from .text import DEFAULT_TOKEN_PATTERN, check_token_pattern, normalize_word, tokenize
 from .words import add_words, read_words
 
 __all__ = [
@@ -63,7 +63,15 @@ _LABELLED = re.compile(r'(?:"([^"\t]*)"|([^\s"]{1,64}))\t')
 @dataclass(frozen=True)
 class TextSettings:
     """How text becomes words and weights; stored with the index so that
-    every later document and query is read the same way."""
+    every later document and query is read the same way.
+
+    ``pattern``: a name of :data:`~sobolev_index.ingest.text.TOKEN_PATTERNS`
+    ("unicode", the default, or "ascii") or a regular expression; it is
+    stored as given, so an index built with a regex (as every index of
+    releases before "unicode" was) keeps reading text with that regex.
+    ``stopwords`` are written as the pattern writes its words (for
+    "unicode": lowercased, NFC, ASCII apostrophes).
+    """
 
     pattern: str = DEFAULT_TOKEN_PATTERN
     lowercase: bool = True
@@ -76,8 +84,9 @@ class TextSettings:
     def __post_init__(self):
         if self.weighting not in WEIGHTINGS:
             raise ValueError(f"weighting is {self.weighting!r}; expected one of {WEIGHTINGS}")
-        tokenize("", self.pattern)  # a bad pattern fails here, before anything is written
-        object.__setattr__(self, "stopwords", tuple(sorted(set(self.stopwords))))
+        check_token_pattern(self.pattern)  # a bad pattern fails here, before anything is written
+        object.__setattr__(self, "stopwords", tuple(sorted(
+            {normalize_word(w, self.pattern, self.lowercase) for w in self.stopwords})))
 
     def to_json(self):
         return asdict(self)

@@ -1,42 +1,179 @@
 """Tokenizing text into words, shared by the document pipeline and the
-quickstart corpus so that both see the same vocabulary."""
+quickstart corpus so that both see the same vocabulary.
+
+**Token patterns.** A pattern is one of these names or a regular expression:
+
+- ``"unicode"`` (the default): a word is a run of letters and digits of any
+  script (what Python's ``re`` calls ``[^\\W_]``), together with the
+  combining marks that follow them, so that "Café", "naïve", "Zürich",
+  "straße", "Москва", "αλήθεια" and "हिन्दी" each stay one word. Before
+  matching, the text is lowercased with ``str.lower``, put in Unicode
+  normal form NFC (a decomposed "e" + U+0301 and a composed "é" give the
+  same word) and its typographic apostrophes (U+2019) become ASCII ones.
+  An apostrophe is part of a word only between two letters or digits:
+  "don't", "l'homme" and "o'clock" are one word each, while the
+  apostrophes of "'tis", "w'" and of 'quoted' words are dropped. Scripts
+  written without spaces between words (Chinese, Japanese, Thai) give one
+  word per run of letters; a regex such as ``[^\\W_]`` (one character per
+  word) suits them better.
+- ``"ascii"``: the pattern of earlier releases, ``[a-z0-9][a-z0-9']*`` on
+  lowercased text with no other processing (accented words split:
+  "café" gives "caf"). The shared TWITTER vectors were made with it.
+
+Any other string is a regular expression, matched on the lowercased text as
+it is (no normalisation), every whole non-empty match a word. An index
+stores the pattern it was built with (the name, or the regex), and reads
+every later document and query with it; the definition behind a name does
+not change between releases (a different one would get a new name). What
+counts as a letter or a mark is what the running Python's Unicode database
+says: a character added to Unicode later is a letter only on a Python that
+knows it.
+
+Why ``str.lower`` and not ``str.casefold``: casefold turns "ß" into "ss",
+so "straße" would never meet the "straße" of a word-vector file, and the
+vector readers' ``fold_case`` lowercases with ``str.lower`` as well.
+"""
 import re
+import sys
+import unicodedata
 
-__all__ = ["DEFAULT_TOKEN_PATTERN", "ENGLISH_STOPWORDS", "read_stopwords", "stopwords_from", "tokenize"]
+__all__ = [
+    "DEFAULT_TOKEN_PATTERN",
+    "TOKEN_PATTERNS",
+    "ASCII_TOKEN_PATTERN",
+    "ENGLISH_STOPWORDS",
+    "check_token_pattern",
+    "normalize_word",
+    "read_stopwords",
+    "stopwords_from",
+    "tokenize",
+]
 
-# Lowercase words and numbers with inner apostrophes ("don't", "o'clock"):
-# the pattern the shared TWITTER vectors were made with.
-DEFAULT_TOKEN_PATTERN = r"[a-z0-9][a-z0-9']*"
+# Lowercase ASCII words and numbers with inner or trailing apostrophes
+# ("don't", "o'clock", "w'"): the pattern of releases before "unicode", and
+# the one the shared TWITTER vectors were made with.
+ASCII_TOKEN_PATTERN = r"[a-z0-9][a-z0-9']*"
+# The names a pattern may be given by (see the module docstring).
+TOKEN_PATTERNS = ("unicode", "ascii")
+DEFAULT_TOKEN_PATTERN = "unicode"
 
-_compiled = {}
+# U+2019 RIGHT SINGLE QUOTATION MARK, the apostrophe of typeset text.
+_TYPOGRAPHIC_APOSTROPHE = "\u2019"
+# Zero-width joiner and non-joiner: inside Persian and Indic words they are
+# part of the spelling, so between two letters they do not end a word.
+_JOINERS = "\u200c\u200d"
 
 
-def _regex(pattern):
-    regex = _compiled.get(pattern)
-    if regex is None:
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"token pattern {pattern!r} is not a regular expression: {exc}") from None
-        _compiled[pattern] = regex
-    return regex
+def _mark_class():
+    """A regex character class of every combining mark (categories Mn, Mc,
+    Me) of this Python's Unicode database. Python's ``\\w`` has no marks,
+    so without them a word with a mark that has no precomposed form (most
+    Indic vowel signs, a "q" with an accent) would be split at the mark."""
+    ranges, start, previous = [], None, None
+    for code in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(code))[0] == "M":
+            if start is None:
+                start = code
+            elif code != previous + 1:
+                ranges.append((start, previous))
+                start = code
+            previous = code
+    if start is not None:
+        ranges.append((start, previous))
+    escape = "\\U{:08x}".format
+    return "[" + "".join(escape(a) if a == b else f"{escape(a)}-{escape(b)}"
+                         for a, b in ranges) + "]"
+
+
+def _unicode_regex():
+    # A part: letters and digits, with marks after them and joiners that
+    # stand between two letters (each inner step takes one mark or joiner,
+    # then letters: the sets do not overlap, so matching never backtracks).
+    # A word: parts joined by single apostrophes, so that an apostrophe at
+    # either end is not kept.
+    letter = r"[^\W_]"
+    part = f"{letter}+(?:(?:{_mark_class()}|[{_JOINERS}](?={letter})){letter}*)*"
+    return f"{part}(?:'{part})*"
+
+
+class _Tokenizer:
+    """A resolved pattern: its compiled regex and whether the text is
+    normalised (the "unicode" pattern) or matched as it is."""
+
+    __slots__ = ("regex", "normalise")
+
+    def __init__(self, regex, normalise):
+        self.regex = regex
+        self.normalise = normalise
+
+    def prepare(self, text, lowercase):
+        if lowercase:
+            text = text.lower()
+        if self.normalise:
+            # NFC after lowercasing, so that the words themselves are NFC.
+            text = unicodedata.normalize("NFC", text).replace(_TYPOGRAPHIC_APOSTROPHE, "'")
+        return text
+
+    def words(self, text, lowercase):
+        # Whole matches: findall would return the groups of a pattern that has
+        # any, and empty matches are not words.
+        return [m.group(0) for m in self.regex.finditer(self.prepare(text, lowercase))
+                if m.end() > m.start()]
+
+
+_tokenizers = {}
+
+
+def _tokenizer(pattern):
+    found = _tokenizers.get(pattern)
+    if found is None:
+        if not isinstance(pattern, str):
+            raise ValueError(f"token pattern is {type(pattern).__name__} {pattern!r:.60}; expected "
+                             f"one of the names {', '.join(map(repr, TOKEN_PATTERNS))} or a "
+                             "regular expression")
+        if pattern == "unicode":
+            found = _Tokenizer(re.compile(_unicode_regex()), normalise=True)
+        elif pattern == "ascii":
+            found = _Tokenizer(re.compile(ASCII_TOKEN_PATTERN), normalise=False)
+        else:
+            try:
+                found = _Tokenizer(re.compile(pattern), normalise=False)
+            except re.error as exc:
+                raise ValueError(
+                    f"token pattern {pattern!r} is neither a pattern name "
+                    f"({', '.join(map(repr, TOKEN_PATTERNS))}) nor a regular expression "
+                    f"({exc})") from None
+        _tokenizers[pattern] = found
+    return found
+
+
+def check_token_pattern(pattern):
+    """Raise ValueError, naming ``pattern``, unless it is a pattern name or a
+    regular expression."""
+    _tokenizer(pattern)
 
 
 def tokenize(text, pattern=DEFAULT_TOKEN_PATTERN, lowercase=True, stopwords=None):
-    """The words of ``text`` in order: lowercased first (unless told not
-    to), then every match of ``pattern``, without the ``stopwords``."""
+    """The words of ``text`` in order: every match of ``pattern`` (a name of
+    :data:`TOKEN_PATTERNS` or a regex, see the module docstring) in the
+    text, lowercased first unless told not to, without the ``stopwords``."""
     if not isinstance(text, str):
         raise ValueError(f"text is {type(text).__name__} {text!r:.60}; expected a str")
-    if lowercase:
-        text = text.lower()
-    # Whole matches: findall would return the groups of a pattern that has
-    # any, and empty matches are not words.
-    words = [m.group(0) for m in _regex(pattern).finditer(text) if m.end() > m.start()]
+    words = _tokenizer(pattern).words(text, lowercase)
     if stopwords:
         words = [w for w in words if w not in stopwords]
     return words
 
 
+def normalize_word(word, pattern=DEFAULT_TOKEN_PATTERN, lowercase=True):
+    """``word`` as ``pattern`` would write it as a token (lowercased, and for
+    "unicode" in NFC with ASCII apostrophes), so that a stop word from a
+    list meets the tokens of the text. A regex pattern leaves it as it is."""
+    tokenizer = _tokenizer(pattern)
+    return tokenizer.prepare(word, lowercase) if tokenizer.normalise else word
+
+
+# -------------------------------------------------------------- stop words
 def read_stopwords(path):
     """A frozenset of the words in a file: one or more per line, blank lines
     and lines starting with '#' ignored, lowercased."""
