@@ -52,6 +52,8 @@ _CLI_WORDS = [
     ("run verify() and", "run `sobolev-index verify INDEX` and"),
     ("(format 'lines', 'plain-lines' or 'jsonl'; --format on the command line)",
      "(--format lines, plain-lines or jsonl)"),
+    ("(encoding 'cp1252', 'latin-1', 'utf-16', ...; --encoding on the command line)",
+     "(--encoding NAME, e.g. cp1252, latin-1 or utf-16)"),
 ]
 
 
@@ -90,6 +92,10 @@ class _Group(click.Group):
             if isinstance(exc, InvalidMeasureError) and "word" not in message:
                 # The words hint fits only a document without known words; a
                 # bad mass or node is explained by the message itself.
+                hint = None
+            if "--encoding" in message:
+                # A file that does not decode: the message names the option,
+                # and the file may be a stop-word or keys file, not a corpus.
                 hint = None
             raise click.ClickException(message + (f" (hint: {hint})" if hint else "")) from None
 
@@ -218,6 +224,11 @@ _wait_option = click.option(
     "--wait", "wait", type=click.FloatRange(0), default=None, metavar="SECONDS",
     help="If another process is writing to INDEX, wait up to SECONDS for it (default: fail "
          "at once).")
+_encoding_option = click.option(
+    "--encoding", default="utf-8", show_default=True, metavar="NAME",
+    help="Encoding of the text files read (corpus, queries, stop words, keys): a Python codec "
+         "name such as utf-8, cp1252, latin-1 or utf-16. A byte-order mark is skipped; bytes "
+         "that do not decode are an error.")
 _format_option = click.option(
     "--format", "corpus_format", default="auto", show_default=True,
     type=click.Choice(["auto", "jsonl", "lines", "plain-lines", "text", "dir"]),
@@ -264,11 +275,12 @@ _format_option = click.option(
 @click.option("--skip-empty", is_flag=True, help="Skip documents with no known word instead of failing.")
 @click.option("--no-text", is_flag=True, help="Do not keep document texts in the catalog.")
 @_format_option
+@_encoding_option
 @_silent_option
 @_json_option
 def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edges, roots, seed, p,
           weighting, stopwords, token_pattern, fold_case, skip_empty, no_text, corpus_format,
-          silent, as_json):
+          encoding, silent, as_json):
     """Build INDEX (a new directory) from a corpus and word vectors, or from
     point clouds or persistence diagrams (--points)."""
     from ..ingest.documents import TextSettings
@@ -282,7 +294,7 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
         raise click.UsageError("build needs --corpus FILE and --vectors FILE (or --points FILE)")
     settings = None if points else TextSettings(
         pattern=DEFAULT_TOKEN_PATTERN if token_pattern is None else token_pattern,
-        stopwords=tuple(stopwords_from(stopwords)), weighting=weighting)
+        stopwords=tuple(stopwords_from(stopwords, encoding)), weighting=weighting)
     progress = _progress(silent)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -292,7 +304,7 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
                 diagram_weights=diagram_weights, corpus_format=corpus_format, settings=settings,
                 fold_case=fold_case, skip_empty=skip_empty, store_text=not no_text, nodes=nodes,
                 edges=edges, roots=None if roots == 1 else roots, p=_parse_p(p), seed=seed,
-                progress=progress)
+                progress=progress, encoding=encoding)
         finally:
             progress.finish()
     for w in caught:
@@ -339,11 +351,12 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
               help="Leave out documents whose keys are in the index already (to resume an "
                    "interrupted add).")
 @_format_option
+@_encoding_option
 @_silent_option
 @_json_option
 @_wait_option
 def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_existing,
-        corpus_format, silent, as_json, wait):
+        corpus_format, encoding, silent, as_json, wait):
     """Add documents from FILEs, directories, JSONL or stdin ('-') to INDEX.
 
     Each batch is committed on its own: after Ctrl-C, the batches already
@@ -371,7 +384,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
                 report = add_files(opened, files, vectors=vectors, corpus_format=corpus_format,
                                    skip_empty=skip_empty, batch_size=batch_size, upsert=upsert,
                                    store_text=not no_text, progress=progress,
-                                   skip_existing=skip_existing)
+                                   skip_existing=skip_existing, encoding=encoding)
         except (KeyboardInterrupt, DiskFullError) as exc:
             progress.finish()
             done = getattr(exc, "added", None)
@@ -431,8 +444,10 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
 @click.option("--vectors", default=None, metavar="FILE",
               help="Vectors to place query words the index does not know.")
 @_format_option
+@_encoding_option
 @_json_option
-def search(index, texts, keys, query_file, k, p, roots, labels, vectors, corpus_format, as_json):
+def search(index, texts, keys, query_file, k, p, roots, labels, vectors, corpus_format, encoding,
+           as_json):
     """The k nearest documents of each query, by ascending S_p.
 
     Queries are answered in this order: --key ones, then --text ones, then
@@ -452,7 +467,7 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, corpus_
             results.append(opened.search(list(keys), **options))
             query_names += [f"key {key}" for key in keys]
         measures, names = query_measures(opened, texts, [query_file] if query_file else [], vectors,
-                                         corpus_format)
+                                         corpus_format, encoding)
         if measures:
             results.append(opened.search(measures, **options))
             query_names += [_snippet(name, 50) for name in names]
@@ -618,13 +633,15 @@ def distance(index, a, b, as_text, p, roots, as_json):
 @click.option("--label", "labels", multiple=True, help="All documents with this label (repeatable).")
 @_p_option
 @_roots_option
+@_encoding_option
 @click.option("--kernel", "kernel_t", default=None, type=float, metavar="T",
               help="Write the kernel exp(-T d) instead of distances d.")
 @click.option("--power", is_flag=True,
               help="Use d = S_p^p (sum over roots of eta S_p^p): positive definite kernels for p <= 2.")
 @_silent_option
 @_json_option
-def gram(index, output, keys, keys_file, labels, p, roots, kernel_t, power, silent, as_json):
+def gram(index, output, keys, keys_file, labels, p, roots, encoding, kernel_t, power, silent,
+         as_json):
     """Write the distance (or kernel) matrix of documents to OUTPUT (.npy or .h5).
 
     An .h5 file also holds the keys and labels in row order; for .npy,
@@ -632,12 +649,13 @@ def gram(index, output, keys, keys_file, labels, p, roots, kernel_t, power, sile
     """
     import numpy as np
 
+    from ..ingest.pipelines import read_keys
+
     if not output.endswith((".npy", ".h5", ".hdf5")):
         raise click.BadParameter(f"{output!r}; expected a .npy or .h5 file name", param_hint="OUTPUT")
     wanted = list(keys)
     if keys_file:
-        with open(keys_file, encoding="utf-8") as handle:
-            wanted += [line.strip() for line in handle if line.strip()]
+        wanted += read_keys(keys_file, encoding)
     started = time.perf_counter()
     with _open(index) as opened:
         matrix, row_keys, row_labels = opened.gram(wanted, list(labels), p=_parse_p(p),

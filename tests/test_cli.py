@@ -420,7 +420,7 @@ def test_search_file_reads_one_query_per_line(built, tmp_path):
     assert len(whole) == 1
 
 
-# ---------------------------------------------------------------- token patterns
+# ------------------------------------------------ encodings and token patterns
 def _accented_files(directory, encoding):
     """A corpus in ``encoding`` with accented words (and "café" in a key),
     and UTF-8 vectors that have them: "café" by the space words, "caf" (the
@@ -437,6 +437,55 @@ def _accented_files(directory, encoding):
         for doc in docs:
             handle.write((json.dumps(doc, ensure_ascii=False) + "\n").encode(encoding))
     return corpus_path, vectors_path
+
+
+def test_encoding_option_reads_every_text_file_in_it(tmp_path):
+    corpus_path, vectors_path = _accented_files(str(tmp_path), "latin-1")
+    stop = tmp_path / "stop.txt"
+    stop.write_bytes("Déjà\n".encode("latin-1"))
+    index = tmp_path / "ix"
+    run("build", index, "--corpus", corpus_path, "--vectors", vectors_path, "--nodes", 12,
+        "--stopwords", stop, "--encoding", "latin-1", "--silent")
+    words = {row["word"] for row in json.loads(run("sql", index, "SELECT word FROM words").stdout)}
+    assert "café" in words and "déjà" not in words and "caf" not in words
+    assert json.loads(run("get", index, "café-1").stdout)[0]["fields"]["text"] == \
+        "Café space1 déjà"
+    queries = tmp_path / "queries.txt"
+    queries.write_bytes("café space2\n".encode("cp1252"))
+    from_file = json.loads(run("search", index, "--file", queries, "--encoding", "cp1252", "-k", 3,
+                               "--json").stdout)
+    assert from_file == json.loads(run("search", index, "--text", "café space2", "-k", 3,
+                                       "--json").stdout)
+    keys = tmp_path / "keys.txt"
+    keys.write_bytes("café-1\ncafé-2\n".encode("latin-1"))
+    out = json.loads(run("gram", index, tmp_path / "g.npy", "--keys-file", keys,
+                         "--encoding", "latin-1", "--json").stdout)
+    assert out["keys"] == ["café-1", "café-2"]
+
+
+def test_a_file_that_does_not_decode_is_one_error_and_writes_nothing(tmp_path, writable):
+    corpus_path, vectors_path = _accented_files(str(tmp_path), "latin-1")
+    result = run("build", tmp_path / "ix", "--corpus", corpus_path, "--vectors", vectors_path,
+                 ok=False)
+    assert result.exit_code == 1 and not (tmp_path / "ix").exists()
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ")
+    assert f"{corpus_path} is not utf-8 text: line 61, byte offset" in lines[0]
+    assert "(--encoding NAME, e.g. cp1252, latin-1 or utf-16)" in lines[0]
+    assert "encoding '" not in lines[0] and "check the corpus file" not in lines[0]
+
+    index = writable[0]
+    before = snapshot(str(index))
+    for args in ([], ["--encoding", "utf-16"]):
+        result = run("add", index, corpus_path, *args, ok=False)
+        assert result.exit_code == 1 and "Error: " in result.output and "--encoding" in result.output
+    result = run("add", index, corpus_path, "--encoding", "klingon", ok=False)
+    assert result.exit_code == 1
+    assert "Error: encoding 'klingon' is not a text encoding Python knows" in result.output
+    assert_unchanged(before, str(index), "add of files that do not decode")
+    result = run("build", tmp_path / "ix", "--corpus", corpus_path, "--vectors", vectors_path,
+                 "--encoding", "klingon", ok=False)
+    assert "encoding 'klingon'" in result.output and not (tmp_path / "ix").exists()
 
 
 def test_token_pattern_by_name_is_stored_and_used_by_every_later_command(tmp_path):

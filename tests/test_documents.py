@@ -345,3 +345,71 @@ def test_a_new_index_stores_the_unicode_pattern_by_name(tmp_path):
         nodes = {w: n for w, (n, _) in read_words(index.catalog).items()}
         assert "café" in nodes and "caf" not in nodes
         assert text_measures(index, ["CAFE\u0301"])[0][0].tolist() == [nodes["café"]]
+
+
+# ------------------------------------------------------------- encodings
+def test_read_corpus_decodes_the_given_encoding(tmp_path, monkeypatch):
+    import io
+
+    jsonl = tmp_path / "latin.jsonl"
+    jsonl.write_bytes('{"key": "k", "text": "Café naïve"}\n'.encode("latin-1"))
+    assert [d["text"] for d in read_corpus(str(jsonl), encoding="latin-1")] == ["Café naïve"]
+    with pytest.raises(CorpusError, match=r"latin.jsonl is not utf-8 text: line 1, byte offset "
+                                          r"25 \(0xe9\).*encoding 'cp1252'"):
+        list(read_corpus(str(jsonl)))
+    folder = tmp_path / "docs"
+    (folder / "fr").mkdir(parents=True)
+    (folder / "fr" / "a.txt").write_bytes("déjà “vu”".encode("cp1252"))
+    assert [d["text"] for d in read_corpus(str(folder), encoding="cp1252")] == ["déjà “vu”"]
+    lines = tmp_path / "tweets.txt"
+    lines.write_bytes('"pos"\tsüß\n'.encode("utf-16"))
+    assert [(d["label"], d["text"]) for d in read_corpus(str(lines), encoding="utf-16")] == \
+        [("pos", "süß")]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("Zürich\n".encode("latin-1"))))
+    assert [d["text"] for d in read_corpus("-", plain="plain-lines", encoding="latin-1")] == \
+        ["Zürich"]
+    with pytest.raises(ValueError, match="encoding 'latin-9000' is not a text encoding"):
+        list(read_corpus(str(jsonl), encoding="latin-9000"))
+
+
+def test_a_binary_file_is_not_a_document(tmp_path):
+    import zipfile
+
+    archive = tmp_path / "corpus.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.txt", "some text " * 50)
+    # latin-1 decodes every byte: the NUL characters give a binary file away
+    with pytest.raises(CorpusError, match="corpus.zip line 1 holds a NUL character"):
+        list(read_corpus(str(archive), encoding="latin-1"))
+    with pytest.raises(CorpusError, match="corpus.zip is not utf-8 text"):
+        list(read_corpus(str(archive)))
+
+
+def test_undecodable_files_write_nothing_and_the_encoding_reads_them(tmp_path, files):
+    from _support.index import assert_unchanged, snapshot
+
+    from sobolev_index.ingest.pipelines import add_files, build_from_files, query_measures
+
+    corpus_path, vectors_path = files
+    latin = tmp_path / "more.txt"
+    latin.write_bytes("space1 space2 café\n".encode("latin-1"))
+    with pytest.raises(CorpusError, match="more.txt is not utf-8 text"):
+        build_from_files(str(tmp_path / "ix"), corpus=[corpus_path, str(latin)],
+                         vectors=vectors_path, nodes=8)
+    assert not (tmp_path / "ix").exists()
+    index, _ = build_from_files(str(tmp_path / "ix"), corpus=[corpus_path], vectors=vectors_path,
+                                nodes=8)
+    with index:
+        before = snapshot(index.path)
+        with pytest.raises(CorpusError, match="more.txt is not utf-8 text"):
+            add_files(index, [str(latin)])
+        with pytest.raises(ValueError, match="encoding 'nope' is not a text encoding"):
+            add_files(index, [str(latin)], encoding="nope")
+        assert_unchanged(before, index.path, "add of an undecodable file")
+        assert add_files(index, [str(latin)], encoding="latin-1")["added"] == ["more"]
+        assert index.get("more")["fields"]["text"] == "space1 space2 café\n"
+        measures, names = query_measures(index, files=[str(latin)], encoding="latin-1")
+        assert names == ["space1 space2 café"] and len(measures) == 1
+    with pytest.raises(ValueError, match="point-cloud and diagram files are read as UTF-8"):
+        build_from_files(str(tmp_path / "pts"), points=[str(latin)], encoding="latin-1")
+    assert not (tmp_path / "pts").exists()

@@ -1,15 +1,18 @@
-"""Words: the "unicode" and "ascii" token patterns.
+"""Words and text files: the "unicode" and "ascii" token patterns, and text
+files in any encoding with clear errors for bytes that do not decode.
 
 Expected words are written out by hand (or, for "ascii", computed with the
 ``re`` module directly from the regex of earlier releases), never taken from
 the code under test."""
+import io
 import re
 
 import pytest
 
+from sobolev_index.errors import CorpusError
 from sobolev_index.ingest import text as text_module
 from sobolev_index.ingest.documents import TextSettings
-from sobolev_index.ingest.text import tokenize
+from sobolev_index.ingest.text import read_stopwords, tokenize
 
 OLD_REGEX = r"[a-z0-9][a-z0-9']*"  # the default of releases before "unicode"
 
@@ -95,3 +98,75 @@ def test_stop_words_meet_the_words_as_the_pattern_writes_them():
     assert settings.tokens("Don't go to the Café, Anna") == ["go", "to", "anna"]
     # a regex pattern (as stored by earlier releases) keeps its stop words as given
     assert TextSettings(pattern=OLD_REGEX, stopwords=("cafe\u0301",)).stopwords == ("cafe\u0301",)
+
+
+# ------------------------------------------------------------- encodings
+def test_encoding_names_are_checked():
+    assert text_module.check_encoding("UTF8") == "utf-8"
+    assert text_module.check_encoding("latin-1") == "iso8859-1"
+    with pytest.raises(ValueError, match="encoding 'klingon' is not a text encoding"):
+        text_module.check_encoding("klingon")
+    with pytest.raises(ValueError, match="encoding 'base64' is not a text encoding"):
+        text_module.check_encoding("base64")  # a codec, but bytes to bytes
+    with pytest.raises(ValueError, match="encoding is ''"):
+        text_module.check_encoding("")
+
+
+def test_text_lines_decode_the_given_encoding(tmp_path):
+    path = tmp_path / "latin.txt"
+    path.write_bytes("café\r\nnaïve\rZürich".encode("latin-1"))
+    assert list(text_module.text_lines(path, "latin-1")) == ["café\n", "naïve\n", "Zürich"]
+    path.write_bytes("\ufeffcafé\n".encode("utf-16"))  # the codec's BOM, and one in the text
+    assert list(text_module.text_lines(path, "utf-16")) == ["café\n"]
+    path.write_bytes(b"\xef\xbb\xbfcaf\xc3\xa9\n")  # UTF-8 with a byte-order mark
+    assert list(text_module.text_lines(path)) == ["café\n"]
+
+
+def test_undecodable_bytes_name_the_file_line_and_offset(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"first\r\nsecond\ncaf\xe9\n")
+    with pytest.raises(CorpusError) as caught:
+        list(text_module.text_lines(path))
+    message = str(caught.value)
+    assert str(path) in message and "is not utf-8 text: line 3, byte offset 17 (0xe9)" in message
+    assert "encoding 'cp1252', 'latin-1', 'utf-16'" in message
+
+
+def test_the_offset_and_line_are_those_of_the_file_far_into_it(tmp_path):
+    # past the first 64 KiB the decoder's own position is not the file's
+    path = tmp_path / "long.txt"
+    head = "é" * 40_000 + "\n"  # 80,001 bytes: some chunk of the file ends inside an "é"
+    path.write_bytes((head * 3).encode("utf-8") + b"ok \xff\n")
+    with pytest.raises(CorpusError, match=r"line 4, byte offset 240,006 \(0xff\)"):
+        list(text_module.text_lines(path))
+    # and the same file without the bad byte reads whole
+    path.write_bytes((head * 3).encode("utf-8"))
+    assert list(text_module.text_lines(path)) == [head] * 3
+
+
+@pytest.mark.parametrize("data, encoding, message", [
+    ("abc\n".encode("utf-16-le"), "utf-8", r"line 1 holds a NUL character.*\(UTF-16\?\) read as utf-8"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00" * 3, "latin-1", "line 1 holds a NUL character"),
+    ("abc\n".encode("utf-16"), "utf-8", r"line 1, byte offset 0 \(0xff\)"),
+])
+def test_binary_and_utf16_files_are_refused_not_read_as_garbage(tmp_path, data, encoding, message):
+    path = tmp_path / "data.bin"
+    path.write_bytes(data)
+    with pytest.raises(CorpusError, match=message):
+        list(text_module.text_lines(path, encoding))
+
+
+def test_stdin_is_decoded_with_the_encoding(monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("café\n".encode("cp1252"))))
+    assert list(text_module.text_lines("-", "cp1252")) == ["café\n"]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("café\n".encode("cp1252"))))
+    with pytest.raises(CorpusError, match=r"<stdin> is not utf-8 text: line 1, byte offset 3"):
+        list(text_module.text_lines("-"))
+
+
+def test_stop_word_files_take_an_encoding(tmp_path):
+    path = tmp_path / "stop.txt"
+    path.write_bytes("# mots vides\nà où\nDéjà\n".encode("latin-1"))
+    assert read_stopwords(path, "latin-1") == {"à", "où", "déjà"}
+    with pytest.raises(CorpusError, match="line 2, byte offset 13"):
+        read_stopwords(path)

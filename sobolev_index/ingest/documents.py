@@ -10,14 +10,14 @@ first seen later goes to the node nearest its vector, when vectors are given.
 
 Corpus files (see :func:`read_corpus`): JSONL (``key``, ``text``, optional
 ``label`` and other fields), a directory of ``.txt`` files, a
-``"label"<TAB>text`` line file (the TWITTER format), or one plain text file.
+``"label"<TAB>text`` line file (the TWITTER format), or one plain text file,
+in UTF-8 or the encoding given.
 """
 import itertools
 import json
 import math
 import os
 import re
-import sys
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -37,7 +37,15 @@ from .fill import (
     create_and_fill,
     drop_existing,
 )
-from .text import DEFAULT_TOKEN_PATTERN, check_token_pattern, normalize_word, tokenize
+from .text import (
+    DEFAULT_ENCODING,
+    DEFAULT_TOKEN_PATTERN,
+    check_encoding,
+    check_token_pattern,
+    normalize_word,
+    text_lines,
+    tokenize,
+)
 from .words import add_words, read_words
 
 __all__ = [
@@ -183,16 +191,17 @@ def _one_document(stem, text, name, sniffed):
     return _document(stem, text, None, None, name)
 
 
-def _sniff(path, plain="text"):
+def _sniff(path, plain="text", encoding=DEFAULT_ENCODING):
     """The corpus format of a file from its name and first line."""
     if path.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
-    with open(path, encoding="utf-8-sig", errors="replace") as handle:
-        first = ""
-        for line in handle:
-            if line.strip():
-                first = line
-                break
+    # Decoded strictly: bytes that do not decode are the same clear error
+    # here as when the file is read.
+    lines = text_lines(path, encoding)
+    try:
+        first = next((line for line in lines if line.strip()), "")
+    finally:
+        lines.close()
     return _sniff_line(first, plain)
 
 
@@ -204,7 +213,7 @@ def _sniff_line(first, plain="text"):
     return plain
 
 
-def read_corpus(source, format="auto", plain="text"):
+def read_corpus(source, format="auto", plain="text", encoding=DEFAULT_ENCODING):
     """Documents of a corpus file, directory or stream, one dict at a time:
     ``{"key", "text", "label", "fields"}`` (key None: the index names it).
 
@@ -218,21 +227,28 @@ def read_corpus(source, format="auto", plain="text"):
     document, or with ``plain="plain-lines"`` one per line, as search
     queries are); a file read whole as one very long document gets a
     warning that names the formats.
+
+    Files and stdin are decoded from ``encoding`` (any Python text codec;
+    UTF-8 by default), a byte-order mark dropped. Bytes that do not decode
+    are a :class:`CorpusError` naming the file, line and byte offset, and so
+    is a NUL character (a binary file, or UTF-16 read as UTF-8): nothing is
+    replaced silently.
     """
     if format not in CORPUS_FORMATS:
         raise ValueError(f"format is {format!r}; expected one of {', '.join(CORPUS_FORMATS)}")
     if plain not in ("text", "plain-lines"):
         raise ValueError(f"plain is {plain!r}; expected 'text' or 'plain-lines'")
+    check_encoding(encoding)
     if isinstance(source, (list, tuple)):
         for item in source:
-            yield from read_corpus(item, format, plain)
+            yield from read_corpus(item, format, plain, encoding)
         return
     source = os.fspath(source)
     if source == "-":
-        lines = iter(sys.stdin)
+        lines = text_lines("-", encoding)
         head = []  # up to the first line that is not blank: it tells the format
         for line in lines:
-            head.append(line.lstrip("\ufeff") if not head else line)
+            head.append(line)
             if line.strip():
                 break
         sniffed = format == "auto"
@@ -245,21 +261,20 @@ def read_corpus(source, format="auto", plain="text"):
     if os.path.isdir(source):
         if format not in ("auto", "dir"):
             raise CorpusError(f"{source} is a directory; format {format!r} needs a file")
-        yield from _read_directory(source)
+        yield from _read_directory(source, encoding)
         return
     if format == "dir":
         raise CorpusError(f"{source} is a file; format 'dir' needs a directory of .txt files")
     sniffed = format == "auto"
     if sniffed:
-        format = _sniff(source, plain)
+        format = _sniff(source, plain, encoding)
     name = os.path.basename(source)
     stem = os.path.splitext(name)[0]
+    lines = text_lines(source, encoding)
     try:
-        # utf-8-sig: a byte-order mark some editors write is not part of the text.
-        with open(source, encoding="utf-8-sig") as handle:
-            yield from _read_format(handle, format, name, stem, sniffed)
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"{source} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        yield from _read_format(lines, format, name, stem, sniffed)
+    finally:
+        lines.close()
 
 
 def _read_format(lines, format, name, stem, sniffed):
@@ -273,7 +288,7 @@ def _read_format(lines, format, name, stem, sniffed):
         yield _one_document(stem, "".join(lines), name, sniffed)
 
 
-def _read_directory(root):
+def _read_directory(root, encoding):
     paths = []
     for directory, subdirs, files in os.walk(root):
         subdirs.sort()
@@ -283,11 +298,7 @@ def _read_directory(root):
     for path in paths:
         relative = os.path.relpath(path, root)
         parts = relative.split(os.sep)
-        try:
-            with open(path, encoding="utf-8-sig") as handle:
-                text = handle.read()
-        except UnicodeDecodeError as exc:
-            raise CorpusError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        text = "".join(text_lines(path, encoding))
         yield _document(relative[:-4], text, parts[0] if len(parts) > 1 else None, None, path)
 
 

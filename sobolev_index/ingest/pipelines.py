@@ -18,8 +18,17 @@ from .pointindex import (
     read_pointsets,
     stored_diagram_weights,
 )
+from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
-__all__ = ["build_from_files", "add_files", "query_measures", "index_details"]
+__all__ = ["build_from_files", "add_files", "query_measures", "index_details", "read_keys"]
+
+
+def _point_files_encoding(encoding):
+    # The point readers decode UTF-8 only; another encoding is refused rather
+    # than ignored.
+    if check_encoding(encoding) not in ("utf-8", "utf-8-sig"):
+        raise ValueError(f"encoding {encoding!r} applies to text corpora; point-cloud and diagram "
+                         "files are read as UTF-8")
 
 
 def _read_pointsets(files, kind, diagram_weights="uniform"):
@@ -38,13 +47,14 @@ def _read_for_index(index, files, kind):
 def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False,
                      diagram_weights="uniform", corpus_format="auto", settings=None,
                      fold_case=False, skip_empty=False, store_text=True, nodes=1000, edges="log",
-                     roots=None, p=1, seed=0, progress=None):
+                     roots=None, p=1, seed=0, progress=None, encoding=DEFAULT_ENCODING):
     """Build an index at ``path`` from files: a text index from ``corpus``
     files (:func:`~sobolev_index.ingest.documents.read_corpus`, in
     ``corpus_format``) and word ``vectors``, or a point index from
     ``points`` files: JSON Lines point clouds, or with ``diagrams``
     persistence diagram files and folders (weights ``diagram_weights``,
-    labelled by their folder).
+    labelled by their folder). Corpus files are decoded from ``encoding``
+    (point files are UTF-8).
 
     The other options are those of
     :func:`~sobolev_index.ingest.documents.build_index` and
@@ -53,27 +63,30 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
     report); the report's ``kind`` is "text", "clouds" or "diagrams".
     """
     options = dict(nodes=nodes, edges=edges, roots=roots, p=p, seed=seed, progress=progress)
+    check_encoding(encoding)
     if points:
         if corpus or vectors:
             raise ValueError("give either corpus files and vectors, or point files, not both")
+        _point_files_encoding(encoding)
         kind = "diagrams" if diagrams else "clouds"
         return build_point_index(path, _read_pointsets(points, kind, diagram_weights), kind=kind,
                                  diagram_weights=diagram_weights,
                                  **options)
     if not corpus or not vectors:
         raise ValueError("a build needs corpus files and word vectors, or point files")
-    return build_index(path, read_corpus(list(corpus), corpus_format), vectors, settings=settings,
+    return build_index(path, read_corpus(list(corpus), corpus_format, encoding=encoding), vectors,
+                       settings=settings,
                        fold_case=fold_case, skip_empty=skip_empty, store_text=store_text, **options)
 
 
 def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=False,
               batch_size=1000, upsert=False, store_text=True, progress=None,
-              skip_existing=False):
+              skip_existing=False, encoding=DEFAULT_ENCODING):
     """Add the documents or point sets of ``files`` to ``index`` (open for
     writing), read as the index was built: corpus files for a text index
     (``vectors``, ``skip_empty`` and ``store_text`` as in
-    :func:`~sobolev_index.ingest.documents.add_documents`), point clouds or
-    diagrams for a point index.
+    :func:`~sobolev_index.ingest.documents.add_documents`; the files decoded
+    from ``encoding``), point clouds or diagrams for a point index.
 
     Every batch is committed on its own; a KeyboardInterrupt carries the
     keys committed before it as ``added``; ``skip_existing`` leaves out
@@ -82,36 +95,44 @@ def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=Fa
     ``new_words`` (0 for point sets).
     """
     kind = index_kind(index)
+    check_encoding(encoding)
     if kind in POINT_KINDS:
+        _point_files_encoding(encoding)
         report = add_pointsets(index, _read_for_index(index, files, kind), batch_size=batch_size,
                                progress=progress, upsert=upsert, skip_existing=skip_existing)
         return {**report, "new_words": 0}
     # A text index, or one of plain measures (add_documents says it has no words).
-    documents = list(read_corpus(list(files), corpus_format))
+    documents = list(read_corpus(list(files), corpus_format, encoding=encoding))
     return add_documents(index, documents, vectors, skip_empty=skip_empty, batch_size=batch_size,
                          progress=progress, upsert=upsert, store_text=store_text,
                          skip_existing=skip_existing)
 
 
-def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto"):
+def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto",
+                   encoding=DEFAULT_ENCODING):
     """Query measures for ``index``: one per text of ``texts``, then one per
     document or point set of ``files`` (read as the index was built).
     ``vectors`` places query words a text index does not know (see
     :func:`~sobolev_index.ingest.documents.text_measures`); ``corpus_format``
-    is as for :func:`~sobolev_index.ingest.documents.read_corpus`, where plain
-    text is one query per line. Returns
+    and ``encoding`` are as for
+    :func:`~sobolev_index.ingest.documents.read_corpus`, where plain text is
+    one query per line. Every query of a text index is read with the
+    index's own token pattern. Returns
     (measures, names): a name is the query's text, or its point set's key.
     Texts on an index not built from text raise :class:`~sobolev_index.errors.CorpusError`.
     """
     kind = index_kind(index)
     texts = list(texts)
     pointsets = []
+    check_encoding(encoding)
     if kind in POINT_KINDS:
+        if files:
+            _point_files_encoding(encoding)
         pointsets = _read_for_index(index, files, kind)
     else:
         # A plain text file of queries holds one query per line.
         texts += [doc["text"] for doc in read_corpus(list(files), corpus_format,
-                                                     plain="plain-lines")]
+                                                     plain="plain-lines", encoding=encoding)]
     measures = text_measures(index, texts, vectors) if texts else []
     if pointsets:
         measures += point_measures(index, pointsets)
@@ -123,3 +144,9 @@ def index_details(index):
     weighting, tokenizer and vector file (``words`` is None for other
     indexes)."""
     return {**index.info(), **text_info(index)}
+
+
+def read_keys(path, encoding=DEFAULT_ENCODING):
+    """The keys of a file with one key per line (blank lines skipped, spaces
+    around a key dropped), decoded from ``encoding`` as corpus files are."""
+    return [line.strip() for line in text_lines(path, encoding) if line.strip()]

@@ -1,5 +1,5 @@
-"""Tokenizing text into words, shared by the document pipeline and the
-quickstart corpus so that both see the same vocabulary.
+"""Tokenizing text into words, and reading text files, shared by the document
+pipeline and the quickstart corpus so that both see the same vocabulary.
 
 **Token patterns.** A pattern is one of these names or a regular expression:
 
@@ -32,20 +32,35 @@ knows it.
 Why ``str.lower`` and not ``str.casefold``: casefold turns "ß" into "ss",
 so "straße" would never meet the "straße" of a word-vector file, and the
 vector readers' ``fold_case`` lowercases with ``str.lower`` as well.
+
+**Text files.** :func:`text_lines` reads the lines of a file or of stdin in
+a given encoding (UTF-8 by default): a byte-order mark is dropped, ``\\r\\n``
+and ``\\r`` end lines like ``\\n``, and bytes that do not decode are an error
+that names the file, the line and the byte offset. Nothing is replaced
+silently, and a NUL character (which no text file has, and nearly every
+binary file, or UTF-16 text read as UTF-8, does) is an error too.
 """
+import codecs
+import io
+import os
 import re
 import sys
 import unicodedata
+
+from ..errors import CorpusError
 
 __all__ = [
     "DEFAULT_TOKEN_PATTERN",
     "TOKEN_PATTERNS",
     "ASCII_TOKEN_PATTERN",
+    "DEFAULT_ENCODING",
     "ENGLISH_STOPWORDS",
     "check_token_pattern",
+    "check_encoding",
     "normalize_word",
     "read_stopwords",
     "stopwords_from",
+    "text_lines",
     "tokenize",
 ]
 
@@ -56,6 +71,7 @@ ASCII_TOKEN_PATTERN = r"[a-z0-9][a-z0-9']*"
 # The names a pattern may be given by (see the module docstring).
 TOKEN_PATTERNS = ("unicode", "ascii")
 DEFAULT_TOKEN_PATTERN = "unicode"
+DEFAULT_ENCODING = "utf-8"
 
 # U+2019 RIGHT SINGLE QUOTATION MARK, the apostrophe of typeset text.
 _TYPOGRAPHIC_APOSTROPHE = "\u2019"
@@ -173,16 +189,156 @@ def normalize_word(word, pattern=DEFAULT_TOKEN_PATTERN, lowercase=True):
     return tokenizer.prepare(word, lowercase) if tokenizer.normalise else word
 
 
+# ------------------------------------------------------------- text files
+_CHUNK = 1 << 16
+# The advice every decoding error ends with; the command line words it as
+# its option.
+ENCODING_ADVICE = ("give the file's encoding (encoding 'cp1252', 'latin-1', 'utf-16', ...; "
+                   "--encoding on the command line)")
+
+
+def check_encoding(encoding):
+    """The codec name of text encoding ``encoding``; ValueError, naming it,
+    for a name Python does not know or a codec that is not a text encoding
+    (base64, zlib)."""
+    if not isinstance(encoding, str) or not encoding.strip():
+        raise ValueError(f"encoding is {encoding!r}; expected the name of a text encoding such as "
+                         "'utf-8', 'cp1252', 'latin-1' or 'utf-16'")
+    try:
+        info = codecs.lookup(encoding)
+        # open() refuses bytes-to-bytes codecs with a LookupError; so does this.
+        io.TextIOWrapper(io.BytesIO(), encoding=encoding).detach()
+    except LookupError:
+        raise ValueError(f"encoding {encoding!r} is not a text encoding Python knows; expected a "
+                         "name such as 'utf-8', 'cp1252', 'latin-1' or 'utf-16' (see Python's "
+                         "'Standard Encodings')") from None
+    return info.name
+
+
+def _source_name(source):
+    return "<stdin>" if source == "-" else os.fspath(source)
+
+
+def text_lines(source, encoding=DEFAULT_ENCODING):
+    """The lines of a text file, each ending in ``"\\n"`` (but perhaps the
+    last), decoded from ``encoding``.
+
+    ``source``: a path or ``"-"`` for stdin (its bytes are decoded here,
+    whatever the locale says; a stdin that has no bytes, such as a
+    StringIO, is read as the text it is). A byte-order mark at the start is
+    dropped; ``"\\r\\n"`` and ``"\\r"`` end lines as ``"\\n"`` does. Bytes
+    that do not decode, and NUL characters, raise :class:`CorpusError`
+    naming the file, the line and (for bytes) the byte offset, when the
+    reading reaches them. The file is closed when the generator ends or is
+    closed.
+    """
+    codec = check_encoding(encoding)
+    if codec == "utf-8-sig":
+        codec = "utf-8"  # the mark is dropped below, for every encoding
+    if source == "-":
+        # Looked up at read time so that a replaced sys.stdin is honoured.
+        raw = getattr(sys.stdin, "buffer", None)
+        if raw is None:
+            yield from _checked_text_lines(sys.stdin, "<stdin>", encoding)
+        else:
+            yield from _decoded_lines(raw, "<stdin>", codec, encoding)
+        return
+    path = os.fspath(source)
+    with open(path, "rb") as raw:
+        yield from _decoded_lines(raw, path, codec, encoding)
+
+
+def _nul_error(name, line, encoding):
+    wider = "" if codecs.lookup(encoding).name.startswith("utf-16") else " (UTF-16?)"
+    return CorpusError(
+        f"{name} line {line} holds a NUL character, which text does not have: it is a binary "
+        f"file, or text in an encoding with wider characters{wider} read as {encoding}; "
+        f"{ENCODING_ADVICE}")
+
+
+def _checked_text_lines(lines, name, encoding):
+    """Lines of a stream that is text already: the byte-order mark dropped
+    and NULs refused, as for bytes."""
+    for number, line in enumerate(lines, 1):
+        if number == 1:
+            line = line.removeprefix("\ufeff")
+        if "\x00" in line:
+            raise _nul_error(name, number, encoding)
+        yield line
+
+
+def _decoded_lines(raw, name, codec, encoding):
+    """Lines of a binary stream, decoded chunk by chunk so that a bad byte is
+    reported at its offset in the file (a decoder's own position is only
+    the position inside its chunk)."""
+    decoder = codecs.getincrementaldecoder(codec)(errors="strict")
+    newlines = io.IncrementalNewlineDecoder(None, translate=True)
+    fed = 0  # bytes given to the decoder before this chunk
+    line = 1  # the number of the line being read
+    rest = ""  # text after the last newline
+    first = True
+    while True:
+        chunk = raw.read(_CHUNK)
+        final = not chunk
+        state = decoder.getstate()
+        try:
+            text = decoder.decode(chunk, final)
+        except UnicodeDecodeError as exc:
+            raise _decode_error(exc, name, encoding, decoder, state, chunk, fed,
+                                line + rest.count("\n")) from None
+        except UnicodeError as exc:  # a codec that decodes nothing ("undefined")
+            raise CorpusError(f"{name} cannot be read as {encoding} ({exc}); "
+                              f"{ENCODING_ADVICE}") from None
+        fed += len(chunk)
+        text = newlines.decode(text, final)
+        if first and text:
+            text = text.removeprefix("\ufeff")
+            first = False
+        text = rest + text
+        nul = text.find("\x00")
+        if nul >= 0:
+            raise _nul_error(name, line + text.count("\n", 0, nul), encoding)
+        parts = text.split("\n")
+        rest = parts.pop()
+        for part in parts:
+            yield part + "\n"
+            line += 1
+        if final:
+            break
+    if rest:
+        yield rest
+
+
+def _decode_error(exc, name, encoding, decoder, state, chunk, fed, line):
+    # A decoder keeps the bytes of an unfinished character from the chunk
+    # before ("pending"); the error's start counts them in.
+    pending = state[0] if isinstance(state[0], (bytes, bytearray)) else b""
+    offset = max(0, fed - len(pending) + exc.start)
+    # The line: the newlines of the text that did decode before the bad byte.
+    try:
+        decoder.setstate(state)
+        before = decoder.decode(chunk[:max(0, exc.start - len(pending))])
+        line += before.replace("\r\n", "\n").replace("\r", "\n").count("\n")
+    except (UnicodeError, ValueError):
+        pass
+    bad = bytes(exc.object[exc.start:exc.end][:4]) if isinstance(exc.object, (bytes, bytearray)) \
+        else b""
+    shown = " ".join(f"0x{b:02x}" for b in bad)
+    return CorpusError(
+        f"{name} is not {encoding} text: line {line}, byte offset {offset:,}"
+        + (f" ({shown})" if shown else "") + f": {exc.reason}; {ENCODING_ADVICE}")
+
+
 # -------------------------------------------------------------- stop words
-def read_stopwords(path):
+def read_stopwords(path, encoding=DEFAULT_ENCODING):
     """A frozenset of the words in a file: one or more per line, blank lines
-    and lines starting with '#' ignored, lowercased."""
+    and lines starting with '#' ignored, lowercased. ``encoding`` as for
+    :func:`text_lines`."""
     words = set()
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                words.update(w.lower() for w in line.split())
+    for line in text_lines(path, encoding):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            words.update(w.lower() for w in line.split())
     return frozenset(words)
 
 
@@ -202,15 +358,16 @@ yourselves
 """.split())
 
 
-def stopwords_from(spec):
+def stopwords_from(spec, encoding=DEFAULT_ENCODING):
     """Stop words from a CLI-style spec: None or "none" (no list),
-    "english" (:data:`ENGLISH_STOPWORDS`), or a file path."""
+    "english" (:data:`ENGLISH_STOPWORDS`), or a file path (read in
+    ``encoding``)."""
     if spec is None or spec == "none":
         return frozenset()
     if spec == "english":
         return ENGLISH_STOPWORDS
     try:
-        return read_stopwords(spec)
+        return read_stopwords(spec, encoding)
     except FileNotFoundError:
         raise ValueError(f"stop-word file {spec!r} does not exist; give a file with one word "
                          "per line, 'english' or 'none'") from None
