@@ -67,7 +67,8 @@ def twitter_measures(n, seed):
         keep = np.sort(keep)
     else:
         keep = np.arange(len(docs))
-    tokens = [tokenize(docs[i]["text"]) for i in keep]
+    # The vectors were made for the words of the "ascii" token pattern.
+    tokens = [tokenize(docs[i]["text"], pattern="ascii") for i in keep]
     vocabulary = sorted({w for t in tokens for w in t})
     vectors = load_vectors(os.path.join(DATA, "twitter", "twitter-minilm-384.bin"), words=vocabulary)
     index = {w: i for i, w in enumerate(vectors.words)}

@@ -50,6 +50,7 @@ _CLI_WORDS = [
     ("open it with mode='a'", "use a command that writes"),
     ("; open it with mode='r' to read it", "; commands that only read work on it"),
     ("run verify() and", "run `sobolev-index verify INDEX` and"),
+    ("verify(repair=True) moves it", "`sobolev-index verify --repair INDEX` moves it"),
     ("(format 'lines', 'plain-lines' or 'jsonl'; --format on the command line)",
      "(--format lines, plain-lines or jsonl)"),
     ("(encoding 'cp1252', 'latin-1', 'utf-16', ...; --encoding on the command line)",
@@ -80,6 +81,11 @@ class _Group(click.Group):
 
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # As for a Ctrl-C while the command line loads (see _console):
+            # the shell's convention, 128 + SIGINT, rather than Click's 1.
+            click.echo("\nAborted!", err=True)
+            sys.exit(130)
         except (SobolevIndexError, ValueError, OSError) as exc:
             # OSError: a missing or unwritable path, a read-only file system,
             # a full disk: one line with the system's own words.
@@ -555,23 +561,38 @@ def compact(index, as_json, wait):
 
 @main.command()
 @click.argument("index", type=click.Path())
-@click.option("--repair", is_flag=True, help="Remove files no commit refers to (left by a crash).")
+@click.option("--repair", is_flag=True,
+              help="Remove temporary and merged-away files; move segment files no commit lists "
+                   "to INDEX/lost+found/.")
 @_json_option
 @_wait_option
 def verify(index, repair, as_json, wait):
-    """Check checksums, the catalog and a sample of features; exit 1 if a problem is found."""
-    with _open(index, "a" if repair else "r", timeout=wait) as opened:
-        report = opened.verify(repair=repair)
+    """Check checksums, the catalog and a sample of features; exit 1 if a problem is found.
+
+    Works on an index that cannot be opened (a missing or damaged file)."""
+    from .. import SobolevIndex
+
+    report = SobolevIndex.verify_path(index, repair=repair, timeout=wait)
     if as_json:
         _echo_json(report)
     else:
         state = "ok" if report["ok"] else "PROBLEMS FOUND"
-        click.echo(f"{state}: {report['documents']:,} documents in {report['segments']} segment(s), "
-                   f"{report['checked_rows']} rows recomputed")
-        for problem in report.get("problems", []):
-            click.echo(f"  problem: {problem}")
-        for orphan in report.get("orphans", []):
-            click.echo(f"  orphan file: {orphan}" + (" (removed)" if repair else ""))
+        if report["documents"] is None:
+            click.echo(f"{state}: the catalog cannot be read")
+        else:
+            click.echo(f"{state}: {report['documents']:,} documents in {report['segments']} "
+                       f"segment(s), {report['checked_rows']} rows recomputed")
+        for problem in report["problems"]:
+            click.echo(f"  problem: {_cli_words(problem)}")
+        for orphan in report["orphans"]:
+            click.echo(f"  orphan file: {orphan}" + (" (removed)" if orphan in report["repaired"]
+                                                     else ""))
+        for entry in report["unlisted"]:
+            if entry.get("moved_to"):
+                held = ("unreadable" if entry["documents"] is None
+                        else f"{entry['documents']:,} document(s)")
+                click.echo(f"  segment not in the catalog: {entry['file']} ({held}), moved to "
+                           f"{entry['moved_to']}")
     if not report["ok"]:
         sys.exit(1)
 

@@ -20,6 +20,7 @@ from _support.measures import random_measures
 from _support.processes import run_python
 
 from sobolev_index import CorruptIndexError, SobolevIndex
+from sobolev_index.cli import main
 from sobolev_index.index import storage
 
 N = 60
@@ -208,3 +209,26 @@ def test_verify_path_reports_a_damaged_graph_and_catalog(index_path, tmp_path):
     report = SobolevIndex.verify_path(other)
     assert not report["ok"]
     assert report["problems"][0].startswith("catalog:")
+def test_the_cli_verify_reports_and_repairs_without_opening(index_path):
+    from click.testing import CliRunner
+
+    batches = [[f"b{i}" for i in range(6)]]
+    _add_then_die(index_path, batches)
+    _lose_the_wal(index_path)
+    runner = CliRunner()
+    result = runner.invoke(main, ["verify", index_path])
+    assert result.exit_code == 1, result.output
+    assert "not in the catalog" in result.output and "6 document(s)" in result.output
+    assert "--repair" in result.output and "repair=True" not in result.output
+    result = runner.invoke(main, ["verify", "--repair", "--json", index_path])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert len(report["moved"]) == 1 and report["moved"][0].startswith("lost+found/")
+    assert report["unlisted"][0]["documents"] == 6
+    assert runner.invoke(main, ["verify", index_path]).exit_code == 0
+
+    # A missing segment: verify reports it (exit 1), it does not fail to open.
+    os.unlink(os.path.join(index_path, "segments", _segment_names(index_path)[0]))
+    result = runner.invoke(main, ["verify", index_path])
+    assert result.exit_code == 1
+    assert "missing" in result.output and "Error:" not in result.output
