@@ -28,6 +28,10 @@ SCHEMA = {
 }
 
 
+# Opening reads the rows of the tombstoned documents (few) through this.
+TOMBSTONE_INDEX = "CREATE INDEX documents_tombstones ON documents(segment, row) WHERE deleted = 1"
+
+
 @dataclass
 class Snapshot:
     """The committed state a reader works from."""
@@ -41,6 +45,18 @@ class Snapshot:
     row_of: np.ndarray
     labels: list
     deleted: np.ndarray
+
+
+@dataclass
+class Heads:
+    """What opening an index reads from the catalog: everything but the
+    documents, which are looked up by key or id when needed, plus the rows
+    of tombstoned documents (few: a merge drops them)."""
+
+    meta: dict
+    roots: list
+    segments: list          # dicts from the segments table, by id
+    tombstones: np.ndarray  # (segment, row) of each tombstoned document
 
 
 class Catalog:
@@ -109,6 +125,12 @@ class Catalog:
                                timeout=30)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
+        try:
+            # Catalogs made before this index existed get it from their first
+            # writer; without it, opening scans the documents for tombstones.
+            conn.execute(TOMBSTONE_INDEX.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS"))
+        except sqlite3.OperationalError:
+            pass  # a full disk, say: opening still works, only slower
         return conn
 
     @classmethod
@@ -124,6 +146,7 @@ class Catalog:
         db["documents"].create_index(["label"])
         # Keys are unique among live documents; a tombstone keeps its key.
         conn.execute("CREATE UNIQUE INDEX documents_live_key ON documents(key) WHERE deleted = 0")
+        conn.execute(TOMBSTONE_INDEX)
         conn.executemany("INSERT INTO meta (name, value) VALUES (?, ?)",
                          [(k, json.dumps(v)) for k, v in meta.items()])
         conn.executemany("INSERT INTO roots (position, node, eta) VALUES (?, ?, ?)",
@@ -171,31 +194,8 @@ class Catalog:
         writer; it only keeps the log from being folded in past this commit
         while the reader lives (refresh() moves it on).
         """
-        conn = self.conn
-        if conn.in_transaction:
-            conn.execute("COMMIT")
-        conn.execute("BEGIN")
-        try:
-            meta = {k: json.loads(v) for k, v in conn.execute("SELECT name, value FROM meta")}
-            roots = conn.execute("SELECT node, eta FROM roots ORDER BY position").fetchall()
-            cursor = conn.execute(
-                "SELECT id, file, rows, nnz, bytes, checksum, created_at FROM segments ORDER BY id"
-            )
-            columns = [c[0] for c in cursor.description]
-            segments = [dict(zip(columns, row)) for row in cursor]
-            for row in segments:
-                check_segment_name(row["file"], f"the catalog's segment {row['id']}")
-            docs = self._documents(conn)
-        except sqlite3.DatabaseError as exc:
-            conn.execute("COMMIT")
-            raise CorruptIndexError(
-                f"{self.path} cannot be read ({exc}); restore it from a backup") from None
-        except BaseException:
-            conn.execute("COMMIT")
-            raise
-        if not self.readonly:
-            # A writer's own writes begin their own transactions.
-            conn.execute("COMMIT")
+        heads, docs = self._read_committed(lambda conn: self._documents(conn))
+        meta, roots, segments = heads.meta, heads.roots, heads.segments
         if docs:
             ids, keys, segs, rows, labels, deleted = zip(*docs)
         else:
@@ -212,6 +212,104 @@ class Catalog:
             raise CorruptIndexError(
                 f"{self.path}: the documents table holds malformed rows ({exc}); restore the "
                 "catalog from a backup") from None
+
+    def heads(self):
+        """The catalog's :class:`Heads`, read inside one transaction, which a
+        read-only catalog keeps open like :meth:`snapshot`: later look-ups of
+        documents answer from the same commit."""
+        heads, tombstones = self._read_committed(lambda conn: conn.execute(
+            "SELECT segment, row FROM documents WHERE deleted = 1").fetchall())
+        try:
+            heads.tombstones = np.asarray(tombstones, dtype=np.int64).reshape(-1, 2)
+        except (TypeError, ValueError) as exc:
+            raise CorruptIndexError(
+                f"{self.path}: the documents table holds malformed rows ({exc}); restore the "
+                "catalog from a backup") from None
+        return heads
+
+    def _read_committed(self, more):
+        """(Heads without tombstones, more(conn)), read in one transaction
+        that stays open on a read-only catalog."""
+        conn = self.conn
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+        conn.execute("BEGIN")
+        try:
+            meta = {k: json.loads(v) for k, v in conn.execute("SELECT name, value FROM meta")}
+            roots = conn.execute("SELECT node, eta FROM roots ORDER BY position").fetchall()
+            cursor = conn.execute(
+                "SELECT id, file, rows, nnz, bytes, checksum, created_at FROM segments ORDER BY id"
+            )
+            columns = [c[0] for c in cursor.description]
+            segments = [dict(zip(columns, row)) for row in cursor]
+            for row in segments:
+                check_segment_name(row["file"], f"the catalog's segment {row['id']}")
+            extra = more(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.execute("COMMIT")
+            raise CorruptIndexError(
+                f"{self.path} cannot be read ({exc}); restore it from a backup") from None
+        except BaseException:
+            conn.execute("COMMIT")
+            raise
+        if not self.readonly:
+            # A writer's own writes begin their own transactions.
+            conn.execute("COMMIT")
+        return Heads(meta=meta, roots=roots, segments=segments, tombstones=None), extra
+
+    # ------------------------------------------------- documents by key or id
+    # Keys and labels are read as bytes and decoded here, so that one that
+    # is not valid UTF-8 (a damaged file) reads with replacement characters
+    # instead of failing the whole statement; verify() reports the row.
+    def live_documents(self, keys):
+        """{key: (doc id, segment, row)} for those of ``keys`` that are live."""
+        found = {}
+        for marks, chunk in _text_chunks(keys):
+            for doc_id, seg, row, key in self._rows(
+                    f"SELECT id, segment, row, CAST(key AS BLOB) FROM documents "
+                    f"WHERE deleted = 0 AND key IN ({marks})", chunk):
+                found[_text(key)] = (int(doc_id), int(seg), int(row))
+        return found
+
+    def documents_by_id(self, doc_ids):
+        """{doc id: (key, label)} for ``doc_ids`` (live or tombstoned)."""
+        found = {}
+        for marks, chunk in _in_chunks(doc_ids):
+            for doc_id, key, label in self._rows(
+                    "SELECT id, CAST(key AS BLOB), CAST(label AS BLOB) FROM documents "
+                    f"WHERE id IN ({marks})", chunk):
+                found[int(doc_id)] = (_text(key), _text(label))
+        return found
+
+    def live_keys(self, labels=None):
+        """The keys of the live documents in id order, or of those with one
+        of ``labels``."""
+        if labels is None:
+            rows = self._rows("SELECT CAST(key AS BLOB) FROM documents WHERE deleted = 0 "
+                              "ORDER BY id")
+            return [_text(key) for (key,) in rows]
+        out = []
+        for marks, chunk in _text_chunks(sorted(labels)):
+            out += self._rows(f"SELECT id, CAST(key AS BLOB) FROM documents WHERE deleted = 0 "
+                              f"AND label IN ({marks})", chunk)
+        return [_text(key) for _, key in sorted(out)]
+
+    def live_rows_with_labels(self, labels):
+        """(segment, row, label) of the live documents with one of ``labels``."""
+        out = []
+        for marks, chunk in _text_chunks(sorted(labels)):
+            out += [(int(seg), int(row), _text(label)) for seg, row, label in self._rows(
+                f"SELECT segment, row, CAST(label AS BLOB) FROM documents WHERE deleted = 0 "
+                f"AND label IN ({marks})", chunk)]
+        return out
+
+    def _rows(self, sql, params=()):
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptIndexError(
+                f"{self.path}: the documents table cannot be read ({exc}); run verify() and "
+                "restore the catalog from a backup") from None
 
     @staticmethod
     def _documents(conn):
@@ -389,6 +487,18 @@ class Catalog:
             "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
             [(k, json.dumps(v)) for k, v in values.items()],
         )
+
+
+def _text(raw):
+    return None if raw is None else bytes(raw).decode("utf-8", "replace")
+
+
+def _text_chunks(values, size=500):
+    """Like _in_chunks, for text values."""
+    values = list(values)
+    for start in range(0, len(values), size):
+        chunk = values[start:start + size]
+        yield ",".join("?" * len(chunk)), chunk
 
 
 def _in_chunks(values, size=500):

@@ -23,7 +23,7 @@ from ..distances import (
     sliced_pairwise,
     sobolev_kernel,
 )
-from ..errors import InvalidMeasureError
+from ..errors import CorruptIndexError, InvalidMeasureError
 from ..graph import normalise_eta
 from ..measures import as_measure_batch
 from . import inverted
@@ -73,10 +73,11 @@ class SearchMixin:
 
     It reads what the index keeps of its loaded snapshot: ``p``, ``roots``,
     ``eta``, ``graph``, ``trees``, ``_segments`` (``segment.Segment`` objects),
-    ``_segment_by_id``, ``_key_to_id``, ``_key_by_id``, ``_location``,
-    ``_edge_weight``, and the caches ``_eta_cache`` and ``_scope_cache``,
-    which the index empties when it loads or writes; and it calls the
-    index's ``_check_open``, ``features`` and ``get``.
+    ``_segment_by_id``, ``_catalog`` (documents are looked up there by key
+    or id), ``_edge_weight``, and the caches ``_eta_cache`` and
+    ``_scope_cache``, which the index empties when it loads or writes; and
+    it calls the index's ``_check_open``, ``_locate_many``, ``features`` and
+    ``get``.
     """
 
     def search(self, queries, k=10, p=None, roots=None, where=None, n_threads=None):
@@ -110,21 +111,31 @@ class SearchMixin:
         keys = [[] for _ in range(n_queries)]
         labels = [[] for _ in range(n_queries)]
         distances = np.full((n_queries, k), np.inf)
-        key_by_id = self._key_by_id
         for start in range(0, n_queries, QUERY_CHUNK):
             stop = min(n_queries, start + QUERY_CHUNK)
             found = self._search_chunk(query_features, start, stop, k, p, positions, eta,
                                        scope, n_threads)
-            for i, (dist, segs, rows, docs) in enumerate(found):
+            named = self._documents_named([doc for _, _, _, docs in found for doc in docs])
+            for i, (dist, _, _, docs) in enumerate(found):
                 q = start + i
                 distances[q, :len(dist)] = dist
-                keys[q] = [key_by_id[doc] for doc in docs]
-                labels[q] = [self._segments[seg].labels[row] for seg, row in zip(segs, rows)]
+                keys[q] = [named[doc][0] for doc in docs]
+                labels[q] = [named[doc][1] for doc in docs]
         if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
                                         and isinstance(queries[0], str)):
             self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
                                 distances, labels, scope.masks)
         return SearchResult(keys, distances[:, :n_columns], labels, p)
+
+    def _documents_named(self, doc_ids):
+        """{doc id: (key, label)} from the catalog, for ids a search found."""
+        named = self._catalog.documents_by_id(sorted(set(doc_ids)))
+        missing = set(doc_ids) - set(named)
+        if missing:
+            raise CorruptIndexError(
+                f"{self.path}: a segment holds document id {min(missing)}, which the catalog "
+                "does not list; run verify() and restore from a backup")
+        return named
 
     def _own_key_first(self, query_keys, keys, distances, labels, masks):
         """A stored document used as the query comes first among the
@@ -139,10 +150,10 @@ class SearchMixin:
                 label = labels[q][j]
                 del keys[q][j], labels[q][j]
             else:
-                seg_id, row = self._location[self._key_to_id[key]]
-                if not masks[position[seg_id]][row] or distances[q, len(keys[q]) - 1] != 0.0:
+                doc_id, segment, row = self._locate(key)
+                if not masks[position[segment.id]][row] or distances[q, len(keys[q]) - 1] != 0.0:
                     continue
-                label = self._segment_by_id[seg_id].labels[row]
+                label = self._documents_named([doc_id])[doc_id][1]
                 if len(keys[q]) == distances.shape[1]:
                     keys[q].pop()
                     labels[q].pop()
@@ -218,11 +229,15 @@ class SearchMixin:
         if "label" in where:
             wanted = where["label"]
             wanted = set(wanted) if isinstance(wanted, (list, tuple, set, frozenset)) else {wanted}
-            for mask, segment in zip(masks, self._segments):
-                mask &= np.fromiter((lab in wanted for lab in segment.labels), bool,
-                                    count=segment.rows)
-            present = {lab for mask, segment in zip(masks, self._segments)
-                       for lab in segment.labels[mask]}
+            position = {s.id: i for i, s in enumerate(self._segments)}
+            labelled = [np.zeros(s.rows, dtype=bool) for s in self._segments]
+            present = set()
+            for seg_id, row, label in self._catalog.live_rows_with_labels(
+                    [w for w in wanted if isinstance(w, str)]):
+                labelled[position[seg_id]][row] = True
+                present.add(label)
+            for mask, keep in zip(masks, labelled):
+                mask &= keep
             absent = sorted(map(repr, wanted - present))
             if absent:
                 # Most often a typo: say so rather than return nothing silently.
@@ -232,11 +247,10 @@ class SearchMixin:
             if isinstance(where["keys"], str):
                 raise ValueError(f"where['keys'] is the str {where['keys']!r}; expected a list of keys")
             allowed = {}
-            for key in where["keys"]:
-                doc_id = self._key_to_id.get(key)
-                if doc_id is not None:
-                    seg_id, row = self._location[doc_id]
-                    allowed.setdefault(seg_id, []).append(row)
+            found = self._catalog.live_documents(
+                [key for key in where["keys"] if isinstance(key, str)])
+            for _, seg_id, row in found.values():
+                allowed.setdefault(seg_id, []).append(row)
             for mask, segment in zip(masks, self._segments):
                 keep = np.zeros(segment.rows, dtype=bool)
                 keep[allowed.get(segment.id, [])] = True
@@ -341,12 +355,7 @@ class SearchMixin:
         """Live keys whose label is one of ``labels``, in insertion order."""
         self._check_open()
         wanted = {labels} if isinstance(labels, str) else set(labels)
-        found = []
-        for segment in self._segments:
-            for row in np.flatnonzero(segment.live):
-                if segment.labels[row] in wanted:
-                    found.append(int(segment.data.doc_ids[row]))
-        return [self._key_by_id[i] for i in sorted(found)]
+        return self._catalog.live_keys([w for w in wanted if isinstance(w, str)])
 
     def gram(self, keys=None, labels=None, p=None, roots=None, t=None, power=False,
              n_threads=None):

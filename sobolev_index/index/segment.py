@@ -1,5 +1,5 @@
 """One segment held in memory: its arrays (memory-mapped from its file, see
-``storage.py``), which of its rows are live and their labels, and the
+``storage.py``), which of its rows are live, and the
 inverted file a search builds from it on first use. Arrays read from the
 file are checked once, before any compiled loop reads them.
 """
@@ -11,15 +11,14 @@ from .csr import check_csr
 
 
 class Segment:
-    """A committed segment: ``id``, ``file``, ``data`` (a SegmentData),
-    ``live`` (bool per row: not deleted) and ``labels`` (per row)."""
+    """A committed segment: ``id``, ``file``, ``data`` (a SegmentData) and
+    ``live`` (bool per row: not deleted)."""
 
-    def __init__(self, row, data, live, labels):
+    def __init__(self, row, data, live):
         self.id = int(row["id"])
         self.file = row["file"]
         self.data = data
         self.live = live
-        self.labels = labels
         # Built on a segment's first search.
         self._inverted = None
         # Feature arrays per root position, once checked.

@@ -174,7 +174,7 @@ class SobolevIndex(SearchMixin):
 
     def __repr__(self):
         state = "closed" if self._closed else self.mode
-        return f"SobolevIndex({self.path!r}, {state}, documents={len(self._key_to_id)})"
+        return f"SobolevIndex({self.path!r}, {state}, documents={getattr(self, '_n_live', 0)})"
 
     # -------------------------------------------------------------- loading
     def _load(self):
@@ -188,8 +188,7 @@ class SobolevIndex(SearchMixin):
                 # Pinned: no writer deletes a segment file between our reading
                 # the catalog and opening the files it names.
                 with storage.files_pinned(self.path):
-                    snapshot = self._catalog.snapshot()
-                    self._load_snapshot(snapshot)
+                    self._load_heads(self._catalog.heads())
                 return
             except FileNotFoundError as exc:
                 # Only where no pin could be held (a read-only copy): a newer
@@ -202,11 +201,15 @@ class SobolevIndex(SearchMixin):
             "restore it from a backup"
         )
 
-    def _load_snapshot(self, snapshot):
-        meta = snapshot.meta
+    def _load_heads(self, heads):
+        """Load a committed state: the meta values, the graph, and each
+        segment's arrays (memory-mapped) with its live rows. Documents stay
+        in the catalog, looked up by key or id when needed, so opening costs
+        the same for a thousand documents or ten million."""
+        meta = heads.meta
         self.p = math.inf if meta["p"] == "inf" else float(meta["p"])
-        self.roots = np.asarray([r[0] for r in snapshot.roots], dtype=np.int64)
-        self.eta = np.asarray([r[1] for r in snapshot.roots], dtype=np.float64)
+        self.roots = np.asarray([r[0] for r in heads.roots], dtype=np.int64)
+        self.eta = np.asarray([r[1] for r in heads.roots], dtype=np.float64)
         self._eta_cache = {}
         if not hasattr(self, "graph"):
             self.graph, self.trees = storage.read_graph(self.path, len(self.roots))
@@ -218,11 +221,8 @@ class SobolevIndex(SearchMixin):
                     f"{self.path}: graph.h5 has trees for roots {[t.root for t in self.trees]} "
                     f"but the catalog lists roots {self.roots.tolist()}; restore from a backup")
         self._meta = meta
-        # Vectorised: the catalog can hold millions of documents.
-        all_ids = snapshot.doc_ids  # sorted by id
-        all_labels = np.asarray(snapshot.labels, dtype=object)
         segments = []
-        for row in snapshot.segments:
+        for row in heads.segments:
             # Checksums are for verify(): hashing every file would make opening
             # cost as much as reading the whole index.
             data = storage.read_segment(self.path, row["file"], len(self.roots))
@@ -231,28 +231,25 @@ class SobolevIndex(SearchMixin):
                     f"segment {row['file']} has {data.rows} rows but the catalog says "
                     f"{row['rows']}: the file was replaced or damaged; run verify() and restore "
                     "it from a backup")
-            ids = np.asarray(data.doc_ids)
-            pos = np.minimum(np.searchsorted(all_ids, ids), max(len(all_ids) - 1, 0))
-            known = (all_ids[pos] == ids) if len(all_ids) else np.zeros(len(ids), bool)
-            live = known & ~snapshot.deleted[pos] if len(all_ids) else known
-            labels = np.where(known, all_labels[pos], None) if len(all_ids) else \
-                np.full(len(ids), None, dtype=object)
-            segments.append(Segment(row, data, live, labels))
+            segments.append(Segment(row, data, np.ones(data.rows, dtype=bool)))
+        by_id = {s.id: s for s in segments}
+        for seg_id, row in heads.tombstones.tolist():
+            segment = by_id.get(seg_id)
+            if segment is None or not 0 <= row < segment.rows:
+                raise CorruptIndexError(
+                    f"{self.path}: the catalog has a deleted document at row {row} of segment "
+                    f"{seg_id}, which {'has no such row' if segment else 'it does not list'}; "
+                    "run verify() and restore the catalog from a backup")
+            segment.live[row] = False
         self._segments = segments
+        self._segment_by_id = by_id
         self._changed()
-        alive = ~snapshot.deleted
-        live_ids = all_ids[alive].tolist()
-        live_keys = [key for key, dead in zip(snapshot.keys, snapshot.deleted.tolist()) if not dead]
-        self._key_to_id = dict(zip(live_keys, live_ids))
-        self._key_by_id = dict(zip(live_ids, live_keys))
-        self._location = dict(zip(live_ids, zip(snapshot.segment_of[alive].tolist(),
-                                                snapshot.row_of[alive].tolist())))
-        self._segment_by_id = {s.id: s for s in segments}
 
     def _changed(self):
         # The contents changed: scopes cached for where=None are stale, and
         # callers that cache per index (the SQL functions) see a new number.
         self._scope_cache = None
+        self._n_live = sum(int(np.count_nonzero(s.live)) for s in self._segments)
         self.generation = getattr(self, "generation", 0) + 1
 
     def refresh(self):
@@ -298,13 +295,22 @@ class SobolevIndex(SearchMixin):
 
     # ------------------------------------------------------------ inspection
     def __len__(self):
-        return len(self._key_to_id)
+        return self._n_live
 
     def __iter__(self):
-        return iter(sorted(self._key_to_id, key=self._key_to_id.__getitem__))
+        """The live keys, in insertion order."""
+        self._check_open()
+        return iter(self._catalog.live_keys())
 
     def __contains__(self, key):
-        return key in self._key_to_id
+        self._check_open()
+        return isinstance(key, str) and bool(self._catalog.live_documents([key]))
+
+    def existing_keys(self, keys):
+        """The set of those of ``keys`` that are live documents: one look-up
+        for many keys, where ``key in index`` is one each."""
+        self._check_open()
+        return set(self._catalog.live_documents([k for k in keys if isinstance(k, str)]))
 
     @property
     def segments(self):
@@ -312,19 +318,31 @@ class SobolevIndex(SearchMixin):
         return [(s.id, s.rows, int(s.live.sum())) for s in self._segments]
 
     def _locate(self, key):
-        if not isinstance(key, str):
-            raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
-        doc_id = self._key_to_id.get(key)
-        if doc_id is None:
-            raise KeyNotFoundError(f"key {key!r} is not in the index")
-        seg_id, row = self._location[doc_id]
-        segment = self._segment_by_id[seg_id]
-        if not (0 <= row < segment.rows and segment.data.doc_ids[row] == doc_id):
-            raise CorruptIndexError(
-                f"segment {segment.file} does not hold document {key!r} (id {doc_id}) at row "
-                f"{row}, where the catalog puts it: the file was replaced or damaged; run "
-                "verify() and restore it from a backup")
-        return doc_id, segment, row
+        return self._locate_many([key])[0]
+
+    def _locate_many(self, keys):
+        """(doc id, segment, row) of each of ``keys``, checked against the
+        segment; KeyNotFoundError names the first key that is not live."""
+        for key in keys:
+            if not isinstance(key, str):
+                raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        found = self._catalog.live_documents(keys)
+        out = []
+        for key in keys:
+            place = found.get(key)
+            if place is None:
+                raise KeyNotFoundError(f"key {key!r} is not in the index")
+            doc_id, seg_id, row = place
+            segment = self._segment_by_id.get(seg_id)
+            if segment is None or not (0 <= row < segment.rows and segment.live[row]
+                                       and segment.data.doc_ids[row] == doc_id):
+                where = segment.file if segment is not None else f"segment {seg_id}"
+                raise CorruptIndexError(
+                    f"{where} does not hold document {key!r} (id {doc_id}) at row {row}, where "
+                    "the catalog puts it: a file was replaced or damaged; run verify() and "
+                    "restore it from a backup")
+            out.append((doc_id, segment, row))
+        return out
 
     def get(self, key):
         """The stored measure and metadata of ``key``.
@@ -342,7 +360,7 @@ class SobolevIndex(SearchMixin):
             "key": key,
             "nodes": np.asarray(data.nodes[start:stop], dtype=np.int64),
             "masses": masses / masses.sum(),
-            "label": segment.labels[row],
+            "label": doc.get("label"),
             "fields": doc.get("fields"),
             "added_at": doc.get("added_at"),
             "id": doc_id,
@@ -355,8 +373,7 @@ class SobolevIndex(SearchMixin):
         single = isinstance(keys, str)
         keys = [keys] if single else list(keys)
         rows = []
-        for key in keys:
-            _, segment, row = self._locate(key)
+        for _, segment, row in self._locate_many(keys):
             indptr, indices, data = segment.feature_rows(root, self.graph.n_nodes)
             rows.append(sp.csr_matrix(
                 (data[indptr[row]:indptr[row + 1]], indices[indptr[row]:indptr[row + 1]],
@@ -429,14 +446,15 @@ class SobolevIndex(SearchMixin):
         labels = _checked_column("labels", labels, n, str)
         fields_json = [None if f is None else _json_fields(f, i)
                        for i, f in enumerate(_checked_column("fields", fields, n, dict))]
+        existing = self._catalog.live_documents(keys)
         replaced = []
         for key in keys:
-            if key in self._key_to_id:
+            if key in existing:
                 if not upsert:
                     raise DuplicateKeyError(
                         f"key {key!r} is already in the index; use upsert() to replace it"
                     )
-                replaced.append(self._key_to_id[key])
+                replaced.append(existing[key])
         if n == 0:
             return []
 
@@ -461,22 +479,17 @@ class SobolevIndex(SearchMixin):
         ]
         next_ids = {"next_doc_id": next_doc + n, "next_segment_id": segment_id + 1}
         try:
-            self._catalog.commit_segment(segment_row, documents, replaced, next_ids)
+            self._catalog.commit_segment(segment_row, documents, [r[0] for r in replaced],
+                                         next_ids)
         except BaseException:
             self._after_failed_commit(segment_id, [file])
             raise
         self._meta.update(next_ids)
         self._tombstone_in_memory(replaced)
-        segment_labels = np.empty(n, dtype=object)
-        segment_labels[row_of] = labels
-        segment = Segment(segment_row, data, np.ones(n, dtype=bool), segment_labels)
+        segment = Segment(segment_row, data, np.ones(n, dtype=bool))
         self._segments.append(segment)
-        self._changed()
         self._segment_by_id[segment_id] = segment
-        for i, key in enumerate(keys):
-            self._key_to_id[key] = int(doc_ids[i])
-            self._key_by_id[int(doc_ids[i])] = key
-            self._location[int(doc_ids[i])] = (segment_id, int(row_of[i]))
+        self._changed()
         try:
             self._merge_tiers()
         except Exception as exc:  # the batch is committed; a merge can wait
@@ -506,12 +519,13 @@ class SobolevIndex(SearchMixin):
 
     def _checked_keys(self, keys, n, doc_ids):
         if keys is None:
-            keys = []
-            for doc_id in doc_ids.tolist():
-                key, suffix = f"doc-{doc_id}", 1
-                while key in self._key_to_id:  # a user chose this key already
-                    key, suffix = f"doc-{doc_id}.{suffix}", suffix + 1
-                keys.append(key)
+            keys = [f"doc-{doc_id}" for doc_id in doc_ids.tolist()]
+            taken = set(self._catalog.live_documents(keys))
+            for i, doc_id in enumerate(doc_ids.tolist()):
+                suffix = 1
+                while keys[i] in taken:  # a user chose this key already
+                    keys[i], suffix = f"doc-{doc_id}.{suffix}", suffix + 1
+                    taken |= set(self._catalog.live_documents([keys[i]]))
         else:
             if isinstance(keys, str):
                 raise TypeError("keys must be a list of str, not one str")
@@ -534,22 +548,25 @@ class SobolevIndex(SearchMixin):
         if isinstance(keys, str):
             keys = [keys]
         keys = list(keys)
-        missing = [k for k in keys if k not in self._key_to_id]
+        for key in keys:
+            if not isinstance(key, str):
+                raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        found = self._catalog.live_documents(keys)
+        missing = [k for k in keys if k not in found]
         if missing:
             raise KeyNotFoundError(
                 f"{len(missing)} key(s) are not in the index, e.g. {missing[0]!r}; nothing was deleted"
             )
-        doc_ids = sorted({self._key_to_id[k] for k in keys})
-        self._catalog.tombstone(doc_ids)
-        self._tombstone_in_memory(doc_ids)
-        return len(doc_ids)
+        places = sorted(set(found.values()))
+        self._catalog.tombstone([doc_id for doc_id, _, _ in places])
+        self._tombstone_in_memory(places)
+        return len(places)
 
-    def _tombstone_in_memory(self, doc_ids):
-        self._changed()
-        for doc_id in doc_ids:
-            seg_id, row = self._location.pop(doc_id)
+    def _tombstone_in_memory(self, places):
+        """Mark rows dead: ``places`` are (doc id, segment id, row)."""
+        for _, seg_id, row in places:
             self._segment_by_id[seg_id].live[row] = False
-            self._key_to_id.pop(self._key_by_id.pop(doc_id), None)
+        self._changed()
 
     def compact(self):
         """Merge every segment into one and drop deleted documents."""
@@ -589,12 +606,11 @@ class SobolevIndex(SearchMixin):
         new_segment = None
         if len(doc_ids):
             data = _concat_rows(parts, order, len(self.roots), self.graph.n_nodes)
-            labels = np.concatenate([s.labels[rows] for s, rows in parts])[order]
             data.inverted = inverted.build(data.features, self.graph.n_nodes)
             file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
             segment_row = {"id": segment_id, "file": file, "rows": data.rows, "nnz": data.nnz,
                            "bytes": nbytes, "checksum": checksum, "created_at": storage.utc_now()}
-            new_segment = Segment(segment_row, data, np.ones(data.rows, dtype=bool), labels)
+            new_segment = Segment(segment_row, data, np.ones(data.rows, dtype=bool))
             moved = list(zip(data.doc_ids.tolist(), range(data.rows)))
         else:
             segment_row, moved = None, []
@@ -612,8 +628,6 @@ class SobolevIndex(SearchMixin):
         if new_segment is not None:
             keep.append(new_segment)
             self._segment_by_id[new_segment.id] = new_segment
-            for row, doc_id in enumerate(np.asarray(new_segment.data.doc_ids).tolist()):
-                self._location[doc_id] = (new_segment.id, row)
         self._segments = keep
         self._changed()
         # Only now that nothing refers to them; files not removed (readers

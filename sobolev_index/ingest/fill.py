@@ -86,13 +86,14 @@ def check_new_keys(index, keys, upsert):
     given twice, or (unless ``upsert``) one the index already has. None
     keys (the index names those documents) are not checked."""
     seen = set()
+    existing = set() if upsert else index.existing_keys([k for k in keys if k is not None])
     for key in keys:
         if key is None:
             continue
         if key in seen:
             raise CorpusKeyError(f"key {key!r} appears twice in the input; keys must be unique")
         seen.add(key)
-        if not upsert and key in index:
+        if key in existing:
             raise CorpusKeyError(f"key {key!r} is already in the index; delete it first, upsert "
                                  "it, or leave it out with skip_existing")
 
@@ -104,9 +105,10 @@ def drop_existing(index, items, key_of, upsert):
         raise ValueError("skip_existing and upsert exclude each other: an upsert replaces the "
                          "documents that exist (--skip-existing or --upsert, not both)")
     kept, existing = [], []
+    live = index.existing_keys([key for key in map(key_of, items) if key is not None])
     for item in items:
         key = key_of(item)
-        if key is not None and key in index:
+        if key is not None and key in live:
             existing.append(key)
         else:
             kept.append(item)
@@ -116,7 +118,7 @@ def drop_existing(index, items, key_of, upsert):
 def count_live(index, keys):
     """How many of ``keys`` are live documents of ``index`` (those an upsert
     replaces); None keys count as new."""
-    return sum(1 for key in keys if key is not None and key in index)
+    return len(index.existing_keys([key for key in keys if key is not None]))
 
 
 def add_in_batches(index, measures, keys, labels, fields, *, batch_size=1000, upsert=False,
@@ -154,7 +156,8 @@ def add_in_batches(index, measures, keys, labels, fields, *, batch_size=1000, up
         # The batch in flight may have committed before the interrupt (for
         # instance during the merge that follows a commit).
         if batch_keys is not None:
-            added.extend(k for k in batch_keys if k in index)
+            landed = index.existing_keys(batch_keys)
+            added.extend(k for k in batch_keys if k in landed)
         exc.added = added
         # Without keys of its own, a document added again is a new document:
         # resuming with skip_existing is then not possible.
