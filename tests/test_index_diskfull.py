@@ -166,3 +166,46 @@ def test_the_cli_says_no_space_left_in_one_line(tmp_path, monkeypatch):
     assert len(lines) == 1 and lines[0].startswith("Error: no space left on the device")
     assert "[Errno" not in lines[0] and "Traceback" not in result.output
     assert_unchanged(before, str(tmp_path / "pts"), "add on a full disk")
+
+
+@pytest.mark.parametrize("step", ["rename", "directory fsync"])
+@pytest.mark.parametrize("operation", ["add", "compact"])
+def test_a_full_disk_at_the_rename_or_the_directory_sync(tmp_path, monkeypatch, step, operation):
+    # After the file is written: its rename, or the fsync of the directory
+    # that makes the rename durable, fails. Neither a temporary file nor an
+    # uncommitted segment may stay behind (no writer would remove the latter).
+    path = tmp_path / "ix"
+    rng = _index(path)
+    with SobolevIndex.open(path, "a") as index:
+        index.add(_measures(rng, 3), keys=["x0", "x1", "x2"])
+    before = snapshot(str(path))
+    full = OSError(28, "No space left on device")
+    if step == "rename":
+        real_replace = os.replace
+
+        def replace(src, dst):
+            if os.path.basename(src).startswith(storage.TMP_PREFIX):
+                raise full
+            return real_replace(src, dst)
+
+        monkeypatch.setattr(storage.os, "replace", replace)
+    else:
+        real_fsync = storage.fsync_path
+
+        def fsync_path(target, directory=False):
+            if directory and os.path.basename(target) == storage.SEGMENT_DIR:
+                raise full
+            return real_fsync(target, directory)
+
+        monkeypatch.setattr(storage, "fsync_path", fsync_path)
+    with SobolevIndex.open(path, "a") as index:
+        with pytest.raises(DiskFullError, match="no space left"):
+            if operation == "add":
+                index.add(_measures(rng, 2), keys=["n0", "n1"])
+            else:
+                index.compact()
+        monkeypatch.undo()
+        assert_unchanged(before, str(path), f"{operation} that failed at the {step}")
+        assert len(index) == 23
+    report = SobolevIndex.verify_path(str(path))
+    assert report["ok"] and not report["unlisted"] and not report["orphans"], report

@@ -389,6 +389,17 @@ class Catalog:
                                     "list of segment file names; restore it from a backup")
         return [check_segment_name(name, "the catalog's meta.retired_files") for name in names]
 
+    def latest_files(self):
+        """(segment files, retired files) of the latest commit, past the
+        snapshot a read-only catalog holds (which this ends)."""
+        if self.readonly and self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+        self.conn.execute("BEGIN")
+        try:
+            return self.segment_files(), self.retired_files()
+        finally:
+            self.conn.execute("COMMIT")
+
     def existing_segments(self, segment_ids):
         """Those of ``segment_ids`` that a committed segment has."""
         found = set()

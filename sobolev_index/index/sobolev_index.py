@@ -466,7 +466,7 @@ class SobolevIndex(SearchMixin):
         data.inverted = inverted.build(data.features, self.graph.n_nodes)
         segment_id = self._new_segment_id()
         row_of = np.arange(n)
-        file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
+        file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
         now = storage.utc_now()
         segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": data.nnz,
                        "bytes": nbytes, "checksum": checksum, "created_at": now}
@@ -484,6 +484,8 @@ class SobolevIndex(SearchMixin):
         except BaseException:
             self._after_failed_commit(segment_id, [file])
             raise
+        finally:
+            claim.release()
         self._meta.update(next_ids)
         self._tombstone_in_memory(replaced)
         segment = Segment(segment_row, data, np.ones(n, dtype=bool))
@@ -607,13 +609,13 @@ class SobolevIndex(SearchMixin):
         if len(doc_ids):
             data = _concat_rows(parts, order, len(self.roots), self.graph.n_nodes)
             data.inverted = inverted.build(data.features, self.graph.n_nodes)
-            file, checksum, nbytes = storage.write_segment(self.path, segment_id, data)
+            file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
             segment_row = {"id": segment_id, "file": file, "rows": data.rows, "nnz": data.nnz,
                            "bytes": nbytes, "checksum": checksum, "created_at": storage.utc_now()}
             new_segment = Segment(segment_row, data, np.ones(data.rows, dtype=bool))
             moved = list(zip(data.doc_ids.tolist(), range(data.rows)))
         else:
-            segment_row, moved = None, []
+            segment_row, moved, claim = None, [], storage.SegmentClaim()
         try:
             self._catalog.replace_segments(old_ids, segment_row, moved, dropped, next_ids)
         except BaseException:
@@ -621,6 +623,8 @@ class SobolevIndex(SearchMixin):
                                       [] if segment_row is None else [segment_row["file"]],
                                       landed_if_gone=old_ids)
             raise
+        finally:
+            claim.release()
         self._meta.update(next_ids)
         keep = [s for s in self._segments if s.id not in set(old_ids)]
         for seg_id in old_ids:

@@ -10,6 +10,8 @@ Layout of an index directory::
                         + the inverted file
     lost+found/         segment files no commit lists, moved here by verify(repair=True)
     write.lock          flock()ed by the one writer
+    commit.lock         flock()ed by the writer from a new segment's rename to
+                        its commit, and shared by verify() while it lists files
     readers.lock        flock()ed, shared, by readers while they load a snapshot,
                         and exclusively by a writer while it deletes segment files
 
@@ -50,6 +52,7 @@ GRAPH_FILE = "graph.h5"
 SEGMENT_DIR = "segments"
 LOCK_FILE = "write.lock"
 PIN_FILE = "readers.lock"
+COMMIT_LOCK = "commit.lock"
 TMP_PREFIX = "tmp-"
 LOST_DIR = "lost+found"
 
@@ -173,13 +176,73 @@ def _megabytes(n):
     return f"{n / 2**20:,.1f} MB"
 
 
+class SegmentClaim:
+    """A writer's exclusive flock on ``commit.lock``, taken just before a
+    new segment file gets its final name and released once the commit that
+    lists it has succeeded or failed. ``verify()`` in another process holds
+    the lock shared while it lists the files no commit refers to (see
+    commits_paused), so it never mistakes a commit in progress for a file
+    no commit will ever list. The lock is on a file of its own: HDF5 locks
+    the segment files themselves when it opens them."""
+
+    def __init__(self, index_path=None):
+        self._fd = None
+        if index_path is not None:
+            self._fd = os.open(os.path.join(index_path, COMMIT_LOCK), os.O_RDWR | os.O_CREAT,
+                               0o666)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(self._fd)
+                self._fd = None
+                raise
+
+    def release(self):
+        if self._fd is not None:
+            os.close(self._fd)  # and with it the lock
+            self._fd = None
+
+
 @contextlib.contextmanager
-def _durable_h5(directory, name, expected_bytes):
+def commits_paused(index_path):
+    """Hold ``commit.lock`` shared: no segment file is between its rename
+    and its commit meanwhile (see SegmentClaim). Where the lock file can be
+    neither opened nor made (a read-only copy), no writer can be at work
+    either, and nothing is held."""
+    path = os.path.join(index_path, COMMIT_LOCK)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            yield
+            return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _no_space(exc, directory, name, expected_bytes):
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFullError(
+            errno.ENOSPC, f"no space left on the device of {directory} while writing "
+            f"{name} (needed about {_megabytes(expected_bytes)}); this write was not "
+            "committed")
+    return None
+
+
+@contextlib.contextmanager
+def _durable_h5(directory, name, expected_bytes, claim=None):
     """An HDF5 file to fill, with the format attributes set; written under a
     temporary name, then fsynced and renamed to ``name`` in ``directory``,
     and the directory fsynced. ``expected_bytes`` (about the size of the
     arrays) is checked against the free space first. On any failure the
-    temporary file is removed and nothing else is touched."""
+    temporary file is removed and nothing else is touched. With ``claim``
+    (a list), the file's SegmentClaim, taken before the rename, is
+    appended to it; the caller releases it after its commit."""
     check_free_space(directory, expected_bytes)
     tmp = os.path.join(directory, TMP_PREFIX + name)
     in_memory = expected_bytes <= IMAGE_IN_MEMORY_MAX
@@ -199,19 +262,35 @@ def _durable_h5(directory, name, expected_bytes):
             write_file(tmp, image)
             del image
         fsync_path(tmp)
-    except OSError as exc:
+    except BaseException as exc:
         _remove_quietly(tmp)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(
-                errno.ENOSPC, f"no space left on the device of {directory} while writing "
-                f"{name} (needed about {_megabytes(expected_bytes)}); this write was not "
-                "committed") from None
+        full = _no_space(exc, directory, name, expected_bytes)
+        if full is not None:
+            raise full from None
         raise
-    except BaseException:
+    final = os.path.join(directory, name)
+    held = SegmentClaim(os.path.dirname(directory) if claim is not None else None)
+    try:
+        os.replace(tmp, final)
+    except BaseException as exc:
+        held.release()
         _remove_quietly(tmp)
+        full = _no_space(exc, directory, name, expected_bytes)
+        if full is not None:
+            raise full from None
         raise
-    os.replace(tmp, os.path.join(directory, name))
-    fsync_path(directory, directory=True)
+    try:
+        fsync_path(directory, directory=True)
+    except BaseException as exc:
+        # Not durable, and not committed: it goes, like a failed write.
+        held.release()
+        _remove_quietly(final)
+        full = _no_space(exc, directory, name, expected_bytes)
+        if full is not None:
+            raise full from None
+        raise
+    if claim is not None:
+        claim.append(held)
 
 
 def write_file(path, data):
@@ -327,13 +406,16 @@ def check_segment_name(name, where="the catalog"):
 
 
 def write_segment(index_path, segment_id, data):
-    """Write a segment durably under its final name; return (file, checksum, bytes)."""
+    """Write a segment durably under its final name; return (file, checksum,
+    bytes, claim): the caller releases the SegmentClaim once its commit
+    has succeeded or failed."""
     directory = os.path.join(index_path, SEGMENT_DIR)
     name = segment_name(segment_id)
     arrays = [data.doc_ids, data.indptr, data.nodes, data.masses] + \
         [a for f in data.features for a in f] + list((data.inverted or {}).values())
     expected = sum(np.asarray(a).nbytes for a in arrays) + (1 << 16)
-    with _durable_h5(directory, name, expected) as f:
+    claim = []
+    with _durable_h5(directory, name, expected, claim) as f:
         f.attrs["segment"] = segment_id
         f.attrs["rows"] = data.rows
         f.create_dataset("doc_ids", data=data.doc_ids)
@@ -347,7 +429,11 @@ def write_segment(index_path, segment_id, data):
         for array, values in (data.inverted or {}).items():
             f.create_dataset(f"inverted/{array}", data=values)
     final = os.path.join(directory, name)
-    return name, file_checksum(final), os.path.getsize(final)
+    try:
+        return name, file_checksum(final), os.path.getsize(final), claim[0]
+    except BaseException:
+        claim[0].release()
+        raise
 
 
 def read_segment(index_path, name, n_roots, checksum=None):
