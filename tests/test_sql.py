@@ -140,6 +140,31 @@ def test_a_runaway_query_is_stopped_by_the_timeout(reader):
     assert run_query(reader, "SELECT count(*) FROM documents", timeout=None)[1][0][0] > 0
 
 
+def test_the_timeout_also_stops_slow_function_calls(reader, monkeypatch):
+    # Each sobolev_knn call here takes 0.2 s, far fewer SQLite steps than
+    # the progress handler counts between two looks at the clock: the
+    # functions themselves must stop once the time is up.
+    import time
+
+    real = type(reader).search
+
+    def slow_search(self, *args, **kwargs):
+        time.sleep(0.2)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(reader), "search", slow_search)
+    started = time.monotonic()
+    with pytest.raises(SobolevIndexError, match="longer than 0.5 s"):
+        run_query(reader, "SELECT count(sobolev_knn(key, 3)) FROM documents", timeout=0.5)
+    assert time.monotonic() - started < 1.5
+    monkeypatch.undo()
+    # No deadline is left behind for calls outside run_query.
+    time.sleep(0.1)
+    key = next(iter(reader))
+    assert reader.catalog.db.execute("SELECT sobolev_distance(?, ?)", [key, key]).fetchone() \
+        == (0.0,)
+
+
 def test_rows_stream_instead_of_being_fetched_at_once(reader):
     from sobolev_index.index.sql import iter_query
 

@@ -58,6 +58,11 @@ def register_functions(index, db=None):
         # function raised exception"; keep ours so that run_query can say
         # what was wrong.
         def wrapped(*args):
+            deadline = _DEADLINES.get(db)
+            if deadline is not None and time.monotonic() > deadline:
+                # One call can take long (a k-NN search over every row):
+                # the progress handler alone would let the query overrun.
+                raise _TimedOut()
             try:
                 return fn(*args)
             except Exception as exc:
@@ -181,8 +186,16 @@ def _columns_of(index):
     return columns
 
 
-# Per Database: the exceptions our functions raised, newest last.
+# Per Database: the exceptions our functions raised, newest last; and the
+# deadline of the query running on it, if it has one.
 _ERRORS = weakref.WeakKeyDictionary()
+_DEADLINES = weakref.WeakKeyDictionary()
+# SQLite steps between two checks of the deadline.
+PROGRESS_STEPS = 1_000
+
+
+class _TimedOut(Exception):
+    """Raised by a function called after the query's deadline."""
 
 
 def _errors_of(db):
@@ -240,7 +253,8 @@ def iter_query(index, query, params=None, timeout=None):
     # query) while it runs. Neither is left on the connection between rows,
     # so a row iterator that is never finished leaves the connection as it was.
     conn.set_authorizer(_authorize)
-    conn.set_progress_handler(past_deadline, 10_000)
+    conn.set_progress_handler(past_deadline, PROGRESS_STEPS)
+    _DEADLINES[db] = deadline
     try:
         cursor = db.execute(query, params or [])
     except sqlite3.Error as exc:
@@ -248,17 +262,20 @@ def iter_query(index, query, params=None, timeout=None):
     finally:
         conn.set_authorizer(None)
         conn.set_progress_handler(None, 0)
+        _DEADLINES.pop(db, None)
     columns = [c[0] for c in cursor.description] if cursor.description else []
 
     def rows():
         while True:
-            conn.set_progress_handler(past_deadline, 10_000)
+            conn.set_progress_handler(past_deadline, PROGRESS_STEPS)
+            _DEADLINES[db] = deadline
             try:
                 batch = cursor.fetchmany(1000)
             except sqlite3.Error as exc:
                 raise fail(exc) from None
             finally:
                 conn.set_progress_handler(None, 0)
+                _DEADLINES.pop(db, None)
             if not batch:
                 return
             yield from batch
