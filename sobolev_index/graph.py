@@ -174,7 +174,13 @@ class Graph:
         1. Farthest-point (Gonzalez) clustering of the rows of X into at most
            ``n_nodes`` clusters; the nodes are the cluster centres (support
            points) and ``assignment`` maps each row of X to its nearest centre.
-           Identical points collapse, so fewer nodes may come back.
+           It is exact: each new centre is the point farthest from its
+           nearest centre (the first row among equally far ones), and a
+           point belongs to the earliest of its equally near centres, with
+           distances summed in float64 whatever the dtype of X (float32 X
+           is not converted, and its distance estimates run in float32).
+           It uses a working copy as large as X. Identical points collapse,
+           so fewer nodes may come back.
         2. Edges: ``"log"`` draws ceil(M ln M) distinct random node pairs,
            ``"sqrt"`` ceil(M^1.5) (both capped at all M(M-1)/2 pairs), and
            ``"knn"`` joins each node to its ``k`` nearest nodes.
