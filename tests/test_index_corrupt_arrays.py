@@ -76,3 +76,35 @@ def test_verify_reports_measure_pointers_past_the_nodes(tmp_path):
         report = index.verify()
     assert not report["ok"]
     assert any("invalid measure" in problem for problem in report["problems"]), report
+
+
+# Values that pass every structural check but are impossible for what they
+# hold (edge masses of probability measures lie in [0, 1]), with the
+# checksum updated as if the file had been written so. Searches and merges
+# used to give wrong distances (or a raw IndexError/ValueError); verify()
+# said ok for the posting values.
+@pytest.mark.parametrize("dataset,value,operations", [
+    ("features/0/data", 7.5, ["search by key", "gram", "compact"]),
+    ("features/0/data", np.nan, ["search by key", "gram", "compact"]),
+    ("inverted/values", 7.5, ["search p=1"]),
+    ("inverted/values", np.nan, ["search p=1"]),
+    ("measures/indptr", 10**6, ["compact"]),
+    ("measures/nodes", 10**6, ["compact"]),
+])
+def test_impossible_values_are_corruption(tmp_path, dataset, value, operations):
+    path = _damaged_index(tmp_path, dataset, value, reseal=True, at=4)
+    for operation in operations:
+        script = (
+            "import sys\n"
+            "from sobolev_index import SobolevIndex, CorruptIndexError\n"
+            f"PATH = {str(path)!r}\n"
+            "try:\n"
+            f"    {OPERATIONS[operation]}\n"
+            "except CorruptIndexError as exc:\n"
+            "    print('corrupt:', exc); sys.exit(3)\n"
+        )
+        done = run_python(script, cwd=str(tmp_path))
+        assert done.returncode == 3, (operation, done.returncode, done.stdout, done.stderr)
+    report = SobolevIndex.verify_path(path)
+    assert not report["ok"]
+    assert any("segment" in problem for problem in report["problems"]), report["problems"]

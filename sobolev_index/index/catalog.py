@@ -6,8 +6,10 @@ part of the index once, and only once, a transaction here refers to it
 (see ``storage.py`` for the files). Layers above may add their own tables
 through :meth:`Catalog.transaction`, in the same commit as meta values.
 """
+import datetime as _dt
 import errno
 import json
+import math
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import sqlite_utils
 
+from ..distances import check_p
 from ..errors import CorruptIndexError, DiskFullError, NotAnIndexError, UnsupportedFormatError
 from .storage import CATALOG, FORMAT_NAME, FORMAT_VERSION, check_segment_name
 
@@ -87,6 +90,10 @@ class Catalog:
                                check_same_thread=False, timeout=30)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except UnicodeDecodeError as exc:
+            # A damaged schema text (sqlite_master holds the CREATE statements).
+            conn.close()
+            raise self._unreadable(exc) from None
         except sqlite3.OperationalError:
             # A WAL reader needs the -shm file; in a directory it may not
             # write, that file cannot be made. With no pending log the
@@ -235,7 +242,7 @@ class Catalog:
             conn.execute("COMMIT")
         conn.execute("BEGIN")
         try:
-            meta = {k: json.loads(v) for k, v in conn.execute("SELECT name, value FROM meta")}
+            meta = _meta_values(conn.execute("SELECT name, value FROM meta"), self.path)
             roots = conn.execute("SELECT node, eta FROM roots ORDER BY position").fetchall()
             cursor = conn.execute(
                 "SELECT id, file, rows, nnz, bytes, checksum, created_at FROM segments ORDER BY id"
@@ -245,12 +252,12 @@ class Catalog:
             for row in segments:
                 check_segment_name(row["file"], f"the catalog's segment {row['id']}")
             extra = more(conn)
-        except sqlite3.DatabaseError as exc:
-            conn.execute("COMMIT")
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            _end(conn)
             raise CorruptIndexError(
                 f"{self.path} cannot be read ({exc}); restore it from a backup") from None
         except BaseException:
-            conn.execute("COMMIT")
+            _end(conn)
             raise
         if not self.readonly:
             # A writer's own writes begin their own transactions.
@@ -410,7 +417,40 @@ class Catalog:
 
     def meta_value(self, name):
         row = self.conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        return None if row is None else _meta_values([(name, row[0])], self.path)[name]
+
+    def content_problems(self):
+        """Values the tables hold that no writer writes: a deleted flag
+        other than 0 or 1, fields that are not a JSON object, a time that
+        is not ISO 8601, two live documents with one key."""
+        found = []
+        checks = [
+            ("SELECT id, deleted FROM documents WHERE deleted NOT IN (0, 1)",
+             lambda i, v: f"documents: document {i} has deleted = {v!r}; expected 0 or 1"),
+            ("SELECT key, count(*) FROM documents WHERE deleted = 0 GROUP BY key "
+             "HAVING count(*) > 1",
+             lambda k, n: f"documents: {n} live documents have the key {k!r}"),
+        ]
+        for sql, describe in checks:
+            found += [describe(*row) for row in self.conn.execute(sql).fetchall()[:20]]
+        for doc_id, fields in self.conn.execute(
+                "SELECT id, fields FROM documents WHERE fields IS NOT NULL"):
+            try:
+                ok = isinstance(json.loads(fields), dict)
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                found.append(f"documents: document {doc_id} has fields {fields!r:.80}, which is "
+                             "not a JSON object")
+        for table, column in (("documents", "added_at"), ("segments", "created_at")):
+            for row_id, value in self.conn.execute(
+                    f"SELECT id, {column} FROM {table} WHERE {column} IS NOT NULL"):
+                try:
+                    _dt.datetime.fromisoformat(value)
+                except (TypeError, ValueError):
+                    found.append(f"{table}: row {row_id} has {column} {value!r}, which is not "
+                                 "an ISO 8601 time")
+        return found
 
     def has_table(self, name):
         """Whether the catalog has a table of this name (tables other than
@@ -498,6 +538,56 @@ class Catalog:
             "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
             [(k, json.dumps(v)) for k, v in values.items()],
         )
+
+
+def checked_heads(path, meta, roots):
+    """(p, roots, eta) from the catalog, checked: a damaged value is a
+    CorruptIndexError naming it, not whatever float() would raise."""
+    def bad(what):
+        return CorruptIndexError(f"{path}: the catalog's {what}; run verify() and restore the "
+                                 "catalog from a backup")
+
+    p = meta.get("p")
+    try:
+        p = check_p("inf" if p == "inf" else p)
+    except (TypeError, ValueError):
+        raise bad(f"default p is {p!r}, not a number >= 1 or 'inf'") from None
+    for name in ("next_doc_id", "next_segment_id", "n_nodes"):
+        value = meta.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise bad(f"meta value {name} is {value!r}, not a count")
+    if not roots:
+        raise bad("roots table is empty")
+    nodes, eta = [], []
+    for position, (node, weight) in enumerate(roots):
+        if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < meta["n_nodes"]:
+            raise bad(f"root {position} is node {node!r}, not a node of the graph")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) \
+                or not math.isfinite(weight) or weight < 0:
+            raise bad(f"root {position} has weight {weight!r}, not a finite number >= 0")
+        nodes.append(node)
+        eta.append(float(weight))
+    return p, np.asarray(nodes, dtype=np.int64), np.asarray(eta, dtype=np.float64)
+
+
+def _end(conn):
+    """End a read transaction that failed; on a damaged file even that can
+    fail, and the error being raised says more."""
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error:
+        pass
+
+
+def _meta_values(rows, path):
+    meta = {}
+    for name, value in rows:
+        try:
+            meta[name] = json.loads(value)
+        except (TypeError, ValueError):
+            raise CorruptIndexError(f"{path}: the meta value {name} is {value!r}, which is not "
+                                    "JSON; restore the catalog from a backup") from None
+    return meta
 
 
 def _text(raw):

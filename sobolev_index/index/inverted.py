@@ -166,9 +166,11 @@ class InvertedFile:
         # which relies on the values being edge masses of probability
         # measures, in [0, 1].
         self.post_rows = _inverted_build.block_offsets(rows)
-        self.post_values, low, high = _inverted_build.to_float32(
-            np.ascontiguousarray(arrays["values"], dtype=np.float64))
-        if len(rows) and not (low >= 0.0 and high <= 1.0 + 1e-9):
+        values = np.ascontiguousarray(arrays["values"], dtype=np.float64)
+        self.post_values, low, high = _inverted_build.to_float32(values)
+        # (The minimum and maximum pass over NaN: it is looked for apart.)
+        if len(rows) and not (low >= 0.0 and high <= 1.0 + 1e-9
+                              and np.isfinite(values).all()):
             raise CorruptIndexError(
                 f"segment {name} has a malformed inverted file (a posting value is outside "
                 "[0, 1]); run verify() and restore the file from a backup")
@@ -176,7 +178,7 @@ class InvertedFile:
         # float32 (allowed for like the posting values) in half the bytes.
         dense = np.ascontiguousarray(arrays["dense"], dtype=np.float64)
         dense32, low, high = _inverted_build.to_float32(dense.reshape(-1))
-        if dense.size and not (low >= 0.0 and high <= 1.0 + 1e-9):
+        if dense.size and not (low >= 0.0 and high <= 1.0 + 1e-9 and np.isfinite(dense).all()):
             raise CorruptIndexError(
                 f"segment {name} has a malformed inverted file (a dense value is outside "
                 "[0, 1]); run verify() and restore the file from a backup")

@@ -175,7 +175,12 @@ class SearchMixin:
             return list(range(len(self.roots)))
         if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
             roots = [roots]
-        positions = [int(r) for r in roots]
+        try:
+            positions = [int(r) for r in roots]
+        except (TypeError, ValueError):
+            positions = []
+        if any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) for r in roots):
+            positions = []  # 0.5 is not position 0, nor True position 1
         if not positions or any(r < 0 or r >= len(self.roots) for r in positions) \
                 or len(set(positions)) != len(positions):
             raise ValueError(

@@ -44,8 +44,31 @@ class Segment:
                 indptr, indices = check_csr(indptr, indices, len(data), n_cols)
             except ValueError as exc:
                 raise self._corrupt(f"malformed features for root {position} ({exc})") from None
+            # Edge masses of probability measures: a value outside [0, 1]
+            # (or NaN) would give wrong distances without any error.
+            if len(data) and not (data.min() >= 0.0 and data.max() <= 1.0 + 1e-9):
+                raise self._corrupt(f"a feature value outside [0, 1] for root {position}")
             self._checked[position] = (indptr, indices, data)
         return self._checked[position]
+
+    def measure_rows(self, n_nodes):
+        """The stored measures (indptr, nodes, masses), checked once to be
+        rows of node ids below ``n_nodes`` with finite masses >= 0 (a merge
+        copies them by these pointers)."""
+        if "measures" not in self._checked:
+            data = self.data
+            indptr = np.asarray(data.indptr, dtype=np.int64)
+            nodes, masses = np.asarray(data.nodes), np.asarray(data.masses)
+            if (indptr.shape != (self.rows + 1,) or (len(indptr) and indptr[0] != 0)
+                    or np.any(np.diff(indptr) < 0) or indptr[-1] != len(nodes)
+                    or len(masses) != len(nodes)):
+                raise self._corrupt("malformed measure pointers")
+            if len(nodes) and (nodes.min() < 0 or nodes.max() >= n_nodes):
+                raise self._corrupt(f"a measure node outside 0..{n_nodes - 1}")
+            if len(masses) and not (np.isfinite(masses).all() and masses.min() >= 0):
+                raise self._corrupt("a measure mass that is not finite and >= 0")
+            self._checked["measures"] = (indptr, nodes, masses)
+        return self._checked["measures"]
 
     def inverted_file(self, trees, weight):
         """The segment's inverted file, checked once; and its feature rows,

@@ -28,7 +28,7 @@ from ..errors import (
 from ..graph import Graph
 from ..measures import MeasureBatch, as_measure_batch
 from . import inverted, storage
-from .catalog import Catalog
+from .catalog import Catalog, checked_heads
 from .csr import gather_rows, stack_rows
 from .search import SearchMixin, SearchResult
 from .segment import Segment
@@ -207,9 +207,7 @@ class SobolevIndex(SearchMixin):
         in the catalog, looked up by key or id when needed, so opening costs
         the same for a thousand documents or ten million."""
         meta = heads.meta
-        self.p = math.inf if meta["p"] == "inf" else float(meta["p"])
-        self.roots = np.asarray([r[0] for r in heads.roots], dtype=np.int64)
-        self.eta = np.asarray([r[1] for r in heads.roots], dtype=np.float64)
+        self.p, self.roots, self.eta = checked_heads(self.path, meta, heads.roots)
         self._eta_cache = {}
         if not hasattr(self, "graph"):
             self.graph, self.trees = storage.read_graph(self.path, len(self.roots))
@@ -537,6 +535,7 @@ class SobolevIndex(SearchMixin):
             for i, key in enumerate(keys):
                 if not isinstance(key, str) or not key:
                     raise ValueError(f"key {i} is {key!r}; keys must be non-empty str")
+                _check_text(f"key {i}", key)
         seen = set()
         for key in keys:
             if key in seen:
@@ -549,7 +548,10 @@ class SobolevIndex(SearchMixin):
         self._check_writable()
         if isinstance(keys, str):
             keys = [keys]
-        keys = list(keys)
+        try:
+            keys = list(keys)
+        except TypeError:
+            raise TypeError(f"keys is {keys!r}; expected a key (str) or a list of keys") from None
         for key in keys:
             if not isinstance(key, str):
                 raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
@@ -593,6 +595,7 @@ class SobolevIndex(SearchMixin):
             # The inverted-file build trusts the features it is given.
             for position in range(len(self.roots)):
                 segment.feature_rows(position, self.graph.n_nodes)
+            segment.measure_rows(self.graph.n_nodes)
             rows = np.flatnonzero(segment.live)
             parts.append((segment, rows))
         dropped = [int(i) for s, _ in parts for i in s.data.doc_ids[~s.live]]
@@ -732,7 +735,7 @@ def _concat_rows(parts, order, n_roots, n_cols):
     datas = [segment.data for segment, _ in parts]
     starts = np.cumsum([0] + [d.rows for d in datas])
     selected = np.concatenate([starts[i] + rows for i, (_, rows) in enumerate(parts)])[order]
-    measures = stack_rows([(d.indptr, d.nodes, d.masses) for d in datas])
+    measures = stack_rows([segment.measure_rows(n_cols) for segment, _ in parts])
     whole = storage.SegmentData(
         doc_ids=np.concatenate([np.asarray(d.doc_ids) for d in datas]),
         indptr=measures[0], nodes=measures[1], masses=measures[2],
@@ -753,13 +756,28 @@ def _checked_column(name, values, n, kind):
     for i, value in enumerate(values):
         if value is not None and not isinstance(value, kind):
             raise ValueError(f"{name}[{i}] is {value!r}; expected {kind.__name__} or None")
+        if isinstance(value, str):
+            _check_text(f"{name}[{i}]", value)
     return values
+
+
+def _check_text(name, text):
+    """ValueError unless ``text`` can be stored as UTF-8 (a lone surrogate,
+    say from a JSON escape, cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} is {text!r}, which holds {text[exc.start]!r} at position "
+                         f"{exc.start}, a lone surrogate that UTF-8 cannot store") from None
 
 
 def _json_fields(fields, i):
     try:
         # NaN and infinity are not JSON: get() and export would print
         # non-standard text, so they are refused as the CLI refuses them.
-        return json.dumps(fields, sort_keys=True, allow_nan=False)
+        text = json.dumps(fields, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"fields[{i}] cannot be stored as JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"fields[{i}] is nested too deeply to store as JSON") from None
+    return text

@@ -353,8 +353,10 @@ def read_graph(index_path, n_roots):
                 trees.append(tree)
     except FileNotFoundError:
         raise CorruptIndexError(f"{path} is missing; the index cannot be read without it") from None
-    except (OSError, KeyError, ValueError, IndexError, TypeError) as exc:
-        # IndexError: a parent pointer outside the tree, for instance.
+    except (OSError, KeyError, ValueError, IndexError, TypeError, AttributeError,
+            RuntimeError) as exc:
+        # IndexError: a parent pointer outside the tree, for instance;
+        # RuntimeError and AttributeError: h5py on a damaged file's metadata.
         raise CorruptIndexError(f"{path} is unreadable or damaged ({exc}); restore it from a "
                                 "backup") from None
     return graph, trees
@@ -469,7 +471,9 @@ def read_segment(index_path, name, n_roots, checksum=None):
             )
             if "inverted" in f:
                 data.inverted = {array: load(dataset) for array, dataset in f["inverted"].items()}
-    except (OSError, KeyError) as exc:
+    except (OSError, KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:
+        # Besides OSError, h5py raises these on a file whose metadata is
+        # damaged (an object that resolves to nothing, a broken heap).
         if not os.path.exists(path):
             # Merged away by a writer after the caller read the catalog.
             raise FileNotFoundError(errno.ENOENT, "segment file is gone", path) from None

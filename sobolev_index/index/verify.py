@@ -20,8 +20,9 @@ import numpy as np
 from ..errors import CorruptIndexError
 from ..measures import as_measure_batch
 from . import storage
-from .catalog import Catalog
+from .catalog import Catalog, checked_heads
 from .csr import gather_rows
+from .segment import Segment
 
 # Rows per segment whose features are rebuilt from the raw measures.
 VERIFY_SAMPLE = 64
@@ -52,8 +53,18 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
                 "unlisted": [], "moved": [], "segments": None, "documents": None,
                 "deleted": None, "checked_rows": 0}
     problems += _catalog_consistency(snapshot)
+    try:
+        checked_heads(path, snapshot.meta, snapshot.roots)
+    except CorruptIndexError as exc:
+        problems.append(f"catalog: {exc}")
+    try:
+        problems += catalog.content_problems()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        problems.append(f"catalog: its documents cannot be read ({exc})")
     rng = np.random.default_rng(seed)
     checked = 0
+    weight = None if trees is None else \
+        np.concatenate([t.length for t in trees]).astype(np.float64)
     for row in snapshot.segments:
         data = _read_committed(path, catalog, row, len(snapshot.roots), problems)
         if data is None:
@@ -63,6 +74,15 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
             if sampled is None:
                 continue
             checked += sampled
+            # Every array a search or a merge reads, checked as they check it
+            # (the sample above compares values; this checks all of them).
+            try:
+                segment = Segment(row, data, np.ones(data.rows, dtype=bool))
+                segment.measure_rows(n_nodes)
+                segment.inverted_file(trees, weight)
+            except CorruptIndexError as exc:
+                problems.append(str(exc))
+                continue
         in_segment = snapshot.segment_of == row["id"]
         for doc_id, doc_row in zip(snapshot.doc_ids[in_segment], snapshot.row_of[in_segment]):
             if doc_row >= data.rows or data.doc_ids[doc_row] != doc_id:
@@ -173,6 +193,9 @@ def _catalog_consistency(snapshot):
             problems.append(f"segments: segment {seg_id} has {n_rows} rows but {n_docs} "
                             "documents point at it")
     meta = snapshot.meta
+    if not all(isinstance(meta.get(name), int)
+               for name in ("next_doc_id", "next_segment_id")):
+        return problems  # checked_heads names the bad value
     if len(snapshot.doc_ids) and int(meta.get("next_doc_id", 0)) <= int(snapshot.doc_ids.max()):
         problems.append(f"meta: next_doc_id {meta.get('next_doc_id')} is not above the largest "
                         f"document id {int(snapshot.doc_ids.max())}")
