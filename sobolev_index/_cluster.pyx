@@ -201,6 +201,7 @@ cdef extern from *:
 ctypedef struct _key_t:
     # A point of a cluster, for sorting its run farthest first.
     float64_t sq
+    float64_t nu2
     offset_t point
 
 ctypedef struct _bounds_t:
@@ -321,26 +322,29 @@ cdef int _compare_keys(const void* a, const void* b) noexcept nogil:
     return (x.point > y.point) - (x.point < y.point)
 
 
-cdef void _sort_run(offset_t* points, Py_ssize_t length, const float64_t* sq, _key_t* keys) noexcept nogil:
-    """Sort a run of points farthest first (equal distances by point number)."""
+cdef void _sort_run(
+    offset_t* points, float64_t* sq, float64_t* nu2, Py_ssize_t length, _key_t* keys,
+) noexcept nogil:
+    """Sort a run of points and their values farthest first (equal distances
+    by point number)."""
     cdef Py_ssize_t t
     for t in range(length):
-        keys[t].sq = sq[points[t]]
+        keys[t].sq = sq[t]
+        keys[t].nu2 = nu2[t]
         keys[t].point = points[t]
     qsort(keys, length, sizeof(_key_t), _compare_keys)
     for t in range(length):
         points[t] = keys[t].point
+        sq[t] = keys[t].sq
+        nu2[t] = keys[t].nu2
 
 
-cdef Py_ssize_t _rows_within(
-    const offset_t* run, Py_ssize_t length, const float64_t* sq, float64_t delta2,
-) noexcept nogil:
-    """How many rows of a run (farthest first) have PRUNE_FACTOR r^2 > delta2,
-    r their distance to the cluster's centre."""
+cdef Py_ssize_t _rows_within(const float64_t* sq, Py_ssize_t length, float64_t delta2) noexcept nogil:
+    """How many rows of a run (``sq`` decreasing) have PRUNE_FACTOR sq > delta2."""
     cdef Py_ssize_t lo = 0, hi = length, mid
     while lo < hi:
         mid = (lo + hi) >> 1
-        if PRUNE_FACTOR * sq[run[mid]] > delta2:
+        if PRUNE_FACTOR * sq[mid] > delta2:
             lo = mid + 1
         else:
             hi = mid
@@ -481,16 +485,17 @@ cdef inline Py_ssize_t _calls_needing(
 
 cdef void _apply_unit(
     const floating_t* X, const floating_t* W, Py_ssize_t d, int level, const _bounds_t* bounds,
-    const offset_t* run, Py_ssize_t length,
+    const offset_t* run, float64_t* sq, offset_t* assignment, const float64_t* nu2, Py_ssize_t length,
     const float64_t* near_delta2, const offset_t* near_col, Py_ssize_t n_near,
     const floating_t* batch_panel, Py_ssize_t ld_panel, const float64_t* batch_nu2,
     const float64_t* batch_nu, const offset_t* centres, Py_ssize_t k0,
-    float64_t* sq, offset_t* assignment, const float64_t* nu2,
     floating_t* panel, floating_t* products, const floating_t** row_ptrs,
     float64_t* col_delta2, offset_t* col_centre,
 ) noexcept nogil:
     """Apply the batch (centres k0, k0 + 1, ...) to ``length`` rows of one
-    cluster's run, farthest first.
+    cluster's run, farthest first: points ``run``, with their squared
+    distances ``sq`` to their centres, those centres and their copy's
+    squared norms ``nu2``.
 
     ``near_*`` list the batch centres the cluster may lose points to, with
     lower bounds ``delta2`` on their squared distance to its centre; a row at
@@ -511,7 +516,7 @@ cdef void _apply_unit(
     # counting sort puts the columns in decreasing order of how many calls
     # need them; then ends[c + 1] ends the prefix of call c.
     for call in range(n_calls):
-        limits[call] = PRUNE_FACTOR * sq[run[call * ROWS_PER_CALL]]
+        limits[call] = PRUNE_FACTOR * sq[call * ROWS_PER_CALL]
         ends[call] = 0
     ends[n_calls] = 0
     for m in range(n_near):
@@ -548,15 +553,15 @@ cdef void _apply_unit(
         _dot_rows(level, row_ptrs, h, panel, ld_panel, (n_cols + 15) & ~15, d, products, ld_panel)
         for r in range(h):
             i = run[c + r]
-            s = sq[i]
-            a = assignment[i]
+            s = sq[c + r]
+            a = assignment[c + r]
             limit = PRUNE_FACTOR * s
-            nu_i = sqrt(nu2[i])
+            nu_i = sqrt(nu2[c + r])
             for m in range(n_cols):
                 if col_delta2[m] >= limit:
                     continue
                 centre = col_centre[m]
-                if _lower_bound(bounds, nu2[i], nu_i, batch_nu2[centre], batch_nu[centre],
+                if _lower_bound(bounds, nu2[c + r], nu_i, batch_nu2[centre], batch_nu[centre],
                                 products[r * ld_panel + m]) > s:
                     continue
                 exact = _sq_distance(&X[i * d], &X[centres[k0 + centre] * d], d)
@@ -564,8 +569,8 @@ cdef void _apply_unit(
                 if exact < s or (exact == s and a > k0 + centre):
                     s = exact
                     a = k0 + centre
-            sq[i] = s
-            assignment[i] = a
+            sq[c + r] = s
+            assignment[c + r] = a
 
 
 # ------------------------------------------------------------------ main
@@ -626,34 +631,42 @@ def farthest_point_clustering(
             acc = acc + <float64_t> W[i, t] * <float64_t> W[i, t]
         nu2[i] = acc
 
+    # Cluster b is the points run[start[b] : start[b] + count[b]], farthest
+    # from centre b first. Their squared distances to their centres, those
+    # centres and the copy's squared norms are kept in the same order, in
+    # rsq, rcentre and rnu2 (and in spare arrays while they are regrouped).
     centres_arr = np.empty(max_centers, dtype=np.int64)
-    assignment_arr = np.zeros(n, dtype=np.int64)
-    sq_arr = np.empty(n, dtype=np.float64)
     cdef offset_t[::1] centres = centres_arr
-    cdef offset_t[::1] assignment = assignment_arr
-    cdef float64_t[::1] sq = sq_arr
     centres[0] = first
-    for i in prange(n, nogil=True, num_threads=n_workers, schedule="static"):
-        sq[i] = _sq_distance(&X[i, 0], &X[first, 0], d)
-    k = 1
-
-    # Cluster b is run[start[b] : start[b] + count[b]], farthest first.
     run_arr = np.arange(n, dtype=np.int64)
-    spare_arr = np.empty(n, dtype=np.int64)
+    rsq_arr = np.empty(n, dtype=np.float64)
+    rnu2_arr = nu2_arr.copy()
+    rcentre_arr = np.zeros(n, dtype=np.int64)
+    spare_run_arr = np.empty(n, dtype=np.int64)
+    spare_sq_arr = np.empty(n, dtype=np.float64)
+    spare_nu2_arr = np.empty(n, dtype=np.float64)
     start_arr = np.zeros(max_centers, dtype=np.int64)
     count_arr = np.zeros(max_centers, dtype=np.int64)
     cursor_arr = np.zeros(max_centers, dtype=np.int64)
     keys_arr = np.empty(n * sizeof(_key_t), dtype=np.uint8)
     cdef offset_t[::1] run = run_arr
-    cdef offset_t[::1] spare = spare_arr
+    cdef float64_t[::1] rsq = rsq_arr
+    cdef float64_t[::1] rnu2 = rnu2_arr
+    cdef offset_t[::1] rcentre = rcentre_arr
+    cdef offset_t[::1] spare_run = spare_run_arr
+    cdef float64_t[::1] spare_sq = spare_sq_arr
+    cdef float64_t[::1] spare_nu2 = spare_nu2_arr
     cdef offset_t[::1] start = start_arr
     cdef offset_t[::1] count = count_arr
     cdef offset_t[::1] cursor = cursor_arr
     cdef unsigned char[::1] keys_mem = keys_arr
     cdef _key_t* keys = <_key_t*> &keys_mem[0]
+    for i in prange(n, nogil=True, num_threads=n_workers, schedule="static"):
+        rsq[i] = _sq_distance(&X[i, 0], &X[first, 0], d)
+    k = 1
     count[0] = n
     with nogil:
-        _sort_run(&run[0], n, &sq[0], keys)
+        _sort_run(&run[0], &rsq[0], &rnu2[0], n, keys)
 
     # The batch: its centres as the columns of a panel, their norms, and for
     # each older centre the batch centres near it (row b of the near table,
@@ -721,20 +734,22 @@ def farthest_point_clustering(
             # them, and the batch.
             has_outside = q < n
             if has_outside:
-                threshold = np.partition(sq_arr, n - q)[n - q]
-                above = np.flatnonzero(sq_arr > threshold)
-                equal = np.flatnonzero(sq_arr == threshold)
+                threshold = np.partition(rsq_arr, n - q)[n - q]
+                above = np.flatnonzero(rsq_arr > threshold)
+                equal = np.sort(run_arr[rsq_arr == threshold])
                 needed = q - len(above)
-                cand_arr[:len(above)] = above
+                cand_arr[:len(above)] = run_arr[above]
+                cand_sq_arr[:len(above)] = rsq_arr[above]
                 cand_arr[len(above):q] = equal[:needed]
+                cand_sq_arr[len(above):q] = threshold
                 if len(equal) > needed:
                     outside_sq, outside_point = threshold, equal[needed]
                 else:
-                    outside_sq = np.max(sq_arr, where=sq_arr < threshold, initial=-1.0)
-                    outside_point = np.flatnonzero(sq_arr == outside_sq)[0]
+                    outside_sq = np.max(rsq_arr, where=rsq_arr < threshold, initial=-1.0)
+                    outside_point = run_arr[rsq_arr == outside_sq].min()
             else:
-                cand_arr[:q] = np.arange(q)
-            np.take(sq_arr, cand_arr[:q], out=cand_sq_arr[:q])
+                cand_arr[:q] = run_arr
+                cand_sq_arr[:q] = rsq_arr
             cand_upto_arr[:q] = k0
             with nogil:
                 k = _choose_batch(
@@ -767,7 +782,7 @@ def farthest_point_clustering(
                     near_count[b + i] = _near_centres(
                         &bounds, &products[tid, i * ld_batch], n_batch,
                         nu2[centres[b + i]], &batch_nu2[0], &batch_nu[0],
-                        PRUNE_FACTOR * sq[run[start[b + i]]],
+                        PRUNE_FACTOR * rsq[start[b + i]],
                         &near_delta2[(b + i) * n_batch], &near_col[(b + i) * n_batch],
                         &nearest2[b + i])
 
@@ -779,7 +794,7 @@ def farthest_point_clustering(
                 for b in range(k0):
                     if near_count[b] == 0:
                         continue
-                    active = _rows_within(&run[start[b]], count[b], &sq[0], nearest2[b])
+                    active = _rows_within(&rsq[start[b]], count[b], nearest2[b])
                     pairs += active * near_count[b]
                     pos = 0
                     while pos < active:
@@ -795,10 +810,10 @@ def farthest_point_clustering(
                 b = unit_cluster[u]
                 _apply_unit(
                     &X[0, 0], &W[0, 0], d, level, &bounds,
-                    &run[unit_start[u]], unit_length[u],
+                    &run[unit_start[u]], &rsq[unit_start[u]], &rcentre[unit_start[u]],
+                    &rnu2[unit_start[u]], unit_length[u],
                     &near_delta2[b * n_batch], &near_col[b * n_batch], near_count[b],
                     &batch_panel[0, 0], ld_batch, &batch_nu2[0], &batch_nu[0], &centres[0], k0,
-                    &sq[0], &assignment[0], &nu2[0],
                     &panels[tid, 0], &products[tid, 0], row_ptrs + tid * ROWS_PER_CALL,
                     &col_delta2[tid, 0], &col_centre[tid, 0],
                 )
@@ -808,28 +823,40 @@ def farthest_point_clustering(
             with nogil:
                 for b in range(k):
                     count[b] = 0
-                for i in range(n):
-                    count[assignment[i]] += 1
+                for pos in range(n):
+                    count[rcentre[pos]] += 1
                 pos = 0
                 for b in range(k):
                     start[b] = pos
                     cursor[b] = pos
                     pos += count[b]
                 for pos in range(n):
-                    i = run[pos]
-                    b = assignment[i]
-                    spare[cursor[b]] = i
+                    b = rcentre[pos]
+                    i = cursor[b]
                     cursor[b] += 1
-            run, spare = spare, run
-            run_arr, spare_arr = spare_arr, run_arr
+                    spare_run[i] = run[pos]
+                    spare_sq[i] = rsq[pos]
+                    spare_nu2[i] = rnu2[pos]
+            run, spare_run = spare_run, run
+            rsq, spare_sq = spare_sq, rsq
+            rnu2, spare_nu2 = spare_nu2, rnu2
+            run_arr, spare_run_arr = spare_run_arr, run_arr
+            rsq_arr, spare_sq_arr = spare_sq_arr, rsq_arr
+            rnu2_arr, spare_nu2_arr = spare_nu2_arr, rnu2_arr
             step_workers = effective_threads(n_threads, 4 * (n - start[k0]))
             for b in prange(k0, k, nogil=True, num_threads=step_workers, schedule="dynamic"):
-                _sort_run(&run[start[b]], count[b], &sq[0], keys + start[b])
+                _sort_run(&run[start[b]], &rsq[start[b]], &rnu2[start[b]], count[b], keys + start[b])
+            for b in prange(k, nogil=True, num_threads=n_workers, schedule="static"):
+                for pos in range(start[b], start[b] + count[b]):
+                    rcentre[pos] = b
             if progress is not None and k // report_every > k0 // report_every:
                 progress(k)
     finally:
         free(row_ptrs)
         free(centre_ptrs)
 
-    dist_arr = np.sqrt(sq_arr)
+    dist_arr = np.empty(n, dtype=np.float64)
+    dist_arr[run_arr] = np.sqrt(rsq_arr)
+    assignment_arr = np.empty(n, dtype=np.int64)
+    assignment_arr[run_arr] = rcentre_arr
     return centres_arr[:k].copy(), assignment_arr, dist_arr, float(dist_arr.max())
