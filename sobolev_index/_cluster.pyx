@@ -846,9 +846,10 @@ def farthest_point_clustering(
             step_workers = effective_threads(n_threads, 4 * (n - start[k0]))
             for b in prange(k0, k, nogil=True, num_threads=step_workers, schedule="dynamic"):
                 _sort_run(&run[start[b]], &rsq[start[b]], &rnu2[start[b]], count[b], keys + start[b])
-            for b in prange(k, nogil=True, num_threads=n_workers, schedule="static"):
-                for pos in range(start[b], start[b] + count[b]):
-                    rcentre[pos] = b
+            with nogil:
+                for b in range(k):
+                    for pos in range(start[b], start[b] + count[b]):
+                        rcentre[pos] = b
             if progress is not None and k // report_every > k0 // report_every:
                 progress(k)
     finally:
