@@ -11,8 +11,9 @@ Runs our code and its peers side by side in one process:
    scikit-learn ``pairwise_distances(metric="manhattan")`` on the same
    w-scaled CSR features (indices sorted);
 3. the S_2 matrix against scikit-learn's "euclidean" on w^(1/2)-scaled features;
-4. farthest-point clustering of n points in d dimensions into M nodes, against
-   a NumPy Gonzalez loop timed on its first centres and extrapolated.
+4. farthest-point clustering of n float32 points in d dimensions into M
+   nodes, against a NumPy Gonzalez loop timed on its first centres and
+   extrapolated to M.
 
 ``--threads N`` (default: all cores) goes to ours (``n_threads``) and to
 scikit-learn (``n_jobs``), and caps every BLAS and OpenMP library while the
@@ -21,12 +22,14 @@ benchmark runs; the NumPy and SciPy peers run on one thread whatever N is
 
 Tasks 1-3 are timed by ``alternating_medians``: alternating blocks of ours
 and the peers', one untimed warm-up call before each block, medians.
-Clustering takes minutes per run, so each side runs once, after a warm-up on
-a twentieth of the points.
+Clustering is one long run per side (the NumPy loop's 20 centres of a
+million points take about half a minute), so each side runs once, after a
+warm-up on a twentieth of the points.
 
 Correctness: our features must match both peers' and our matrices
 scikit-learn's within 1e-9 relative, and our first clustering centres must be
-the NumPy loop's; otherwise the run exits with status 1 after the table.
+the NumPy loop's (ours is exact Gonzalez, ties to the first row, as the loop's
+argmax); otherwise the run exits with status 1 after the table.
 
 Prints a table with medians and ratios and writes bench/results/bench_core.json.
 ``--quick`` uses small sizes for a smoke run.
@@ -210,6 +213,7 @@ def bench_clustering(n, d, m, seed, threads, checks):
     ours_s = timing["ours"].median
     naive_estimate = timing["numpy"].median / probe * m
     return {"n": n, "d": d, "requested_nodes": m, "nodes": len(centres), "dtype": "float32",
+            "kernel": ("generic", "AVX2", "AVX-512")[_cluster.simd_level()],
             "ours_seconds": ours_s, "numpy_seconds_estimated": naive_estimate,
             "numpy_centres_timed": probe, "speedup_estimated": naive_estimate / ours_s,
             "first_centres_agree": bool(same), "covering_radius": radius}
@@ -221,7 +225,8 @@ def main(argv=None):
     parser.add_argument("--skip-clustering", action="store_true")
     parser.add_argument("--fpc-points", type=int, default=100_000,
                         help="points for the clustering run (300-d, into 10,000 nodes); "
-                             "1,000,000 takes about half an hour on 2 cores")
+                             "1,000,000 takes a few minutes on 2 cores, most of it the data "
+                             "and the NumPy loop")
     add_threads_option(parser)
     parser.add_argument("--json", default=None, help="output path (default bench/results/bench_core.json)")
     args = parser.parse_args(argv)
