@@ -128,7 +128,10 @@ def test_measure_that_cannot_be_normalised_is_refused_by_build_and_add(tmp_path)
 
     result = run("build", tmp_path / "never", "--points", both, "--nodes", 4, ok=False)
     assert result.exit_code == 1
-    assert "e-320, below 1e-300" in result.output and "hint" not in result.output
+    # The reader refuses it, naming the line (not with the hint about words
+    # that a measure error of a text index gets).
+    assert "both.jsonl line 4: 'weights' add up to" in result.output
+    assert "e-320, below 1e-300" in result.output and "words the index knows" not in result.output
     assert not (tmp_path / "never").exists()
 
     index = tmp_path / "ix"

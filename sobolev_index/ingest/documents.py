@@ -28,14 +28,20 @@ from ..errors import CorpusError, CorpusVectorsError, InvalidMeasureError, Skipp
 from ..index.storage import require_new_directory
 from .embeddings import WordVectors, load_vectors
 from .fill import (
+    FIELDS_MAX_DEPTH,
     TEXT_META,
     add_in_batches,
     build_graph,
     check_can_add,
+    check_fields,
+    check_fields_depth,
+    check_input,
     check_new_keys,
+    check_storable,
     count_live,
     create_and_fill,
     drop_existing,
+    label_text,
 )
 from .text import (
     DEFAULT_ENCODING,
@@ -111,6 +117,9 @@ class TextSettings:
 
 # ------------------------------------------------------------------ corpus
 def _document(key, text, label, fields, where):
+    """A document dict, checked: a key and a label UTF-8 can store (a number
+    as key or label is kept as its text), fields no deeper than
+    FIELDS_MAX_DEPTH. The point readers check labels and fields alike."""
     if not isinstance(text, str):
         raise CorpusError(f"{where}: 'text' is {type(text).__name__}; expected a string")
     if key is not None and (not isinstance(key, str) or not key):
@@ -118,9 +127,10 @@ def _document(key, text, label, fields, where):
             key = str(key)
         else:
             raise CorpusError(f"{where}: 'key' is {key!r}; expected a non-empty string")
-    if label is not None and not isinstance(label, str):
-        label = str(label)
-    return {"key": key, "text": text, "label": label, "fields": fields or None}
+    if key is not None:
+        check_storable(key, "'key'", where)
+    check_fields_depth(fields, where)
+    return {"key": key, "text": text, "label": label_text(label, where), "fields": fields or None}
 
 
 def _read_jsonl(handle, name):
@@ -133,6 +143,10 @@ def _read_jsonl(handle, name):
         except json.JSONDecodeError as exc:
             raise CorpusError(f"{where} is not JSON ({exc.msg} at column {exc.colno}); expected "
                               "JSON Lines: one object per line") from None
+        except RecursionError:
+            # json.loads recurses once per level of nesting.
+            raise CorpusError(f"{where} nests objects and lists too deeply to be read; fields "
+                              f"may nest at most {FIELDS_MAX_DEPTH} levels") from None
         if not isinstance(record, dict):
             raise CorpusError(f"{where} is a JSON {type(record).__name__}; expected an object "
                               'like {"key": ..., "text": ..., "label": ...}')
@@ -149,6 +163,9 @@ def _as_document(doc, position):
         return _document(None, doc, None, None, f"document {position}")
     if not isinstance(doc, dict) or "text" not in doc:
         raise CorpusError(f"document {position} is {doc!r:.60}; expected a str or a dict with 'text'")
+    if doc.get("fields") is not None and not isinstance(doc["fields"], dict):
+        raise CorpusError(f"document {position}: 'fields' is {type(doc['fields']).__name__} "
+                          f"{doc['fields']!r:.40}; expected a dict or None")
     fields = dict(doc.get("fields") or {})
     fields.update({k: v for k, v in doc.items() if k not in ("key", "text", "label", "fields")})
     return _document(doc.get("key"), doc["text"], doc.get("label"), fields, f"document {position}")
@@ -466,7 +483,7 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
         new_rows = _place_words(index, encoder, encoder.unknown_words(d["text"] for d in documents),
                                 vectors, _progress)
 
-    measures, keys, labels, fields, skipped = [], [], [], [], []
+    measures, keys, labels, fields, names, skipped = [], [], [], [], [], []
     for position, doc in enumerate(documents):
         measure = encoder.measure(doc["text"])
         name = doc["key"] if doc["key"] is not None else f"document {position}"
@@ -479,14 +496,12 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
             skipped.append(name)
             continue
         record = {**(doc["fields"] or {}), "text": doc["text"]} if store_text else doc["fields"]
-        try:
-            json.dumps(record, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise CorpusError(f"{name}: its fields cannot be stored as JSON ({exc})") from None
+        check_fields(record, name)
         measures.append(measure)
         keys.append(doc["key"])
         labels.append(doc["label"])
         fields.append(record)
+        names.append(name)
     if skipped:
         warnings.warn(f"skipped {len(skipped)} document(s) with no known word, e.g. {skipped[0]!r}",
                       SkippedDocumentsWarning, stacklevel=2)
@@ -498,11 +513,15 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
                           "found by key")
     check_new_keys(index, keys, upsert)
 
+    # The measures are checked as a whole here (the fields were, above), so
+    # that a bad one stops the add before the new words are written.
+    batch = check_input(index, measures, names)
+
     replaced = count_live(index, keys) if upsert else 0
     # Only now, with the input known to be good, is anything written.
     if new_rows:
         add_words(index.catalog, new_rows)
-    added = add_in_batches(index, measures, None if keys and keys[0] is None else keys, labels,
+    added = add_in_batches(index, batch, None if keys and keys[0] is None else keys, labels,
                            fields, batch_size=batch_size, upsert=upsert, progress=_progress)
     return {"added": added, "replaced": replaced, "existing": existing, "skipped": skipped,
             "new_words": len(new_rows)}

@@ -1,26 +1,37 @@
 """What the text and point pipelines share: which kind an index is, making
-its graph, creating an index and filling it, and adding measures in
-committed batches.
+its graph, creating an index and filling it, adding measures in committed
+batches, and the checks both kinds of reader make on keys, labels and
+fields.
 
 Both pipelines import this module and neither imports the other; the kind of
 an index is recorded in its catalog's ``meta`` under :data:`TEXT_META` or
 :data:`POINTS_META` when it is built.
 """
 import json
+import math
+import numbers
 import os
 import shutil
 
 from ..errors import CorpusError, CorpusKeyError, DiskFullError
 from ..graph import Graph
 from ..index import SobolevIndex
+from ..measures import MeasureBatch, as_measure_batch
 
-__all__ = ["TEXT_META", "POINTS_META", "index_kind", "build_graph", "create_and_fill",
-           "check_can_add", "check_new_keys", "count_live", "drop_existing", "add_in_batches"]
+__all__ = ["TEXT_META", "POINTS_META", "FIELDS_MAX_DEPTH", "index_kind", "build_graph",
+           "create_and_fill", "check_can_add", "check_new_keys", "count_live", "drop_existing",
+           "check_input", "add_in_batches", "describe_json", "label_text", "check_storable",
+           "check_fields_depth", "check_fields"]
 
 # The meta names under which a text index keeps its TextSettings, and a
 # point index the kind ("clouds" or "diagrams") and dimension of its sets.
 TEXT_META = "text"
 POINTS_META = "points"
+# How deep the fields of one document may nest objects and lists (the
+# fields object itself is level 1). Deeper values overflow the recursion of
+# json (a line nested ~1,000 deep cannot even be parsed) and of SQLite's
+# JSON functions; no real record needs more.
+FIELDS_MAX_DEPTH = 100
 
 
 def _silent(stage, done, total):
@@ -121,37 +132,54 @@ def count_live(index, keys):
     return len(index.existing_keys([key for key in keys if key is not None]))
 
 
+def check_input(index, measures, names, fields=()):
+    """Check every measure of an add, and its ``fields`` values when given,
+    before anything is written; return the measures as one
+    :class:`~sobolev_index.measures.MeasureBatch` for ``index``'s graph. A
+    problem raises :class:`~sobolev_index.errors.InvalidMeasureError` or
+    :class:`CorpusError` naming the item by ``names[i]`` (a key, or where
+    the item came from)."""
+    for i, item in enumerate(fields):
+        check_fields(item, names[i])
+    return as_measure_batch(measures, n_nodes=index.graph.n_nodes, names=names)
+
+
 def add_in_batches(index, measures, keys, labels, fields, *, batch_size=1000, upsert=False,
-                   progress=None):
+                   progress=None, names=None):
     """Write ``measures`` with their ``keys`` (a list, or None for the index
     to name them), ``labels`` and ``fields`` in batches of ``batch_size``,
     each committed on its own (:meth:`SobolevIndex.add`, or ``upsert``).
     Returns the keys written.
 
+    ``measures`` is a list of (nodes, masses) pairs, checked here with the
+    fields (:func:`check_input`; errors name item i by ``names[i]``, by
+    default its key or position) before the first batch is written, so that
+    bad input leaves the index as it was; or the
+    :class:`~sobolev_index.measures.MeasureBatch` that :func:`check_input`
+    returned for this same input, which is not checked again.
+
     The batches before an interruption stay committed, and the
     KeyboardInterrupt carries their keys as ``added``.
     """
     progress = progress or _silent
-    # Every batch is checked before the first is written; fields are checked
-    # here too, or a bad one would stop the add after earlier batches.
-    for i, item in enumerate(fields):
-        try:
-            json.dumps(item, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            name = keys[i] if keys is not None else f"item {i}"
-            raise CorpusError(f"{name}: its fields cannot be stored as JSON ({exc})") from None
+    batch = measures
+    if not isinstance(batch, MeasureBatch):
+        if names is None:
+            names = [f"item {i}" if keys is None or keys[i] is None else f"item {keys[i]!r}"
+                     for i in range(len(fields))]
+        batch = check_input(index, measures, names, fields)
     write = index.upsert if upsert else index.add
     added = []
     batch_keys = None
-    progress("adding", 0, len(measures))
+    progress("adding", 0, len(batch))
     try:
-        for start in range(0, len(measures), batch_size):
+        for start in range(0, len(batch), batch_size):
             stop = start + batch_size
             batch_keys = None if keys is None else keys[start:stop]
-            added.extend(write(measures[start:stop], keys=batch_keys, labels=labels[start:stop],
-                               fields=fields[start:stop]))
+            added.extend(write(batch.rows(start, stop), keys=batch_keys,
+                               labels=labels[start:stop], fields=fields[start:stop]))
             batch_keys = None
-            progress("adding", len(added), len(measures))
+            progress("adding", len(added), len(batch))
     except (KeyboardInterrupt, DiskFullError) as exc:
         # The batch in flight may have committed before the interrupt (for
         # instance during the merge that follows a commit).
@@ -166,3 +194,83 @@ def add_in_batches(index, measures, keys, labels, fields, *, batch_size=1000, up
     return added
 
 
+# ------------------------------------------------- checks shared by readers
+def describe_json(value):
+    """A JSON value as a user would name it in their own file."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"the string {value!r:.40}"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} items"
+    return repr(value)
+
+
+def check_storable(text, what, where):
+    """Refuse a key or label that UTF-8 cannot store: a lone surrogate, as a
+    JSON escape like "\\udcff" or a file name that is not UTF-8 gives. The
+    catalog would refuse it only after a segment was written."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CorpusError(
+            f"{where}: {what} {text!r:.60} holds {text[exc.start]!r} at character "
+            f"{exc.start + 1}, a lone surrogate (from a JSON escape, or a file name that is not "
+            "UTF-8); expected text that UTF-8 can store"
+        ) from None
+    return text
+
+
+def label_text(value, where):
+    """A label as the readers of both kinds store it: a string as it is, a
+    finite number as its JSON text ("3", "1.5", "1e+20"), null (None) as no
+    label. Booleans, objects, lists, NaN and infinities are refused with a
+    :class:`CorpusError` naming ``where``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return check_storable(value, "'label'", where)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        pass  # refused below; bool is an int to Python, not a number in JSON
+    elif isinstance(value, numbers.Integral):
+        return json.dumps(int(value))
+    elif math.isfinite(value):
+        return json.dumps(float(value))
+    raise CorpusError(f"{where}: 'label' is {describe_json(value)}; expected a string or a "
+                      "number (a finite one; null for no label)")
+
+
+def _nested_deeper(value, limit):
+    """Whether objects and lists nest more than ``limit`` levels in
+    ``value`` (itself level 1). A loop over a stack rather than recursion,
+    which is what fails on deep values; depth first, so a deep branch is
+    found without walking the rest (or around a cycle for ever)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, tuple)))
+    return False
+
+
+def check_fields_depth(fields, where):
+    """Refuse fields nested deeper than :data:`FIELDS_MAX_DEPTH`."""
+    if isinstance(fields, (dict, list, tuple)) and _nested_deeper(fields, FIELDS_MAX_DEPTH):
+        raise CorpusError(f"{where}: its fields nest objects and lists more than "
+                          f"{FIELDS_MAX_DEPTH} levels deep; expected at most {FIELDS_MAX_DEPTH}")
+
+
+def check_fields(fields, where):
+    """Refuse fields the index cannot store: nested too deeply, or not JSON
+    (NaN, infinities, objects JSON does not know)."""
+    check_fields_depth(fields, where)
+    try:
+        json.dumps(fields, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise CorpusError(f"{where}: its fields cannot be stored as JSON ({exc})") from None

@@ -137,7 +137,10 @@ def add_pointsets(index, pointsets, *, batch_size=1000, progress=None, upsert=Fa
     check_new_keys(index, keys, upsert)
     measures = point_measures(index, pointsets)
     replaced = count_live(index, keys) if upsert else 0
+    # Every measure and fields value is checked before the first batch is
+    # written; an error names the point set by its key.
     added = add_in_batches(index, measures, keys, [s.label for s in pointsets],
                            [s.fields or None for s in pointsets], batch_size=batch_size,
-                           upsert=upsert, progress=progress)
+                           upsert=upsert, progress=progress,
+                           names=[f"point set {key!r}" for key in keys])
     return {"added": added, "replaced": replaced, "existing": existing, "skipped": []}

@@ -18,6 +18,15 @@ Two readers produce point sets:
 Every malformed input raises :class:`~sobolev_index.errors.CorpusError` naming
 the file, the line (1-based) or array row (0-based), the field and what was
 expected.
+
+Coordinates must be finite and at most :data:`COORDINATE_MAX` (1e150) in
+absolute value. Finding a point's nearest node squares coordinates (and
+their differences): beyond about 1e154 the squares are not finite in
+float64, every node is "infinitely far" and the point would land on an
+arbitrary node, so larger values are refused rather than placed wrongly. No
+measurement needs them; a value near the float64 limit (1.8e308) is usually a
+stand-in for infinity, which a diagram writes as ``inf`` (see ``max_death``).
+Rescale data that really is that large.
 """
 import json
 import os
@@ -28,9 +37,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorpusError
+from ..measures import TOTAL_MAX, TOTAL_MIN
+from .fill import FIELDS_MAX_DEPTH, check_fields_depth, check_storable, describe_json, label_text
 from .parsing import is_number
 
 __all__ = [
+    "COORDINATE_MAX",
     "PointSet",
     "pointsets_to_measures",
     "read_diagram",
@@ -45,6 +57,19 @@ DIMENSION_NAMES = ("dimension", "dim", "homology_dimension")
 # Numbers as json.loads returns them; bool is excluded on purpose, because
 # isinstance(True, int) would let `true` pass as the coordinate 1.
 _JSON_NUMBER = (int, float)
+# The largest coordinate (in absolute value) a point may have: squares of
+# differences of such coordinates, summed over many dimensions, stay finite
+# in float64 (see the module's docstring).
+COORDINATE_MAX = 1e150
+_COORDINATE_RANGE = (f"between {-COORDINATE_MAX:g} and {COORDINATE_MAX:g} (larger ones would "
+                     "overflow when squared to find the nearest node; rescale the points)")
+
+
+def _first_too_large(array):
+    """Index (a tuple) of the first value of ``array`` beyond COORDINATE_MAX
+    in absolute value, or None."""
+    big = np.argwhere(np.abs(array) > COORDINATE_MAX)
+    return tuple(int(i) for i in big[0]) if len(big) else None
 
 
 # ---------------------------------------------------------------- record type
@@ -57,12 +82,14 @@ class PointSet:
     key : str
         Unique name of the point set (becomes the document key).
     points : array-like of shape (n, d)
-        Finite coordinates, n >= 1 and d >= 1. Stored as C-contiguous float64.
+        Finite coordinates of at most :data:`COORDINATE_MAX` (1e150) in
+        absolute value, n >= 1 and d >= 1. Stored as C-contiguous float64.
     weights : array-like of shape (n,), default=None
         Finite, non-negative weights, not all zero. ``None`` means the uniform
         weights 1 / n.
     label : str or None, default=None
-        Optional class label.
+        Optional class label. Key and label must be text UTF-8 can store (no
+        lone surrogates).
     fields : dict, default={}
         Any other JSON-serialisable data kept with the point set.
 
@@ -83,6 +110,7 @@ class PointSet:
     def __post_init__(self):
         if not isinstance(self.key, str) or not self.key:
             raise ValueError(f"key is {self.key!r}; expected a non-empty str")
+        _check_utf8(self.key, "key", self.key)
         points = np.ascontiguousarray(self.points, dtype=np.float64)
         if points.ndim != 2 or points.shape[0] < 1 or points.shape[1] < 1:
             raise ValueError(
@@ -92,6 +120,10 @@ class PointSet:
         if not np.isfinite(points).all():
             row = int(np.flatnonzero(~np.isfinite(points).all(axis=1))[0])
             raise ValueError(f"point set {self.key!r} has a non-finite coordinate in row {row}")
+        big = _first_too_large(points)
+        if big is not None:
+            raise ValueError(f"point set {self.key!r} has the coordinate {points[big]:g} in row "
+                             f"{big[0]}; expected coordinates {_COORDINATE_RANGE}")
         n = points.shape[0]
         if self.weights is None:
             weights = np.full(n, 1.0 / n)
@@ -108,6 +140,8 @@ class PointSet:
             )
         if self.label is not None and not isinstance(self.label, str):
             raise ValueError(f"point set {self.key!r} has label {self.label!r}; expected a str or None")
+        if self.label is not None:
+            _check_utf8(self.label, "label", self.key)
         if self.fields is None:
             self.fields = {}
         elif not isinstance(self.fields, dict):
@@ -125,19 +159,17 @@ class PointSet:
 
 
 # ------------------------------------------------------------- shared helpers
-def _describe(value):
-    """A JSON value as a user would name it in their own file."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f"the string {value!r:.40}"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return f"a list of {len(value)} items"
-    return repr(value)
+_describe = describe_json
+
+
+def _check_utf8(text, what, key):
+    """ValueError for a key or label with a lone surrogate, which the
+    index's catalog cannot store (the readers say so earlier, with the file
+    and line)."""
+    try:
+        check_storable(text, what, f"point set {key!r}")
+    except CorpusError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _source_name(source):
@@ -257,7 +289,12 @@ def _json_points(value, where):
             raise CorpusError(
                 f"{where}: 'points'[{i}][{j}] is {_describe(row[j])}; expected a number"
             )
-    return _finite_array(value, where, "'points'", "")
+    points = _finite_array(value, where, "'points'", "")
+    big = _first_too_large(points)
+    if big is not None:
+        raise CorpusError(f"{where}: 'points'[{big[0]}][{big[1]}] is {points[big]:g}; expected a "
+                          f"number {_COORDINATE_RANGE}")
+    return points
 
 
 def _json_weights(value, n, where):
@@ -285,15 +322,21 @@ def _json_weights(value, n, where):
         raise CorpusError(f"{where}: 'weights' are all zero; expected at least one positive weight")
     if not np.isfinite(total):
         raise CorpusError(f"{where}: 'weights' add up to {total}; expected a finite total")
+    _check_total(total, where, "'weights' add")
     return weights
 
 
-def _json_label(value, where):
-    if value is None or isinstance(value, str):
-        return value
-    if type(value) in _JSON_NUMBER and np.isfinite(value):
-        return str(value)
-    raise CorpusError(f"{where}: 'label' is {_describe(value)}; expected a string or a number")
+def _check_total(total, where, what):
+    """Refuse a total weight that the point set's measure could not be
+    normalised from (see :func:`~sobolev_index.measures.as_measure_batch`):
+    here, the error can still name the line or file."""
+    if total < TOTAL_MIN:
+        raise CorpusError(f"{where}: {what} up to {total:g}, below {TOTAL_MIN:g}, too small to "
+                          "normalise exactly; expected a larger total (multiply the weights by a "
+                          "common factor)")
+    if total > TOTAL_MAX:
+        raise CorpusError(f"{where}: {what} up to {total:g}, above {TOTAL_MAX:g}; expected a "
+                          "smaller total (divide the weights by a common factor)")
 
 
 def read_point_clouds(source):
@@ -306,9 +349,17 @@ def read_point_clouds(source):
       finite numbers; d is the same on every line of the file.
     - ``"weights"`` (optional): n finite numbers >= 0, not all zero. Missing
       or ``null`` means the uniform weights 1 / n.
-    - ``"label"`` (optional): a string or a number (kept as its string form);
-      missing or ``null`` means no label.
-    - any other name goes, unchanged, to :attr:`PointSet.fields`.
+    - ``"label"`` (optional): a string or a finite number (kept as its JSON
+      text, "3" or "1.5"); missing or ``null`` means no label. ``true``,
+      ``false``, objects and lists are refused, as the text reader refuses
+      them.
+    - any other name goes, unchanged, to :attr:`PointSet.fields`; they may
+      nest objects and lists at most ``FIELDS_MAX_DEPTH`` (100) levels.
+
+    Coordinates are at most :data:`COORDINATE_MAX` (1e150) in absolute value,
+    and the weights add up to between 1e-300 and 1e300. Keys and labels are
+    text UTF-8 can store (a JSON escape such as ``"\\udcff"``, a lone
+    surrogate, is refused).
 
     Parameters
     ----------
@@ -354,6 +405,12 @@ def _iter_point_clouds(source):
                 f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
                 "expected one JSON object per line"
             ) from None
+        except RecursionError:
+            # json.loads recurses once per level of nesting.
+            raise CorpusError(
+                f"{where}: objects and lists nest too deeply to be read; expected fields "
+                f"nested at most {FIELDS_MAX_DEPTH} levels"
+            ) from None
         if not isinstance(record, dict):
             raise CorpusError(
                 f"{where}: the line holds {_describe(record)}; expected a JSON object with 'key' and 'points'"
@@ -364,6 +421,7 @@ def _iter_point_clouds(source):
         key = record.pop("key")
         if not isinstance(key, str) or not key:
             raise CorpusError(f"{where}: 'key' is {_describe(key)}; expected a non-empty string")
+        check_storable(key, "'key'", where)
         if key in key_lines:
             raise CorpusError(
                 f"{where}: 'key' {key!r} was already used on line {key_lines[key]}; expected unique keys"
@@ -380,7 +438,9 @@ def _iter_point_clouds(source):
                 f"dimension {first_dim[0]}; expected one dimension for the whole file"
             )
         weights = _json_weights(record.pop("weights", None), len(points), where)
-        label = _json_label(record.pop("label", None), where)
+        # The text reader keeps labels by the same rule (label_text).
+        label = label_text(record.pop("label", None), where)
+        check_fields_depth(record, where)
         key_lines[key] = number
         yield PointSet(key=key, points=points, weights=weights, label=label, fields=record)
 
@@ -547,6 +607,12 @@ def _load_diagram(path, dimension, max_death):
                 "death cannot be clipped; expected max_death >= every birth"
             )
         death = np.where(infinite, float(max_death), death)
+    for column, values in (("birth", birth), ("death", death)):
+        bad = np.flatnonzero(np.abs(values) > COORDINATE_MAX)
+        if len(bad):
+            i = bad[0]
+            raise CorpusError(f"{at(i)}: '{column}' is {values[i]:g}; expected a number "
+                              f"{_COORDINATE_RANGE}, or inf for a death that never comes")
     return np.column_stack([birth, death]), n_infinite
 
 
@@ -662,6 +728,7 @@ def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, la
     for path in paths:
         name = _source_name(path)
         key = Path(path).stem
+        check_storable(key, "its key (the file stem)", name)
         if key in seen:
             raise CorpusError(
                 f"{name}: its key {key!r} (the file stem) is also the key of {seen[key]}; "
@@ -689,7 +756,16 @@ def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, la
                     f"{name}: every point has death = birth, so weights='persistence' gives no mass; "
                     "expected at least one point off the diagonal"
                 )
-        points = diagram if coordinates == "birth_death" else np.column_stack([birth, persistence])
+            _check_total(w.sum(), name, "the persistence weights add")
+        if coordinates == "birth_death":
+            points = diagram
+        else:
+            points = np.column_stack([birth, persistence])
+            big = np.flatnonzero(persistence > COORDINATE_MAX)
+            if len(big):
+                raise CorpusError(
+                    f"{name}: a point has persistence {persistence[big[0]]:g} (death - birth); "
+                    f"expected coordinates {_COORDINATE_RANGE}")
         if label_from_dir:
             label = Path(path).absolute().parent.name
         elif labels is not None:
@@ -697,6 +773,8 @@ def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, la
             label = None if label is None else str(label)
         else:
             label = None
+        if label is not None:
+            check_storable(label, "its label", name)
         yield PointSet(key=key, points=points, weights=w, label=label,
                        fields={"path": name, "n_infinite": n_infinite})
 
@@ -727,13 +805,24 @@ def pointsets_to_measures(pointsets, graph):
     Raises
     ------
     CorpusError
-        If a point set's dimension differs from the graph's.
+        If a point set's dimension differs from the graph's, or the graph's
+        node coordinates go beyond :data:`COORDINATE_MAX` (distances to them
+        could overflow, and the nearest node would not be known).
     ValueError
         If the graph has no node coordinates.
     """
     if graph.coords is None:
         raise ValueError("the graph has no node coordinates; build it with Graph.from_points")
     graph_dim = graph.coords.shape[1]
+    # The points are within COORDINATE_MAX; a graph made elsewhere might not
+    # be, and squared distances that overflow would send every point to an
+    # arbitrary node (node 0), silently.
+    largest = float(np.abs(graph.coords).max()) if graph.coords.size else 0.0
+    if not largest <= COORDINATE_MAX:
+        raise CorpusError(
+            f"the graph's node coordinates reach {largest:g}; expected coordinates "
+            f"{_COORDINATE_RANGE}"
+        )
     measures = []
     for i, pointset in enumerate(pointsets):
         if not isinstance(pointset, PointSet):
