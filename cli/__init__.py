@@ -578,7 +578,7 @@ def verify(index, repair, as_json, wait):
     else:
         state = "ok" if report["ok"] else "PROBLEMS FOUND"
         if report["documents"] is None:
-            click.echo(f"{state}: the catalog cannot be read")
+            click.echo(f"{state}: the catalog could not be read in full")
         else:
             click.echo(f"{state}: {report['documents']:,} documents in {report['segments']} "
                        f"segment(s), {report['checked_rows']} rows recomputed")

@@ -39,9 +39,11 @@ def _damaged_index(tmp_path, dataset, value, reseal=False, at=3):
     if reseal:
         # Record the damaged file's checksum, as if it had been written so:
         # verify() then goes on to read what the file holds.
-        with sqlite3.connect(path / "catalog.sqlite") as db:
-            db.execute("UPDATE segments SET checksum = ? WHERE file = ?",
-                       (file_checksum(segment), os.path.basename(segment)))
+        db = sqlite3.connect(path / "catalog.sqlite")
+        db.execute("UPDATE segments SET checksum = ? WHERE file = ?",
+                   (file_checksum(segment), os.path.basename(segment)))
+        db.commit()
+        db.close()
     return path
 
 
@@ -108,3 +110,29 @@ def test_impossible_values_are_corruption(tmp_path, dataset, value, operations):
     report = SobolevIndex.verify_path(path)
     assert not report["ok"]
     assert any("segment" in problem for problem in report["problems"]), report["problems"]
+
+
+def test_a_merge_refuses_a_segment_that_disagrees_with_the_catalog(tmp_path):
+    # A merge rewrites the catalog's rows by the document ids the segment
+    # holds: ids that the catalog does not list at those rows must stop it
+    # before anything is written (the catalog kept a tombstone pointing at
+    # the merged-away segment, and the next open failed).
+    from _support.index import assert_unchanged, snapshot
+
+    path = _damaged_index(tmp_path, "doc_ids", 999, reseal=True, at=2)
+    # (A writer's open and close folds in the log the checksum update left.)
+    SobolevIndex.open(path, "a").close()
+    before = snapshot(str(path))
+    script = (
+        "import sys\n"
+        "from sobolev_index import SobolevIndex, CorruptIndexError\n"
+        f"PATH = {str(path)!r}\n"
+        "try:\n"
+        "    SobolevIndex.open(PATH, 'a').compact()\n"
+        "except CorruptIndexError as exc:\n"
+        "    print('corrupt:', exc); sys.exit(3)\n"
+    )
+    done = run_python(script, cwd=str(tmp_path))
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert "does not hold the documents the catalog lists" in done.stdout
+    assert_unchanged(before, str(path), "a refused merge")

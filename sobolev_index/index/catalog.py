@@ -315,8 +315,8 @@ class Catalog:
             return self.conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
             raise CorruptIndexError(
-                f"{self.path}: the documents table cannot be read ({exc}); run verify() and "
-                "restore the catalog from a backup") from None
+                f"{self.path} cannot be read ({exc}); run verify() and restore the catalog "
+                "from a backup") from None
 
     @staticmethod
     def _documents(conn):
@@ -383,9 +383,17 @@ class Catalog:
         """The file names of the committed segments, each checked to be a
         segment file name: a writer removes files by this list's complement,
         so a bad name must stop it before anything is deleted."""
-        rows = self.conn.execute("SELECT id, file FROM segments").fetchall()
+        rows = self._rows("SELECT id, file FROM segments")
         return [check_segment_name(name, f"the catalog's segment {seg_id}")
                 for seg_id, name in rows]
+
+    def segment_documents(self, segment_id):
+        """(ids, rows, deleted) of the documents the catalog puts in one
+        segment, as arrays ordered by row."""
+        found = self._rows("SELECT id, row, deleted FROM documents WHERE segment = ? ORDER BY row",
+                           (int(segment_id),))
+        out = np.asarray(found, dtype=np.int64).reshape(-1, 3)
+        return out[:, 0], out[:, 1], out[:, 2]
 
     def retired_files(self):
         """The files of segments that committed merges replaced and that may
@@ -416,8 +424,8 @@ class Catalog:
         return found
 
     def meta_value(self, name):
-        row = self.conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        return None if row is None else _meta_values([(name, row[0])], self.path)[name]
+        rows = self._rows("SELECT value FROM meta WHERE name = ?", (name,))
+        return None if not rows else _meta_values([(name, rows[0][0])], self.path)[name]
 
     def content_problems(self):
         """Values the tables hold that no writer writes: a deleted flag

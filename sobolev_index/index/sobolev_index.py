@@ -588,6 +588,19 @@ class SobolevIndex(SearchMixin):
                 return
             self._merge(full[0][:TIER])
 
+    def _check_agrees_with_catalog(self, segment):
+        """CorruptIndexError unless the catalog lists exactly the segment's
+        rows, with its document ids and deletions: a merge rewrites the
+        catalog's rows by the segment's ids, so a file that disagrees with
+        the catalog must stop it before anything is written."""
+        ids, rows, deleted = self._catalog.segment_documents(segment.id)
+        if not (len(rows) == segment.rows and np.array_equal(rows, np.arange(segment.rows))
+                and np.array_equal(ids, np.asarray(segment.data.doc_ids, dtype=np.int64))
+                and np.array_equal(deleted == 0, segment.live)):
+            raise CorruptIndexError(
+                f"segment {segment.file} does not hold the documents the catalog lists in it; "
+                "nothing was merged; run verify() and restore from a backup")
+
     def _merge(self, segments):
         """Replace ``segments`` by one segment of their live rows (doc-id order)."""
         parts = []
@@ -596,6 +609,7 @@ class SobolevIndex(SearchMixin):
             for position in range(len(self.roots)):
                 segment.feature_rows(position, self.graph.n_nodes)
             segment.measure_rows(self.graph.n_nodes)
+            self._check_agrees_with_catalog(segment)
             rows = np.flatnonzero(segment.live)
             parts.append((segment, rows))
         dropped = [int(i) for s, _ in parts for i in s.data.doc_ids[~s.live]]

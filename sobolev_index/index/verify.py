@@ -159,13 +159,15 @@ def verify_path(path, repair=False, sample=VERIFY_SAMPLE, seed=0, timeout=None):
                     "deleted": None, "checked_rows": 0}
         problems, trees, n_nodes = [], None, None
         try:
-            n_roots = len(catalog.snapshot().roots)
-            graph, trees = storage.read_graph(path, n_roots)
-            n_nodes = graph.n_nodes
-        except CorruptIndexError as exc:
-            problems.append(str(exc))
-        except (sqlite3.DatabaseError, ValueError):
-            pass  # verify_index reports the catalog's own problems
+            n_roots = len(catalog.heads().roots)
+        except (CorruptIndexError, sqlite3.DatabaseError, ValueError):
+            n_roots = None  # verify_index reports the catalog's own problems
+        if n_roots is not None:
+            try:
+                graph, trees = storage.read_graph(path, n_roots)
+                n_nodes = graph.n_nodes
+            except CorruptIndexError as exc:
+                problems.append(str(exc))
         # A reader pins the files of the commit it checks (see files_pinned).
         with contextlib.nullcontext() if repair else storage.files_pinned(path):
             return verify_index(path, catalog, trees, n_nodes, sample=sample, seed=seed,
