@@ -32,6 +32,9 @@ _HINTS = {
     "VectorFileError": "check the --vectors file and its format",
     "CorpusError": "check the corpus file; --format names its format, --skip-empty skips "
                    "documents without known words",
+    "PointsFileError": "check the points file: JSON lines with \"points\" (and optional "
+                       "\"weights\", \"key\", \"label\", \"fields\"), or --diagrams for "
+                       "(birth, death) rows",
     "InvalidMeasureError": "use words the index knows (see the words table with `sobolev-index sql`)",
     "DuplicateKeyError": "keys must be unique; delete the old document, replace it with "
                          "--upsert, or leave it out with --skip-existing",

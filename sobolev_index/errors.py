@@ -65,6 +65,10 @@ class CorpusError(SobolevIndexError, ValueError):
     """A corpus or input file cannot be read as documents or measures."""
 
 
+class PointsFileError(CorpusError):
+    """A point-cloud or persistence-diagram file cannot be read as point sets."""
+
+
 class CorpusKeyError(DuplicateKeyError, CorpusError):
     """A key of the input is given twice, or is live in the index already."""
 

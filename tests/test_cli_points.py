@@ -156,3 +156,17 @@ def test_nan_fields_in_a_later_point_set_stop_the_add_before_any_batch(tmp_path)
     result = run("add", index, more, "--batch-size", 1, ok=False)
     assert result.exit_code == 1 and "m2" in result.output and "JSON" in result.output
     assert_unchanged(before, str(index), "point add with NaN in a later set's fields")
+
+
+def test_a_bad_points_file_gets_the_points_hint(tmp_path):
+    # The corpus hint (--format, --skip-empty, words) does not fit a points file.
+    from click.testing import CliRunner
+
+    from sobolev_index.cli import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"points": [[0, 1], [2]]}\n')
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "ix"), "--points", str(bad)])
+    assert result.exit_code == 1
+    assert "bad.jsonl" in result.output and "hint: check the points file" in result.output
+    assert "--skip-empty" not in result.output and not (tmp_path / "ix").exists()

@@ -15,9 +15,9 @@ Two readers produce point sets:
 * :func:`read_diagrams` reads persistence diagrams, one per file, as CSV or
   text (``birth, death`` rows) or ``.npy`` arrays (:func:`read_diagram`).
 
-Every malformed input raises :class:`~sobolev_index.errors.CorpusError` naming
-the file, the line (1-based) or array row (0-based), the field and what was
-expected.
+Every malformed input raises :class:`~sobolev_index.errors.PointsFileError`
+(a CorpusError) naming the file, the line (1-based) or array row (0-based),
+the field and what was expected.
 
 Coordinates must be finite and at most :data:`COORDINATE_MAX` (1e150) in
 absolute value. Finding a point's nearest node squares coordinates (and
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CorpusError
+from ..errors import CorpusError, PointsFileError
 from ..measures import TOTAL_MAX, TOTAL_MIN
 from .fill import FIELDS_MAX_DEPTH, check_fields_depth, check_storable, describe_json, label_text
 from .parsing import is_number
@@ -204,7 +204,7 @@ def _decoded_lines(handle, name):
             try:
                 line = line.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise CorpusError(
+                raise PointsFileError(
                     f"{name} line {number}: byte {exc.start + 1} is not UTF-8; expected UTF-8 text"
                 ) from None
         if number == 1:
@@ -251,13 +251,13 @@ def _finite_array(values, where, field_name, shape_hint):
         array = np.array(values, dtype=np.float64)
     except OverflowError:
         # Integers beyond float64's range are the only way json can get here.
-        raise CorpusError(
+        raise PointsFileError(
             f"{where}: {field_name} holds an integer too large for a float64; expected finite numbers"
         ) from None
     bad = np.argwhere(~np.isfinite(array))
     if len(bad):
         index = "".join(f"[{int(i)}]" for i in bad[0])
-        raise CorpusError(
+        raise PointsFileError(
             f"{where}: {field_name}{index} is {array[tuple(bad[0])]}; expected a finite number{shape_hint}"
         )
     return array
@@ -265,34 +265,34 @@ def _finite_array(values, where, field_name, shape_hint):
 
 def _json_points(value, where):
     if not isinstance(value, list):
-        raise CorpusError(
+        raise PointsFileError(
             f"{where}: 'points' is {_describe(value)}; expected a list of points, each a list of numbers"
         )
     if not value:
-        raise CorpusError(f"{where}: 'points' is empty; expected at least one point")
+        raise PointsFileError(f"{where}: 'points' is empty; expected at least one point")
     dim = None
     for i, row in enumerate(value):
         if not isinstance(row, list):
-            raise CorpusError(
+            raise PointsFileError(
                 f"{where}: 'points'[{i}] is {_describe(row)}; expected a list of coordinates"
             )
         if dim is None:
             dim = len(row)
             if dim == 0:
-                raise CorpusError(f"{where}: 'points'[0] has no coordinates; expected at least one")
+                raise PointsFileError(f"{where}: 'points'[0] has no coordinates; expected at least one")
         elif len(row) != dim:
-            raise CorpusError(
+            raise PointsFileError(
                 f"{where}: 'points'[{i}] has {len(row)} coordinates; expected {dim} like 'points'[0]"
             )
         if not all(type(v) in _JSON_NUMBER for v in row):
             j = next(j for j, v in enumerate(row) if type(v) not in _JSON_NUMBER)
-            raise CorpusError(
+            raise PointsFileError(
                 f"{where}: 'points'[{i}][{j}] is {_describe(row[j])}; expected a number"
             )
     points = _finite_array(value, where, "'points'", "")
     big = _first_too_large(points)
     if big is not None:
-        raise CorpusError(f"{where}: 'points'[{big[0]}][{big[1]}] is {points[big]:g}; expected a "
+        raise PointsFileError(f"{where}: 'points'[{big[0]}][{big[1]}] is {points[big]:g}; expected a "
                           f"number {_COORDINATE_RANGE}")
     return points
 
@@ -301,27 +301,27 @@ def _json_weights(value, n, where):
     if value is None:
         return np.full(n, 1.0 / n)
     if not isinstance(value, list):
-        raise CorpusError(
+        raise PointsFileError(
             f"{where}: 'weights' is {_describe(value)}; expected a list of {n} numbers (one per point)"
         )
     if len(value) != n:
-        raise CorpusError(
+        raise PointsFileError(
             f"{where}: 'weights' has {len(value)} values; expected {n} (one per point)"
         )
     for i, v in enumerate(value):
         if type(v) not in _JSON_NUMBER:
-            raise CorpusError(f"{where}: 'weights'[{i}] is {_describe(v)}; expected a number")
+            raise PointsFileError(f"{where}: 'weights'[{i}] is {_describe(v)}; expected a number")
     weights = _finite_array(value, where, "'weights'", " >= 0")
     negative = np.flatnonzero(weights < 0)
     if len(negative):
         i = int(negative[0])
-        raise CorpusError(f"{where}: 'weights'[{i}] is {weights[i]}; expected a number >= 0")
+        raise PointsFileError(f"{where}: 'weights'[{i}] is {weights[i]}; expected a number >= 0")
     with np.errstate(over="ignore"):  # an infinite total is reported below
         total = weights.sum()
     if total == 0:
-        raise CorpusError(f"{where}: 'weights' are all zero; expected at least one positive weight")
+        raise PointsFileError(f"{where}: 'weights' are all zero; expected at least one positive weight")
     if not np.isfinite(total):
-        raise CorpusError(f"{where}: 'weights' add up to {total}; expected a finite total")
+        raise PointsFileError(f"{where}: 'weights' add up to {total}; expected a finite total")
     _check_total(total, where, "'weights' add")
     return weights
 
@@ -331,11 +331,11 @@ def _check_total(total, where, what):
     normalised from (see :func:`~sobolev_index.measures.as_measure_batch`):
     here, the error can still name the line or file."""
     if total < TOTAL_MIN:
-        raise CorpusError(f"{where}: {what} up to {total:g}, below {TOTAL_MIN:g}, too small to "
+        raise PointsFileError(f"{where}: {what} up to {total:g}, below {TOTAL_MIN:g}, too small to "
                           "normalise exactly; expected a larger total (multiply the weights by a "
                           "common factor)")
     if total > TOTAL_MAX:
-        raise CorpusError(f"{where}: {what} up to {total:g}, above {TOTAL_MAX:g}; expected a "
+        raise PointsFileError(f"{where}: {what} up to {total:g}, above {TOTAL_MAX:g}; expected a "
                           "smaller total (divide the weights by a common factor)")
 
 
@@ -397,43 +397,43 @@ def _iter_point_clouds(source):
         try:
             record = json.loads(line, object_pairs_hook=_unique_names)
         except _DuplicateName as exc:
-            raise CorpusError(
+            raise PointsFileError(
                 f"{where}: the name {exc.args[0]!r} appears twice in one object; expected each name once"
             ) from None
         except json.JSONDecodeError as exc:
-            raise CorpusError(
+            raise PointsFileError(
                 f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
                 "expected one JSON object per line"
             ) from None
         except RecursionError:
             # json.loads recurses once per level of nesting.
-            raise CorpusError(
+            raise PointsFileError(
                 f"{where}: objects and lists nest too deeply to be read; expected fields "
                 f"nested at most {FIELDS_MAX_DEPTH} levels"
             ) from None
         if not isinstance(record, dict):
-            raise CorpusError(
+            raise PointsFileError(
                 f"{where}: the line holds {_describe(record)}; expected a JSON object with 'key' and 'points'"
             )
 
         if "key" not in record:
-            raise CorpusError(f"{where}: 'key' is missing; expected a non-empty string")
+            raise PointsFileError(f"{where}: 'key' is missing; expected a non-empty string")
         key = record.pop("key")
         if not isinstance(key, str) or not key:
-            raise CorpusError(f"{where}: 'key' is {_describe(key)}; expected a non-empty string")
+            raise PointsFileError(f"{where}: 'key' is {_describe(key)}; expected a non-empty string")
         check_storable(key, "'key'", where)
         if key in key_lines:
-            raise CorpusError(
+            raise PointsFileError(
                 f"{where}: 'key' {key!r} was already used on line {key_lines[key]}; expected unique keys"
             )
 
         if "points" not in record:
-            raise CorpusError(f"{where}: 'points' is missing; expected a list of points")
+            raise PointsFileError(f"{where}: 'points' is missing; expected a list of points")
         points = _json_points(record.pop("points"), where)
         if first_dim is None:
             first_dim = (points.shape[1], number)
         elif points.shape[1] != first_dim[0]:
-            raise CorpusError(
+            raise PointsFileError(
                 f"{where}: 'points' have dimension {points.shape[1]}, but line {first_dim[1]} has "
                 f"dimension {first_dim[0]}; expected one dimension for the whole file"
             )
@@ -499,7 +499,7 @@ def _text_diagram(path, name):
             n_cols, reference = 2, None
         if n_cols not in (2, 3):
             where = f"line {header_line}" if header is not None else f"line {lines[0]}"
-            raise CorpusError(
+            raise PointsFileError(
                 f"{name} {where}: {n_cols} columns; expected 2 (birth, death) or "
                 "3 (birth, death, dimension), or a header naming 'birth' and 'death'"
             )
@@ -511,14 +511,14 @@ def _text_diagram(path, name):
     order = list(columns.items())
     for r, (fields, number) in enumerate(zip(rows, lines)):
         if len(fields) != n_cols:
-            raise CorpusError(
+            raise PointsFileError(
                 f"{name} line {number}: {len(fields)} fields; expected {n_cols} like {reference}"
             )
         for c, (column, position) in enumerate(order):
             try:
                 values[r, c] = float(fields[position])
             except ValueError:
-                raise CorpusError(
+                raise PointsFileError(
                     f"{name} line {number}: '{column}' (column {position + 1}) is "
                     f"{fields[position]!r:.40}; expected a number"
                 ) from None
@@ -531,16 +531,16 @@ def _npy_diagram(path, name):
     try:
         array = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise CorpusError(f"{name}: cannot be read as a .npy array ({exc})") from None
+        raise PointsFileError(f"{name}: cannot be read as a .npy array ({exc})") from None
     if not isinstance(array, np.ndarray):  # an .npz archive
-        raise CorpusError(f"{name}: holds several arrays; expected one (n, 2) array")
+        raise PointsFileError(f"{name}: holds several arrays; expected one (n, 2) array")
     if array.ndim != 2 or array.shape[1] not in (2, 3):
-        raise CorpusError(
+        raise PointsFileError(
             f"{name}: array of shape {array.shape}; expected (n, 2) rows of (birth, death) "
             "or (n, 3) rows of (birth, death, dimension)"
         )
     if array.dtype.kind not in "iuf":
-        raise CorpusError(f"{name}: array of dtype {array.dtype}; expected real numbers")
+        raise PointsFileError(f"{name}: array of dtype {array.dtype}; expected real numbers")
     array = array.astype(np.float64)
     dims = array[:, 2] if array.shape[1] == 3 else None
     return array[:, 0], array[:, 1], dims, np.arange(len(array)), "row"
@@ -559,15 +559,15 @@ def _load_diagram(path, dimension, max_death):
     bad = np.flatnonzero(~np.isfinite(birth))
     if len(bad):
         i = bad[0]
-        raise CorpusError(f"{at(i)}: 'birth' is {birth[i]}; expected a finite number")
+        raise PointsFileError(f"{at(i)}: 'birth' is {birth[i]}; expected a finite number")
     bad = np.flatnonzero(np.isnan(death) | (death == -np.inf))
     if len(bad):
         i = bad[0]
-        raise CorpusError(f"{at(i)}: 'death' is {death[i]}; expected a finite number or inf")
+        raise PointsFileError(f"{at(i)}: 'death' is {death[i]}; expected a finite number or inf")
     bad = np.flatnonzero(death < birth)
     if len(bad):
         i = bad[0]
-        raise CorpusError(
+        raise PointsFileError(
             f"{at(i)}: 'death' {death[i]} is less than 'birth' {birth[i]}; expected death >= birth"
         )
 
@@ -575,13 +575,13 @@ def _load_diagram(path, dimension, max_death):
         bad = np.flatnonzero(~np.isfinite(dims) | (dims != np.round(dims)) | (dims < 0))
         if len(bad):
             i = bad[0]
-            raise CorpusError(f"{at(i)}: 'dimension' is {dims[i]}; expected a whole number >= 0")
+            raise PointsFileError(f"{at(i)}: 'dimension' is {dims[i]}; expected a whole number >= 0")
         if dimension is None:
             present = np.unique(dims).astype(np.int64)
             if len(present) > 1:
                 # Mixing homology dimensions in one measure is almost always
                 # a mistake, so the caller must choose.
-                raise CorpusError(
+                raise PointsFileError(
                     f"{name}: points of dimensions {', '.join(map(str, present))}; "
                     "pass dimension= to choose one"
                 )
@@ -589,7 +589,7 @@ def _load_diagram(path, dimension, max_death):
             keep = dims == dimension
             birth, death, positions = birth[keep], death[keep], positions[keep]
     elif dimension is not None:
-        raise CorpusError(
+        raise PointsFileError(
             f"{name}: no dimension column, but dimension={dimension} was given; "
             "expected a third column (or a header naming 'dimension')"
         )
@@ -602,7 +602,7 @@ def _load_diagram(path, dimension, max_death):
         bad = np.flatnonzero(infinite & (birth > max_death))
         if len(bad):
             i = bad[0]
-            raise CorpusError(
+            raise PointsFileError(
                 f"{at(i)}: 'birth' {birth[i]} is above max_death={max_death}, so its infinite "
                 "death cannot be clipped; expected max_death >= every birth"
             )
@@ -611,7 +611,7 @@ def _load_diagram(path, dimension, max_death):
         bad = np.flatnonzero(np.abs(values) > COORDINATE_MAX)
         if len(bad):
             i = bad[0]
-            raise CorpusError(f"{at(i)}: '{column}' is {values[i]:g}; expected a number "
+            raise PointsFileError(f"{at(i)}: '{column}' is {values[i]:g}; expected a number "
                               f"{_COORDINATE_RANGE}, or inf for a death that never comes")
     return np.column_stack([birth, death]), n_infinite
 
@@ -730,7 +730,7 @@ def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, la
         key = Path(path).stem
         check_storable(key, "its key (the file stem)", name)
         if key in seen:
-            raise CorpusError(
+            raise PointsFileError(
                 f"{name}: its key {key!r} (the file stem) is also the key of {seen[key]}; "
                 "expected unique file stems"
             )
@@ -742,7 +742,7 @@ def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, la
             chosen = "" if dimension is None else f" in dimension {dimension}"
             dropped = "" if max_death is not None or not n_infinite else \
                 f" after dropping {n_infinite} with death = inf (max_death= would keep them)"
-            raise CorpusError(
+            raise PointsFileError(
                 f"{name}: no points{chosen}{dropped}; expected at least one point per diagram"
             )
         birth, death = diagram[:, 0], diagram[:, 1]
@@ -752,7 +752,7 @@ def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, la
         else:
             w = persistence
             if not w.sum() > 0:
-                raise CorpusError(
+                raise PointsFileError(
                     f"{name}: every point has death = birth, so weights='persistence' gives no mass; "
                     "expected at least one point off the diagonal"
                 )
@@ -763,7 +763,7 @@ def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, la
             points = np.column_stack([birth, persistence])
             big = np.flatnonzero(persistence > COORDINATE_MAX)
             if len(big):
-                raise CorpusError(
+                raise PointsFileError(
                     f"{name}: a point has persistence {persistence[big[0]]:g} (death - birth); "
                     f"expected coordinates {_COORDINATE_RANGE}")
         if label_from_dir:
@@ -819,7 +819,7 @@ def pointsets_to_measures(pointsets, graph):
     # arbitrary node (node 0), silently.
     largest = float(np.abs(graph.coords).max()) if graph.coords.size else 0.0
     if not largest <= COORDINATE_MAX:
-        raise CorpusError(
+        raise PointsFileError(
             f"the graph's node coordinates reach {largest:g}; expected coordinates "
             f"{_COORDINATE_RANGE}"
         )
@@ -828,7 +828,7 @@ def pointsets_to_measures(pointsets, graph):
         if not isinstance(pointset, PointSet):
             raise TypeError(f"pointsets[{i}] is {type(pointset).__name__}; expected a PointSet")
         if pointset.dim != graph_dim:
-            raise CorpusError(
+            raise PointsFileError(
                 f"point set {pointset.key!r} has points of dimension {pointset.dim}; "
                 f"the graph's nodes have dimension {graph_dim}"
             )
