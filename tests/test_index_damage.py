@@ -125,3 +125,17 @@ def test_fields_nested_too_deeply_and_delete_of_nothing(path):
     # The ordinary fields are still there, as JSON.
     with SobolevIndex.open(path) as idx:
         assert idx.get("a5")["fields"] == json.loads('{"i": 5}')
+
+
+def test_verify_reports_a_damaged_table_definition(path):
+    # A flipped byte in a CREATE statement that still parses ("eta" REALx)
+    # passes SQLite's integrity check.
+    con = sqlite3.connect(f"{path}/catalog.sqlite")
+    sql = con.execute("SELECT sql FROM sqlite_master WHERE name = 'roots'").fetchone()[0]
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'roots'",
+                (sql.replace('"eta" REAL', '"eta" REALx'),))
+    con.commit()
+    con.close()
+    report = SobolevIndex.verify_path(path)
+    assert any("column eta is declared as 'REALX'" in p for p in report["problems"]), report

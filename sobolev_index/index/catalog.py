@@ -31,6 +31,9 @@ SCHEMA = {
 }
 
 
+# The column types sqlite-utils declares for the Python types of SCHEMA.
+_DECLARED = {int: ("INTEGER",), str: ("TEXT",), float: ("REAL", "FLOAT")}
+
 # Opening reads the rows of the tombstoned documents (few) through this.
 TOMBSTONE_INDEX = "CREATE INDEX documents_tombstones ON documents(segment, row) WHERE deleted = 1"
 
@@ -377,6 +380,25 @@ class Catalog:
                         found.append(f"table {table}, row {rowid}: {column} is not valid UTF-8 text")
             except sqlite3.DatabaseError as exc:
                 found.append(f"table {table} cannot be read: {exc}")
+        return found + self._schema_problems()
+
+    def _schema_problems(self):
+        """Columns of the index's own tables that are missing or declared
+        with another type: the integrity check accepts any schema text that
+        parses, so a damaged one (a flipped byte in a CREATE statement) would
+        go unseen, and change how later writes are stored."""
+        found = []
+        for table, (columns, _) in SCHEMA.items():
+            try:
+                declared = {name: kind.upper() for _, name, kind, *_ in
+                            self.conn.execute(f"PRAGMA table_info({table})")}
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+                found.append(f"table {table}: its definition cannot be read ({exc})")
+                continue
+            for name, kind in columns.items():
+                if declared.get(name) not in _DECLARED[kind]:
+                    found.append(f"table {table}: column {name} is declared as "
+                                 f"{declared.get(name)!r}; expected {' or '.join(_DECLARED[kind])}")
         return found
 
     def segment_files(self):
