@@ -38,12 +38,18 @@ _LAZY = {
 }
 
 
+# Submodules that eager imports used to make attributes of the package.
+_SUBMODULES = {"distances", "errors", "graph", "measures", "index", "ingest", "cli"}
+
+
 def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sobolev_index' has no attribute {name!r}")
     import importlib
 
+    module = _LAZY.get(name)
+    if module is None:
+        if name in _SUBMODULES:
+            return importlib.import_module(f".{name}", __name__)
+        raise AttributeError(f"module 'sobolev_index' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

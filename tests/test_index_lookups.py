@@ -129,3 +129,77 @@ def test_a_catalog_without_the_tombstone_index_gets_it_from_its_writer(built):
     names = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     con.close()
     assert "documents_tombstones" in names
+
+
+# ------------------------------------------------ found by review
+def test_the_label_none_selects_unlabelled_documents(tmp_path):
+    path = str(tmp_path / "idx")
+    with SobolevIndex.create(path, SPEC.lib(), roots=ROOTS) as idx:
+        idx.add(_docs(1, 4), keys=["a", "b", "c", "d"], labels=["x", None, "x", None])
+    with SobolevIndex.open(path) as idx:
+        hits = idx.search("a", k=4, where={"label": None})
+        assert sorted(hits.keys[0]) == ["b", "d"] and hits.labels[0] == [None, None]
+        hits = idx.search("a", k=4, where={"label": [None, "x"]})
+        assert sorted(hits.keys[0]) == ["a", "b", "c", "d"]
+        assert idx.keys_with_labels([None]) == ["b", "d"]
+        assert idx.gram(labels=[None])[1] == ["b", "d"]
+
+
+def test_lookups_of_text_sqlite_cannot_take_find_nothing(built):
+    path, _ = built
+    with SobolevIndex.open(path) as idx:
+        assert "k\ud800" not in idx
+        assert idx.existing_keys(["k\ud800", "b1-1"]) == {"b1-1"}
+        with pytest.raises(KeyNotFoundError):
+            idx.get("k\udcff")
+        assert idx.search("b1-1", k=3, where={"keys": ["\udcff"]}).keys == [[]]
+        assert idx.keys_with_labels(["\udcff"]) == []
+        with pytest.raises(TypeError, match="expected a list of keys"):
+            idx.existing_keys("b1-1")
+
+
+def test_an_interrupted_refresh_keeps_the_old_snapshot(built, monkeypatch):
+    from sobolev_index.index import storage
+
+    path, records = built
+    reader = SobolevIndex.open(path)
+    before = reader.search("b1-2", k=5)
+    with SobolevIndex.open(path, "a") as writer:
+        writer.delete(["b1-2", "b0-0"])
+        writer.compact()
+    real = storage.read_segment
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(storage, "read_segment", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        reader.refresh()
+    monkeypatch.setattr(storage, "read_segment", real)
+    # Still the old snapshot, in full: its segments and its catalog agree.
+    after = reader.search("b1-2", k=5)
+    assert after.keys == before.keys and np.array_equal(after.distances, before.distances)
+    assert reader.get("b0-0")["key"] == "b0-0" and len(reader) == len(records)
+    assert reader.search("b1-2", k=5, where={"keys": ["b0-0"]}).keys == [["b0-0"]]
+    reader.refresh()
+    assert "b1-2" not in reader and len(reader) == len(records) - 2
+    reader.close()
+
+
+def test_submodules_are_attributes_of_the_package():
+    import sobolev_index
+
+    assert sobolev_index.distances.pairwise_sobolev is sobolev_index.pairwise_sobolev
+    assert sobolev_index.errors.CorruptIndexError is CorruptIndexError
+    assert sobolev_index.index.SobolevIndex is SobolevIndex
+
+
+@pytest.mark.parametrize("roots", [0.5, np.float64(1), "0", None])
+def test_a_scalar_root_that_is_not_a_position(built, roots):
+    path, _ = built
+    with SobolevIndex.open(path) as idx:
+        if roots is None:
+            assert idx.search("b1-1", k=2, roots=None).keys  # all roots
+            return
+        with pytest.raises(ValueError, match="roots is"):
+            idx.search("b1-1", k=2, roots=roots)

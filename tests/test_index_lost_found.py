@@ -232,3 +232,30 @@ def test_the_cli_verify_reports_and_repairs_without_opening(index_path):
     result = runner.invoke(main, ["verify", index_path])
     assert result.exit_code == 1
     assert "missing" in result.output and "Error:" not in result.output
+
+
+@pytest.mark.parametrize("where", ["before the commit", "while hashing"])
+def test_an_interrupted_add_leaves_no_file_and_no_held_lock(index_path, monkeypatch, where):
+    # A Ctrl-C between the rename of a new segment and its commit: the file
+    # goes (it was never committed, and no writer would remove it later),
+    # and commit.lock is released (else the next add waits for ever).
+    target, name = storage, "file_checksum" if where == "while hashing" else "utc_now"
+    real = getattr(target, name)
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    with SobolevIndex.open(index_path, "a") as idx:
+        before = _segment_names(index_path)
+        monkeypatch.setattr(target, name, interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            idx.add(_docs(3, 2), keys=["i0", "i1"])
+        monkeypatch.setattr(target, name, real)
+        assert calls and _segment_names(index_path) == before
+        done = run_python(f"from sobolev_index import SobolevIndex\n"
+                          f"print(SobolevIndex.verify_path({index_path!r})['ok'])", timeout=30)
+        assert done.stdout.strip() == "True", done.stderr
+        idx.add(_docs(4, 2), keys=["i0", "i1"])  # the lock is free
+    assert SobolevIndex.verify_path(index_path)["ok"]

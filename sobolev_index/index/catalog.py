@@ -274,7 +274,7 @@ class Catalog:
     def live_documents(self, keys):
         """{key: (doc id, segment, row)} for those of ``keys`` that are live."""
         found = {}
-        for marks, chunk in _text_chunks(keys):
+        for marks, chunk in _text_chunks(_storable(keys)):
             for doc_id, seg, row, key in self._rows(
                     f"SELECT id, segment, row, CAST(key AS BLOB) FROM documents "
                     f"WHERE deleted = 0 AND key IN ({marks})", chunk):
@@ -293,25 +293,41 @@ class Catalog:
 
     def live_keys(self, labels=None):
         """The keys of the live documents in id order, or of those with one
-        of ``labels``."""
+        of ``labels`` (None: no label)."""
         if labels is None:
-            rows = self._rows("SELECT CAST(key AS BLOB) FROM documents WHERE deleted = 0 "
-                              "ORDER BY id")
-            return [_text(key) for (key,) in rows]
+            return [_text(key) for (key,) in self._text_rows(
+                "SELECT {} FROM documents WHERE deleted = 0 ORDER BY id", ["key"])]
         out = []
-        for marks, chunk in _text_chunks(sorted(labels)):
+        for where, params in _label_conditions(labels):
             out += self._rows(f"SELECT id, CAST(key AS BLOB) FROM documents WHERE deleted = 0 "
-                              f"AND label IN ({marks})", chunk)
+                              f"AND {where}", params)
         return [_text(key) for _, key in sorted(out)]
 
     def live_rows_with_labels(self, labels):
-        """(segment, row, label) of the live documents with one of ``labels``."""
-        out = []
-        for marks, chunk in _text_chunks(sorted(labels)):
-            out += [(int(seg), int(row), _text(label)) for seg, row, label in self._rows(
-                f"SELECT segment, row, CAST(label AS BLOB) FROM documents WHERE deleted = 0 "
-                f"AND label IN ({marks})", chunk)]
-        return out
+        """(segment ids, rows) as int64 arrays, and the set of the labels
+        found, for the live documents with one of ``labels`` (None: no
+        label)."""
+        parts, present = [], set()
+        for where, params in _label_conditions(labels):
+            parts.append(np.asarray(self._rows(
+                f"SELECT segment, row FROM documents WHERE deleted = 0 AND {where}", params),
+                dtype=np.int64).reshape(-1, 2))
+            present.update(_text(label) for (label,) in self._rows(
+                f"SELECT DISTINCT CAST(label AS BLOB) FROM documents WHERE deleted = 0 "
+                f"AND {where}", params))
+        rows = np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
+        return rows[:, 0], rows[:, 1], present
+
+    def _text_rows(self, sql, columns, params=()):
+        """Rows of ``sql`` with ``columns`` read as text, or as bytes (for
+        _text) where one does not decode."""
+        try:
+            return self.conn.execute(sql.format(*columns), params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise CorruptIndexError(f"{self.path} cannot be read ({exc}); run verify() and "
+                                        "restore the catalog from a backup") from None
+        return self._rows(sql.format(*(f"CAST({c} AS BLOB)" for c in columns)), params)
 
     def _rows(self, sql, params=()):
         try:
@@ -621,7 +637,33 @@ def _meta_values(rows, path):
 
 
 def _text(raw):
-    return None if raw is None else bytes(raw).decode("utf-8", "replace")
+    if raw is None or isinstance(raw, str):
+        return raw
+    return bytes(raw).decode("utf-8", "replace")
+
+
+def _storable(values):
+    """Those of ``values`` that SQLite can take as text (a lone surrogate
+    cannot be encoded: no stored key or label equals it)."""
+    out = []
+    for value in values:
+        try:
+            value.encode("utf-8")
+        except (AttributeError, UnicodeEncodeError):
+            continue
+        out.append(value)
+    return out
+
+
+def _label_conditions(labels):
+    """(SQL condition, parameters) pieces that together select the labels
+    ``labels``: IN lists of the text labels, and IS NULL for None."""
+    labels = list(labels)
+    text = sorted(_storable([lab for lab in labels if isinstance(lab, str)]))
+    out = [(f"label IN ({marks})", chunk) for marks, chunk in _text_chunks(text)]
+    if any(lab is None for lab in labels):
+        out.append(("label IS NULL", []))
+    return out
 
 
 def _text_chunks(values, size=500):

@@ -175,6 +175,9 @@ class SearchMixin:
             return list(range(len(self.roots)))
         if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
             roots = [roots]
+        if not isinstance(roots, (list, tuple, np.ndarray)):
+            raise ValueError(f"roots is {roots!r}; expected a root position or a list of them "
+                             f"(this index has {len(self.roots)} root(s))")
         try:
             positions = [int(r) for r in roots]
         except (TypeError, ValueError):
@@ -234,14 +237,13 @@ class SearchMixin:
         if "label" in where:
             wanted = where["label"]
             wanted = set(wanted) if isinstance(wanted, (list, tuple, set, frozenset)) else {wanted}
-            position = {s.id: i for i, s in enumerate(self._segments)}
-            labelled = [np.zeros(s.rows, dtype=bool) for s in self._segments]
-            present = set()
-            for seg_id, row, label in self._catalog.live_rows_with_labels(
-                    [w for w in wanted if isinstance(w, str)]):
-                labelled[position[seg_id]][row] = True
-                present.add(label)
-            for mask, keep in zip(masks, labelled):
+            seg_ids, rows, present = self._catalog.live_rows_with_labels(wanted)
+            order = np.argsort(seg_ids, kind="stable")
+            seg_ids, rows = seg_ids[order], rows[order]
+            for mask, segment in zip(masks, self._segments):
+                lo, hi = np.searchsorted(seg_ids, [segment.id, segment.id + 1])
+                keep = np.zeros(segment.rows, dtype=bool)
+                keep[rows[lo:hi]] = True
                 mask &= keep
             absent = sorted(map(repr, wanted - present))
             if absent:
@@ -359,8 +361,8 @@ class SearchMixin:
     def keys_with_labels(self, labels):
         """Live keys whose label is one of ``labels``, in insertion order."""
         self._check_open()
-        wanted = {labels} if isinstance(labels, str) else set(labels)
-        return self._catalog.live_keys([w for w in wanted if isinstance(w, str)])
+        wanted = {labels} if isinstance(labels, str) or labels is None else set(labels)
+        return self._catalog.live_keys(wanted)
 
     def gram(self, keys=None, labels=None, p=None, roots=None, t=None, power=False,
              n_threads=None):

@@ -183,13 +183,33 @@ class SobolevIndex(SearchMixin):
             # Above every file in segments/ and lost+found/: a new segment
             # never replaces a file, even one the catalog does not know.
             self._free_segment_id = storage.highest_segment_id(self.path) + 1
+        # A reader moving to a newer commit reads it through a connection of
+        # its own, and keeps its old snapshot (state and catalog transaction)
+        # unless the new one loads in full.
+        fresh = self.mode == "r" and hasattr(self, "_segments")
+        catalog = Catalog(self.path, readonly=True) if fresh else self._catalog
+        try:
+            state = self._read_snapshot(catalog)
+        except BaseException:
+            if fresh:
+                catalog.close()
+            raise
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._eta_cache = {}
+        if fresh:
+            old, self._catalog = self._catalog, catalog
+            old.close()
+        self._changed()
+
+    def _read_snapshot(self, catalog):
+        missing = None
         for _ in range(SNAPSHOT_RETRIES):
             try:
                 # Pinned: no writer deletes a segment file between our reading
                 # the catalog and opening the files it names.
                 with storage.files_pinned(self.path):
-                    self._load_heads(self._catalog.heads())
-                return
+                    return self._state_of(catalog.heads())
             except FileNotFoundError as exc:
                 # Only where no pin could be held (a read-only copy): a newer
                 # snapshot no longer refers to a merged-away file.
@@ -201,29 +221,30 @@ class SobolevIndex(SearchMixin):
             "restore it from a backup"
         )
 
-    def _load_heads(self, heads):
-        """Load a committed state: the meta values, the graph, and each
-        segment's arrays (memory-mapped) with its live rows. Documents stay
-        in the catalog, looked up by key or id when needed, so opening costs
-        the same for a thousand documents or ten million."""
+    def _state_of(self, heads):
+        """The attributes of a loaded committed state, read but not yet set:
+        the meta values, the graph, and each segment's arrays
+        (memory-mapped) with its live rows. Documents stay in the catalog,
+        looked up by key or id when needed, so opening costs the same for a
+        thousand documents or ten million."""
         meta = heads.meta
-        self.p, self.roots, self.eta = checked_heads(self.path, meta, heads.roots)
-        self._eta_cache = {}
+        p, roots, eta = checked_heads(self.path, meta, heads.roots)
+        state = {"p": p, "roots": roots, "eta": eta, "_meta": meta}
         if not hasattr(self, "graph"):
-            self.graph, self.trees = storage.read_graph(self.path, len(self.roots))
+            graph, trees = storage.read_graph(self.path, len(roots))
+            if [t.root for t in trees] != roots.tolist():
+                raise CorruptIndexError(
+                    f"{self.path}: graph.h5 has trees for roots {[t.root for t in trees]} "
+                    f"but the catalog lists roots {roots.tolist()}; restore from a backup")
             # One copy for every segment's inverted file: a search reads it
             # in each of them, and it then stays in the cache.
-            self._edge_weight = np.concatenate([t.length for t in self.trees]).astype(np.float64)
-            if [t.root for t in self.trees] != self.roots.tolist():
-                raise CorruptIndexError(
-                    f"{self.path}: graph.h5 has trees for roots {[t.root for t in self.trees]} "
-                    f"but the catalog lists roots {self.roots.tolist()}; restore from a backup")
-        self._meta = meta
+            state.update(graph=graph, trees=trees, _edge_weight=np.concatenate(
+                [t.length for t in trees]).astype(np.float64))
         segments = []
         for row in heads.segments:
             # Checksums are for verify(): hashing every file would make opening
             # cost as much as reading the whole index.
-            data = storage.read_segment(self.path, row["file"], len(self.roots))
+            data = storage.read_segment(self.path, row["file"], len(roots))
             if data.rows != row["rows"] or len(data.doc_ids) != data.rows:
                 raise CorruptIndexError(
                     f"segment {row['file']} has {data.rows} rows but the catalog says "
@@ -239,9 +260,8 @@ class SobolevIndex(SearchMixin):
                     f"{seg_id}, which {'has no such row' if segment else 'it does not list'}; "
                     "run verify() and restore the catalog from a backup")
             segment.live[row] = False
-        self._segments = segments
-        self._segment_by_id = by_id
-        self._changed()
+        state.update(_segments=segments, _segment_by_id=by_id)
+        return state
 
     def _changed(self):
         # The contents changed: scopes cached for where=None are stale, and
@@ -308,6 +328,8 @@ class SobolevIndex(SearchMixin):
         """The set of those of ``keys`` that are live documents: one look-up
         for many keys, where ``key in index`` is one each."""
         self._check_open()
+        if isinstance(keys, str) or not hasattr(keys, "__iter__"):
+            raise TypeError(f"keys is {keys!r:.60}; expected a list of keys")
         return set(self._catalog.live_documents([k for k in keys if isinstance(k, str)]))
 
     @property
@@ -465,18 +487,21 @@ class SobolevIndex(SearchMixin):
         segment_id = self._new_segment_id()
         row_of = np.arange(n)
         file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
-        now = storage.utc_now()
-        segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": data.nnz,
-                       "bytes": nbytes, "checksum": checksum, "created_at": now}
-        sizes = np.diff(batch.indptr)
-        documents = [
-            {"id": int(doc_ids[i]), "key": keys[i], "segment": segment_id, "row": int(row_of[i]),
-             "n_supports": int(sizes[i]), "label": labels[i], "fields": fields_json[i],
-             "deleted": 0, "added_at": now}
-            for i in range(n)
-        ]
-        next_ids = {"next_doc_id": next_doc + n, "next_segment_id": segment_id + 1}
+        # From here to the end of the commit, any exception (a Ctrl-C
+        # included) removes the file unless the commit landed, and releases
+        # the claim.
         try:
+            now = storage.utc_now()
+            segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": data.nnz,
+                           "bytes": nbytes, "checksum": checksum, "created_at": now}
+            sizes = np.diff(batch.indptr)
+            documents = [
+                {"id": int(doc_ids[i]), "key": keys[i], "segment": segment_id,
+                 "row": int(row_of[i]), "n_supports": int(sizes[i]), "label": labels[i],
+                 "fields": fields_json[i], "deleted": 0, "added_at": now}
+                for i in range(n)
+            ]
+            next_ids = {"next_doc_id": next_doc + n, "next_segment_id": segment_id + 1}
             self._catalog.commit_segment(segment_row, documents, [r[0] for r in replaced],
                                          next_ids)
         except BaseException:
@@ -503,7 +528,8 @@ class SobolevIndex(SearchMixin):
         A KeyboardInterrupt can arrive after SQLite committed but before the
         call returned: then the new file is referenced and must stay, and
         the in-memory state is reloaded from the catalog. Otherwise the file
-        is an orphan and goes."""
+        was never committed and goes: no reader can have it open, so it is
+        removed at once, without waiting for the readers' pin."""
         catalog = self._catalog
         try:
             catalog.abandon_transaction()
@@ -515,7 +541,7 @@ class SobolevIndex(SearchMixin):
         if landed:
             self._load()
         else:
-            storage.remove_files(self.path, files)
+            storage.remove_uncommitted(self.path, files)
 
     def _checked_keys(self, keys, n, doc_ids):
         if keys is None:
@@ -627,17 +653,22 @@ class SobolevIndex(SearchMixin):
             data = _concat_rows(parts, order, len(self.roots), self.graph.n_nodes)
             data.inverted = inverted.build(data.features, self.graph.n_nodes)
             file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
-            segment_row = {"id": segment_id, "file": file, "rows": data.rows, "nnz": data.nnz,
-                           "bytes": nbytes, "checksum": checksum, "created_at": storage.utc_now()}
-            new_segment = Segment(segment_row, data, np.ones(data.rows, dtype=bool))
-            moved = list(zip(data.doc_ids.tolist(), range(data.rows)))
         else:
-            segment_row, moved, claim = None, [], storage.SegmentClaim()
+            file, claim = None, storage.SegmentClaim()
+        # As in _write: from the write to the end of the commit, an exception
+        # removes the new file unless the commit landed.
         try:
+            if file is not None:
+                segment_row = {"id": segment_id, "file": file, "rows": data.rows,
+                               "nnz": data.nnz, "bytes": nbytes, "checksum": checksum,
+                               "created_at": storage.utc_now()}
+                new_segment = Segment(segment_row, data, np.ones(data.rows, dtype=bool))
+                moved = list(zip(data.doc_ids.tolist(), range(data.rows)))
+            else:
+                segment_row, moved = None, []
             self._catalog.replace_segments(old_ids, segment_row, moved, dropped, next_ids)
         except BaseException:
-            self._after_failed_commit(segment_id,
-                                      [] if segment_row is None else [segment_row["file"]],
+            self._after_failed_commit(segment_id, [] if file is None else [file],
                                       landed_if_gone=old_ids)
             raise
         finally:

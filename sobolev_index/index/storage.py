@@ -202,6 +202,9 @@ class SegmentClaim:
             os.close(self._fd)  # and with it the lock
             self._fd = None
 
+    def __del__(self):
+        self.release()
+
 
 @contextlib.contextmanager
 def commits_paused(index_path):
@@ -434,6 +437,8 @@ def write_segment(index_path, segment_id, data):
     try:
         return name, file_checksum(final), os.path.getsize(final), claim[0]
     except BaseException:
+        # Not committed, and no reader can have it open: it goes now.
+        remove_uncommitted(index_path, [name])
         claim[0].release()
         raise
 
@@ -613,6 +618,20 @@ def files_pinned(index_path, exclusive=False, wait=None):
         yield True
     finally:
         os.close(fd)  # and with it the lock
+
+
+def remove_uncommitted(index_path, names):
+    """Remove segment files that no commit ever listed (a write whose commit
+    failed): no reader can have opened them, so no pin is waited for."""
+    directory = os.path.join(index_path, SEGMENT_DIR)
+    for name in names:
+        check_segment_name(name, "a file to remove")
+        _remove_quietly(os.path.join(directory, name))
+    if names:
+        try:
+            fsync_path(directory, directory=True)
+        except OSError:
+            pass  # the file is gone or will be listed by verify(); nothing to undo
 
 
 def remove_files(index_path, names):
