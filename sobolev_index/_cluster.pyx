@@ -206,10 +206,12 @@ ctypedef struct _key_t:
 
 ctypedef struct _bounds_t:
     # Turns an estimate from the scaled copy into a lower bound on
-    # _sq_distance: subtract kappa * (||x|| + ||c||)^2 + floor, times scale2.
+    # _sq_distance: subtract kappa * (||x|| + ||c||)^2 + floor, multiply by
+    # scale2, subtract floor_x (see _error_bounds).
     float64_t kappa
     float64_t floor
     float64_t scale2
+    float64_t floor_x
 
 
 cdef enum:
@@ -227,10 +229,16 @@ cdef enum:
     NEAR_ENTRIES = 1 << 22
 
 # A new centre c can take a point i from its centre z only if
-# d(z, c)^2 < 4 d(i, z)^2; the tests use 4 (1 + 2e-9), a margin far above the
-# rounding of the float64 sums they compare, so that pruning never skips a
-# centre the sums would take.
+# d(z, c)^2 < 4 d(i, z)^2. The tests compare with 4 (1 + 2e-9) sq + 8 floor_x,
+# sq the float64 sum: margins far above that sum's rounding (relative, and
+# absolute where it underflows), so that pruning never skips a centre the
+# sums would take.
 cdef float64_t PRUNE_FACTOR = 4.0 * (1.0 + 2e-9)
+
+
+cdef inline float64_t _prune_limit(const _bounds_t* bounds, float64_t sq) noexcept nogil:
+    """Centres z -> c with delta2 below this may take a point at sq from z."""
+    return PRUNE_FACTOR * sq + 8.0 * bounds.floor_x
 
 cdef int _simd_level = si_simd_level()
 
@@ -285,12 +293,14 @@ cdef inline float64_t _lower_bound(
 ) noexcept nogil:
     """A lower bound on _sq_distance(a, b) from the copy's norms and product."""
     cdef float64_t e = nu_a + nu_b
-    return (nu2_a + nu2_b - 2.0 * product - bounds.kappa * e * e - bounds.floor) * bounds.scale2
+    return ((nu2_a + nu2_b - 2.0 * product - bounds.kappa * e * e - bounds.floor) * bounds.scale2
+            - bounds.floor_x)
 
 
 def _error_bounds(Py_ssize_t d, bint single):
-    """(kappa, floor): |estimate - _sq_distance| <= kappa (||x|| + ||c||)^2 + floor,
-    in the units of the scaled copy, whose coordinates are below 1.
+    """(kappa, floor, floor_x): |estimate - _sq_distance| is at most
+    (kappa (||x|| + ||c||)^2 + floor) scale2 + floor_x, with the estimate and
+    the norms in the units of the scaled copy, whose coordinates are below 1.
 
     With u the unit roundoff of the copy and g(m) = m u / (1 - m u): rounding
     the centred, scaled coordinates moves a distance by at most
@@ -298,18 +308,23 @@ def _error_bounds(Py_ssize_t d, bint single):
     d-term inner product errs by g(d) ||x|| ||c|| <= g(d) / 4 (||x|| + ||c||)^2,
     counted twice; the float64 norms, the float64 sum of the estimate and
     ``_sq_distance`` itself add a few float64 g(d + 4). The factor 1.5 covers
-    second-order terms. ``floor`` covers underflow (even flushed to zero):
-    each of the O(d) operations errs by at most the smallest normal number.
-    kappa is infinite (check every pair) if d u is not small.
+    second-order terms. ``floor`` covers underflow in the copy's precision,
+    even flushed to zero: each coordinate errs by at most the smallest normal
+    number t, moving the square by at most 8 d t, and the inner product's
+    operations add at most 2 d t each, twice. ``floor_x`` does the same for
+    the float64 sums themselves. kappa is infinite (check every pair) if d u
+    is not small.
     """
     cdef float64_t u64 = 2.0 ** -53
     cdef float64_t u = 2.0 ** -24 + u64 if single else u64
     cdef float64_t tiny = 2.0 ** -126 if single else 2.0 ** -1022
+    cdef float64_t floor_x = (2.0 * d + 8.0) * 2.0 ** -1021
     if d * u > 0.01:
-        return INFINITY, INFINITY
+        return INFINITY, INFINITY, floor_x
     cdef float64_t g = d * u / (1.0 - d * u)
     cdef float64_t g64 = (d + 4) * u64 / (1.0 - (d + 4) * u64)
-    return 1.5 * (2.0 * u + u * u + 0.5 * g + 3.0 * g64 + 8.0 * u64), (8.0 * d + 32.0) * tiny
+    return (1.5 * (2.0 * u + u * u + 0.5 * g + 3.0 * g64 + 8.0 * u64),
+            (16.0 * d + 32.0) * tiny, floor_x)
 
 
 # ------------------------------------------------------------------ runs
@@ -339,12 +354,14 @@ cdef void _sort_run(
         nu2[t] = keys[t].nu2
 
 
-cdef Py_ssize_t _rows_within(const float64_t* sq, Py_ssize_t length, float64_t delta2) noexcept nogil:
-    """How many rows of a run (``sq`` decreasing) have PRUNE_FACTOR sq > delta2."""
+cdef Py_ssize_t _rows_within(
+    const _bounds_t* bounds, const float64_t* sq, Py_ssize_t length, float64_t delta2,
+) noexcept nogil:
+    """How many rows of a run (``sq`` decreasing) have a prune limit above delta2."""
     cdef Py_ssize_t lo = 0, hi = length, mid
     while lo < hi:
         mid = (lo + hi) >> 1
-        if PRUNE_FACTOR * sq[mid] > delta2:
+        if _prune_limit(bounds, sq[mid]) > delta2:
             lo = mid + 1
         else:
             hi = mid
@@ -499,7 +516,7 @@ cdef void _apply_unit(
 
     ``near_*`` list the batch centres the cluster may lose points to, with
     lower bounds ``delta2`` on their squared distance to its centre; a row at
-    distance r from it needs those with delta2 < PRUNE_FACTOR r^2. Rows go to
+    distance r from it needs those with delta2 < _prune_limit(r^2). Rows go to
     the kernel ROWS_PER_CALL at a time, with the columns packed so that each
     call's are a prefix.
     """
@@ -516,7 +533,7 @@ cdef void _apply_unit(
     # counting sort puts the columns in decreasing order of how many calls
     # need them; then ends[c + 1] ends the prefix of call c.
     for call in range(n_calls):
-        limits[call] = PRUNE_FACTOR * sq[call * ROWS_PER_CALL]
+        limits[call] = _prune_limit(bounds, sq[call * ROWS_PER_CALL])
         ends[call] = 0
     ends[n_calls] = 0
     for m in range(n_near):
@@ -555,7 +572,7 @@ cdef void _apply_unit(
             i = run[c + r]
             s = sq[c + r]
             a = assignment[c + r]
-            limit = PRUNE_FACTOR * s
+            limit = _prune_limit(bounds, s)
             nu_i = sqrt(nu2[c + r])
             for m in range(n_cols):
                 if col_delta2[m] >= limit:
@@ -620,7 +637,7 @@ def farthest_point_clustering(
         nu2[i] = acc  # the row's largest centred coordinate, for the scale
     exponent = math.frexp(float(nu2_arr.max()))[1]
     scale = math.ldexp(1.0, -exponent)
-    bounds.kappa, bounds.floor = _error_bounds(d, single)
+    bounds.kappa, bounds.floor, bounds.floor_x = _error_bounds(d, single)
     bounds.scale2 = math.ldexp(1.0, 2 * exponent)
     W_arr = np.empty((n, d), dtype=dtype)
     cdef floating_t[:, ::1] W = W_arr
@@ -782,7 +799,7 @@ def farthest_point_clustering(
                     near_count[b + i] = _near_centres(
                         &bounds, &products[tid, i * ld_batch], n_batch,
                         nu2[centres[b + i]], &batch_nu2[0], &batch_nu[0],
-                        PRUNE_FACTOR * rsq[start[b + i]],
+                        _prune_limit(&bounds, rsq[start[b + i]]),
                         &near_delta2[(b + i) * n_batch], &near_col[(b + i) * n_batch],
                         &nearest2[b + i])
 
@@ -794,7 +811,7 @@ def farthest_point_clustering(
                 for b in range(k0):
                     if near_count[b] == 0:
                         continue
-                    active = _rows_within(&rsq[start[b]], count[b], nearest2[b])
+                    active = _rows_within(&bounds, &rsq[start[b]], count[b], nearest2[b])
                     pairs += active * near_count[b]
                     pos = 0
                     while pos < active:

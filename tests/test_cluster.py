@@ -138,6 +138,15 @@ def test_equidistant_points_are_taken_in_row_order():
     assert centres.tolist() == [4] + [i for i in range(30) if i != 4]
 
 
+def test_underflow():
+    """Coordinates whose squares (or products) leave the normal range: float32
+    subnormal coordinates, and float64 points whose squared distances are
+    subnormal (their float64 sums are exact in any order)."""
+    rng = np.random.default_rng(25)
+    assert_same_as_reference((rng.normal(size=(500, 5)) * 1e-40).astype(np.float32), 100, 0)
+    assert_same_as_reference(rng.normal(size=(2000, 6)) * 1e-160, 300, 0)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 def test_tiny_inputs(dtype):
     one = np.array([[1.5, -2.0, 0.25]], dtype=dtype)
