@@ -323,7 +323,7 @@ class Catalog:
         _text) where one does not decode."""
         try:
             return self.conn.execute(sql.format(*columns), params).fetchall()
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             if "decode" not in str(exc):
                 raise CorruptIndexError(f"{self.path} cannot be read ({exc}); run verify() and "
                                         "restore the catalog from a backup") from None
