@@ -274,3 +274,47 @@ def synthetic_corpus(n_measures, n_nodes=10_000, vocabulary=50_000, dim=32, n_to
         chosen[indptr[i]:indptr[i + 1]] = pool[rng.integers(0, len(pool), sizes[i])]
     counts = rng.geometric(0.5, indptr[-1]).astype(np.float64)
     return graph, indptr, chosen, counts, topics, graph_seconds
+
+
+def uniform_corpus(n_measures, n_nodes=1_000, vocabulary=None, dim=32, short=(5, 30),
+                   long=(300, 1_000), long_fraction=0.05, zipf_exponent=1.0, seed=0,
+                   n_threads=None, graph=None):
+    """A corpus without topics: short and long measures of uniformly chosen words.
+
+    Words are ``vocabulary`` points (default: twice ``n_nodes``, at least
+    20,000) drawn from one standard normal in ``dim`` dimensions, so no region
+    of the graph is favoured; the "log" graph has ``n_nodes`` nodes over them.
+    A share ``long_fraction`` of the measures has ``long`` supports, the rest
+    ``short``; each measure's words are drawn uniformly from the whole
+    vocabulary, and its j-th word (j = 1, 2, ...) gets mass proportional to
+    j^-zipf_exponent, so a few words hold most of the mass, as in text.
+
+    The words depend only on ``seed``, ``vocabulary`` and ``dim``, so a
+    ``graph`` built by an earlier call with the same three can be passed in
+    to skip the clustering (the costly part for tens of thousands of nodes).
+    Returns (graph, indptr, words, masses, is_long, graph_seconds) with the
+    layout of :func:`synthetic_corpus`; graph_seconds is 0 for a reused graph.
+    """
+    from sobolev_index import Graph
+
+    vocabulary = vocabulary or max(20_000, 2 * n_nodes)
+    rng = np.random.default_rng(seed)
+    points = rng.normal(size=(vocabulary, dim))
+    graph_seconds = 0.0
+    if graph is None:
+        started = time.perf_counter()
+        graph = Graph.from_points(points, n_nodes=n_nodes, edges="log", seed=seed,
+                                  n_threads=n_threads)
+        graph_seconds = time.perf_counter() - started
+    # The measures get their own stream, so they do not depend on whether the
+    # graph was built here.
+    rng = np.random.default_rng([seed, n_measures])
+    is_long = rng.random(n_measures) < long_fraction
+    sizes = np.where(is_long, rng.integers(long[0], long[1] + 1, n_measures),
+                     rng.integers(short[0], short[1] + 1, n_measures))
+    indptr = np.zeros(n_measures + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    words = rng.integers(0, vocabulary, indptr[-1])
+    rank = np.arange(indptr[-1], dtype=np.int64) - np.repeat(indptr[:-1], sizes) + 1
+    masses = rank.astype(np.float64) ** -float(zipf_exponent)
+    return graph, indptr, words, masses, is_long, graph_seconds
