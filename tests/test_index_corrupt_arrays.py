@@ -24,6 +24,22 @@ OPERATIONS = {
 }
 
 
+def _in_child(path, call, tmp_path):
+    """Run ``call`` (Python, with PATH bound to the index) in a child, so
+    that a crash cannot take the test run with it; exit status 3 and a
+    'corrupt:' line when it raised CorruptIndexError."""
+    script = (
+        "import sys\n"
+        "from sobolev_index import SobolevIndex, CorruptIndexError\n"
+        f"PATH = {str(path)!r}\n"
+        "try:\n"
+        f"    {call}\n"
+        "except CorruptIndexError as exc:\n"
+        "    print('corrupt:', exc); sys.exit(3)\n"
+    )
+    return run_python(script, cwd=str(tmp_path))
+
+
 def _damaged_index(tmp_path, dataset, value, reseal=False, at=3):
     rng = np.random.default_rng(0)
     graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=50, seed=0)
@@ -55,17 +71,7 @@ def _damaged_index(tmp_path, dataset, value, reseal=False, at=3):
 ])
 def test_malformed_feature_arrays_raise(tmp_path, dataset, value, operation):
     path = _damaged_index(tmp_path, dataset, value)
-    # Run in a child: a crash there must not take the test run with it.
-    script = (
-        "import sys\n"
-        "from sobolev_index import SobolevIndex, CorruptIndexError\n"
-        f"PATH = {str(path)!r}\n"
-        "try:\n"
-        f"    {OPERATIONS[operation]}\n"
-        "except CorruptIndexError as exc:\n"
-        "    print('corrupt:', exc); sys.exit(3)\n"
-    )
-    done = run_python(script, cwd=str(tmp_path))
+    done = _in_child(path, OPERATIONS[operation], tmp_path)
     assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
     assert "segment" in done.stdout
 
@@ -96,16 +102,7 @@ def test_verify_reports_measure_pointers_past_the_nodes(tmp_path):
 def test_impossible_values_are_corruption(tmp_path, dataset, value, operations):
     path = _damaged_index(tmp_path, dataset, value, reseal=True, at=4)
     for operation in operations:
-        script = (
-            "import sys\n"
-            "from sobolev_index import SobolevIndex, CorruptIndexError\n"
-            f"PATH = {str(path)!r}\n"
-            "try:\n"
-            f"    {OPERATIONS[operation]}\n"
-            "except CorruptIndexError as exc:\n"
-            "    print('corrupt:', exc); sys.exit(3)\n"
-        )
-        done = run_python(script, cwd=str(tmp_path))
+        done = _in_child(path, OPERATIONS[operation], tmp_path)
         assert done.returncode == 3, (operation, done.returncode, done.stdout, done.stderr)
     report = SobolevIndex.verify_path(path)
     assert not report["ok"]
@@ -123,16 +120,7 @@ def test_a_merge_refuses_a_segment_that_disagrees_with_the_catalog(tmp_path):
     # (A writer's open and close folds in the log the checksum update left.)
     SobolevIndex.open(path, "a").close()
     before = snapshot(str(path))
-    script = (
-        "import sys\n"
-        "from sobolev_index import SobolevIndex, CorruptIndexError\n"
-        f"PATH = {str(path)!r}\n"
-        "try:\n"
-        "    SobolevIndex.open(PATH, 'a').compact()\n"
-        "except CorruptIndexError as exc:\n"
-        "    print('corrupt:', exc); sys.exit(3)\n"
-    )
-    done = run_python(script, cwd=str(tmp_path))
+    done = _in_child(path, OPERATIONS["compact"], tmp_path)
     assert done.returncode == 3, (done.stdout, done.stderr)
     assert "does not hold the documents the catalog lists" in done.stdout
     assert_unchanged(before, str(path), "a refused merge")

@@ -212,20 +212,8 @@ def commits_paused(index_path):
     and its commit meanwhile (see SegmentClaim). Where the lock file can be
     neither opened nor made (a read-only copy), no writer can be at work
     either, and nothing is held."""
-    path = os.path.join(index_path, COMMIT_LOCK)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            yield
-            return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+    with _flocked(os.path.join(index_path, COMMIT_LOCK)):
         yield
-    finally:
-        os.close(fd)
 
 
 def _no_space(exc, directory, name, expected_bytes):
@@ -589,7 +577,16 @@ def files_pinned(index_path, exclusive=False, wait=None):
     an index), nothing is held: no writer can delete files there either.
     With ``wait`` (seconds), gives up after that long and yields False.
     """
-    path = os.path.join(index_path, PIN_FILE)
+    with _flocked(os.path.join(index_path, PIN_FILE), exclusive, wait) as held:
+        yield held
+
+
+@contextlib.contextmanager
+def _flocked(path, exclusive=False, wait=None):
+    """Hold an flock on the lock file ``path`` (made if missing): yields
+    True, or False when ``wait`` seconds passed first. Where the file can be
+    neither opened nor made (a read-only copy of an index), nothing is held
+    and True is yielded: no writer can be at work there."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError:
