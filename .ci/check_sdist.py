@@ -5,7 +5,8 @@ code (bench/, except bench/results) must be in it, with the build files and
 the licence; nothing generated may be (Cython's .c/.cpp/.html, compiled
 objects, build/ or dist/ outputs, caches, benchmark results). The metadata
 setuptools writes for the sdist itself (PKG-INFO, setup.cfg and
-*.egg-info/SOURCES.txt) is allowed.
+*.egg-info/SOURCES.txt) is allowed, and so is the test data git tracks
+(tests/data/).
 """
 import fnmatch
 import subprocess
@@ -21,6 +22,8 @@ GENERATED = [
     "*.egg-info/*", ".pytest_cache/*", ".hypothesis/*", ".ruff_cache/*", "*.h5", "*.sqlite", "*.sobolev/*",
 ]
 SETUPTOOLS_METADATA = ["PKG-INFO", "setup.cfg", "*.egg-info/SOURCES.txt"]
+# Test data git tracks on purpose (an index written by an older release).
+TEST_DATA = ["tests/data/*"]
 
 
 def main(sdist, repo="."):
@@ -43,7 +46,8 @@ def main(sdist, repo="."):
     generated = sorted(
         name for name in files
         if any(fnmatch.fnmatch(name, pattern) for pattern in GENERATED)
-        and not any(fnmatch.fnmatch(name, pattern) for pattern in SETUPTOOLS_METADATA)
+        and not any(fnmatch.fnmatch(name, pattern)
+                    for pattern in SETUPTOOLS_METADATA + TEST_DATA)
     )
     cython = sorted(name for name in required if name.endswith((".pyx", ".pxd")))
     for name in missing:
