@@ -29,6 +29,7 @@ _HINTS = {
                         "WHERE deleted = 0\"`",
     "CorruptIndexError": "run `sobolev-index verify INDEX` to see what is damaged",
     "UnsupportedFormatError": "rebuild the index with this release",
+    "OlderFormatError": "releases older than this one cannot read an upgraded index",
     "VectorFileError": "check the --vectors file and its format",
     "CorpusError": "check the corpus file; --format names its format, --skip-empty skips "
                    "documents without known words",
@@ -53,6 +54,8 @@ _CLI_WORDS = [
     ("open it with mode='a'", "use a command that writes"),
     ("; open it with mode='r' to read it", "; commands that only read work on it"),
     ("run verify() and", "run `sobolev-index verify INDEX` and"),
+    ("with SobolevIndex.upgrade(path)", "with `sobolev-index upgrade INDEX`"),
+    ("or open it with mode='r' to read it as it is", "or use commands that only read"),
     ("verify(repair=True) moves it", "`sobolev-index verify --repair INDEX` moves it"),
     ("(format 'lines', 'plain-lines' or 'jsonl'; --format on the command line)",
      "(--format lines, plain-lines or jsonl)"),
@@ -560,6 +563,30 @@ def compact(index, as_json, wait):
         click.echo(f"compacted: {out['segments_before']} -> {out['segments']} segment(s), "
                    f"{out['deleted_dropped']} deleted document(s) dropped, "
                    f"{out['bytes_before'] / 1e6:.1f} -> {out['bytes'] / 1e6:.1f} MB")
+
+
+@main.command()
+@click.argument("index", type=click.Path())
+@_json_option
+@_wait_option
+def upgrade(index, as_json, wait):
+    """Rewrite an index written by an older release in this release's format.
+
+    Releases older than this one cannot read the index afterwards. Safe to
+    interrupt: run it again to finish."""
+    from .. import SobolevIndex
+
+    started = time.perf_counter()
+    out = SobolevIndex.upgrade(index, timeout=wait)
+    out["seconds"] = round(time.perf_counter() - started, 3)
+    if as_json:
+        _echo_json(out)
+    elif out["from_version"] == out["to_version"] and not out["segments_rewritten"]:
+        click.echo(f"already in format {out['to_version']}; nothing to do")
+    else:
+        click.echo(f"upgraded from format {out['from_version']} to {out['to_version']}: "
+                   f"{out['segments_rewritten']} segment(s) rewritten, "
+                   f"{out['documents']:,} documents")
 
 
 @main.command()

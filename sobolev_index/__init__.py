@@ -32,7 +32,7 @@ _LAZY = {
     "IndexLockedError": "errors", "InvalidGraphError": "errors",
     "InvalidMeasureError": "errors", "KeyNotFoundError": "errors",
     "NotAnIndexError": "errors", "SobolevIndexError": "errors",
-    "UnsupportedFormatError": "errors",
+    "UnsupportedFormatError": "errors", "OlderFormatError": "errors",
     "EDGE_KINDS": "graph", "Graph": "graph", "ShortestPathTree": "graph",
     "SearchResult": "index", "SobolevIndex": "index",
 }
@@ -68,6 +68,7 @@ __all__ = [
     "IndexLockedError",
     "KeyNotFoundError",
     "NotAnIndexError",
+    "OlderFormatError",
     "SearchResult",
     "SobolevIndex",
     "UnsupportedFormatError",

@@ -57,6 +57,11 @@ class UnsupportedFormatError(CorruptIndexError):
     """The index was written in a format version this release cannot read."""
 
 
+class OlderFormatError(UnsupportedFormatError):
+    """The index was written in an older format, which this release reads
+    but does not write to: :meth:`SobolevIndex.upgrade` rewrites it."""
+
+
 class VectorFileError(SobolevIndexError, ValueError):
     """A word-vector file is malformed, truncated or has the wrong dimension."""
 

@@ -51,7 +51,8 @@ def _damaged_index(tmp_path, dataset, value, reseal=False, at=3):
                       keys=[f"k{i}" for i in range(start, start + 10)])
     segment = os.path.join(path, "segments", sorted(os.listdir(path / "segments"))[0])
     with h5py.File(segment, "r+") as f:
-        f[dataset][at] = value
+        # (Row norms are per root and row: the first root's.)
+        f[dataset][(0,) * (f[dataset].ndim - 1) + (at,)] = value
     if reseal:
         # Record the damaged file's checksum, as if it had been written so:
         # verify() then goes on to read what the file holds.
@@ -94,8 +95,9 @@ def test_verify_reports_measure_pointers_past_the_nodes(tmp_path):
 @pytest.mark.parametrize("dataset,value,operations", [
     ("features/0/data", 7.5, ["search by key", "gram", "compact"]),
     ("features/0/data", np.nan, ["search by key", "gram", "compact"]),
-    ("inverted/values", 7.5, ["search p=1"]),
-    ("inverted/values", np.nan, ["search p=1"]),
+    ("inverted/post_values", 7.5, ["search p=1"]),
+    ("inverted/post_values", np.nan, ["search p=1"]),
+    ("inverted/norm_low", np.nan, ["search p=1"]),
     ("measures/indptr", 10**6, ["compact"]),
     ("measures/nodes", 10**6, ["compact"]),
 ])
@@ -107,6 +109,26 @@ def test_impossible_values_are_corruption(tmp_path, dataset, value, operations):
     report = SobolevIndex.verify_path(path)
     assert not report["ok"]
     assert any("segment" in problem for problem in report["problems"]), report["problems"]
+
+
+# Plausible values (in range, right shape) that are wrong: a search cannot
+# tell, so verify() compares the inverted file with features rebuilt from
+# the measures, and the stored row norms with those of the features.
+@pytest.mark.parametrize("dataset,value", [
+    ("inverted/post_values", 0.5),
+    ("inverted/post_rows", 9),
+    ("inverted/norm_low", 0.123),
+    ("inverted/norm_high", 0.25),
+])
+def test_verify_finds_plausible_but_wrong_inverted_values(tmp_path, dataset, value):
+    path = _damaged_index(tmp_path, dataset, value, reseal=True, at=4)
+    report = SobolevIndex.verify_path(path, sample=1000)
+    assert not report["ok"]
+    assert any("inverted file" in problem or "stored norms" in problem
+               for problem in report["problems"]), report["problems"]
+    # The undamaged index passes the same checks.
+    clean = _damaged_index(tmp_path / "clean", "doc_ids", 1, reseal=True, at=0)
+    assert SobolevIndex.verify_path(clean, sample=1000)["ok"]
 
 
 def test_a_merge_refuses_a_segment_that_disagrees_with_the_catalog(tmp_path):

@@ -147,13 +147,19 @@ def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
 
 
 @pytest.mark.parametrize("array,damage", [
-    ("rows", "row-out-of-range"),
-    ("rows", "descending"),
+    ("post_rows", "row-out-of-range"),
+    ("post_rows", "descending"),
     ("ptr", "decreasing"),
     ("dense", "wrong-shape"),
     ("dense_columns", "out-of-range"),
-    ("values", "outside-0-1"),
+    ("post_values", "outside-0-1"),
     ("dense", "outside-0-1"),
+    ("post_values", "float64"),
+    ("block_start", "off-by-one"),
+    ("block_start", "missing-table"),
+    ("norm_low", "nan"),
+    ("norm_high", "wrong-shape"),
+    ("norm_p", "below-1"),
 ])
 def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damage):
     # Arrays read from a file reach unchecked loops; a malformed one must be
@@ -166,20 +172,35 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
         index.add(measures)
         segment = index._segments[0]
         arrays = {name: np.array(values) for name, values in segment.data.inverted.items()}
+        # (With 32-row ranges, the 100 rows have a table of range starts.)
+        assert arrays["block_start"].shape[1] == 5
         if damage == "row-out-of-range":
-            arrays["rows"][3] = 100
+            arrays["post_rows"][3] = 100
         elif damage == "descending":
             start = int(np.flatnonzero(np.diff(arrays["ptr"]) >= 2)[0])
             at = arrays["ptr"][start]
-            arrays["rows"][at], arrays["rows"][at + 1] = arrays["rows"][at + 1], arrays["rows"][at]
+            rows = arrays["post_rows"]
+            rows[at], rows[at + 1] = rows[at + 1], rows[at]
         elif damage == "decreasing":
             arrays["ptr"][5] = arrays["ptr"][6] + 1
         elif damage == "wrong-shape":
-            arrays["dense"] = arrays["dense"][:-1]
+            arrays[array] = arrays[array][:-1]
         elif damage == "outside-0-1":
             # The float32 rounding allowance holds for edge masses in [0, 1].
             assert arrays[array].size
-            arrays[array].reshape(-1)[0] = 1.5 if array == "values" else -0.25
+            arrays[array].reshape(-1)[0] = 1.5 if array == "post_values" else -0.25
+        elif damage == "float64":
+            arrays[array] = arrays[array].astype(np.float64)
+        elif damage == "off-by-one":
+            # A list said to enter a range one posting later than it does.
+            lists = np.flatnonzero(arrays["block_start"][:, 2] < arrays["block_start"][:, 3])
+            arrays["block_start"][lists[0], 2] += 1
+        elif damage == "missing-table":
+            arrays["block_start"] = arrays["block_start"][:, :0]
+        elif damage == "nan":
+            arrays[array][0, 7] = np.nan
+        elif damage == "below-1":
+            arrays[array][0] = 0.5
         else:
             arrays["dense_columns"][0] = 40
         segment.data.inverted = arrays

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._powers cimport abs_pow, power_kind, pth_root
 from .._typedefs cimport float32_t, float64_t, node_t, offset_t
-from ._inverted_common cimport BLOCK_ROWS, N_COARSE
+from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE
 from .._openmp_helpers import effective_threads
 
 COARSE_GROUPS = N_COARSE
@@ -245,3 +245,77 @@ def check_postings(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t 
     if bad >= 0:
         raise ValueError(f"posting list {bad} names a row outside 0..{n_rows - 1} "
                          "or is not in ascending row order")
+
+
+def check_block_postings(const offset_t[::1] ptr, const uint16_t[::1] offsets,
+                         const offset_t[:, ::1] starts, Py_ssize_t n_rows,
+                         Py_ssize_t block_rows):
+    """Raise ValueError unless stored postings are what block_offsets and
+    block_starts make of posting lists whose rows lie in 0..n_rows-1,
+    strictly ascending: ``offsets`` are the rows within their BLOCK_ROWS-row
+    block, ``starts`` where each list enters each range of ``block_rows``
+    rows. ``starts`` has no columns when the segment is one range (then
+    the offsets are the rows). ``ptr`` is already known to be
+    non-decreasing and to end at len(offsets)."""
+    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, c, b
+    cdef Py_ssize_t n_blocks = (n_rows + block_rows - 1) // block_rows
+    cdef Py_ssize_t one_range = starts.shape[1] == 0
+    cdef Py_ssize_t lo, hi, base, row, last
+    cdef offset_t e
+    cdef Py_ssize_t bad = -1
+    if one_range:
+        if n_rows > BLOCK_ROWS:
+            raise ValueError(f"a segment of {n_rows} rows has no table of range starts")
+        n_blocks = 1
+    elif starts.shape[0] != n_lists or starts.shape[1] != n_blocks + 1:
+        raise ValueError(f"the table of range starts has shape "
+                         f"({starts.shape[0]}, {starts.shape[1]}); expected "
+                         f"({n_lists}, {n_blocks + 1})")
+    with nogil:
+        for c in range(n_lists):
+            last = -1
+            for b in range(n_blocks):
+                if one_range:
+                    lo, hi, base = ptr[c], ptr[c + 1], 0
+                else:
+                    lo, hi = starts[c, b], starts[c, b + 1]
+                    if (b == 0 and lo != ptr[c]) or lo > hi or (
+                            b == n_blocks - 1 and hi != ptr[c + 1]):
+                        bad = c
+                        break
+                    base = ((b * block_rows) >> BLOCK_SHIFT) << BLOCK_SHIFT
+                for e in range(lo, hi):
+                    row = base + offsets[e]
+                    if row <= last or row >= n_rows or (
+                            not one_range and (row < b * block_rows
+                                               or row >= (b + 1) * block_rows)):
+                        bad = c
+                        break
+                    last = row
+                if bad >= 0:
+                    break
+            if bad >= 0:
+                break
+    if bad >= 0:
+        raise ValueError(f"posting list {bad} names a row outside 0..{n_rows - 1}, is not in "
+                         "ascending row order, or disagrees with its table of range starts")
+
+
+def float32_range(const float32_t[::1] values):
+    """(smallest, largest) of ``values`` as float64 in one pass, both NaN if
+    any value is NaN; (inf, -inf) when there are none."""
+    cdef Py_ssize_t n = values.shape[0], e
+    cdef float64_t low = INFINITY, high = -INFINITY, x
+    cdef bint nan = False
+    with nogil:
+        for e in range(n):
+            x = values[e]
+            if x < low:
+                low = x
+            if x > high:
+                high = x
+            if x != x:
+                nan = True
+    if nan:
+        return float("nan"), float("nan")
+    return low, high

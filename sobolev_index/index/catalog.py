@@ -19,7 +19,13 @@ import sqlite_utils
 
 from ..distances import check_p
 from ..errors import CorruptIndexError, DiskFullError, NotAnIndexError, UnsupportedFormatError
-from .storage import CATALOG, FORMAT_NAME, FORMAT_VERSION, check_segment_name
+from .storage import (
+    CATALOG,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    READABLE_VERSIONS,
+    check_segment_name,
+)
 
 SCHEMA = {
     "meta": ({"name": str, "value": str}, "name"),
@@ -181,11 +187,15 @@ class Catalog:
             name = version = None
         if name != FORMAT_NAME:
             raise NotAnIndexError(f"{self.path} is not a sobolev-index catalog")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
+            newer = isinstance(version, int) and version > FORMAT_VERSION
             raise UnsupportedFormatError(
                 f"{self.path} has format version {version}; this release of sobolev-index "
-                f"reads version {FORMAT_VERSION}. Upgrade sobolev-index, or rebuild the index"
+                f"reads versions {', '.join(map(str, READABLE_VERSIONS))}. "
+                + ("A newer release wrote it: upgrade sobolev-index" if newer
+                   else "Rebuild the index")
             )
+        self.format_version = version
 
     def close(self):
         if self.conn is not None:

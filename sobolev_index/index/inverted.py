@@ -42,20 +42,39 @@ MIN_CANDIDATES = 64
 # tighter bound than the whole dense norm, read before the row's dense values.
 DENSE_GROUPS = 16
 
-ARRAYS = ("ptr", "rows", "values", "dense", "dense_columns", "dense_ptr")
+# The arrays a segment file stores (format 3): the search's own forms, so a
+# reader maps them and searches at once (see InvertedFile).
+ARRAYS = ("ptr", "post_rows", "post_values", "block_start", "dense", "dense_columns",
+          "dense_ptr", "norm_p", "norm_low", "norm_high")
+# What format 2 stored: int32 rows, float64 values and dense block.
+ARRAYS_V2 = ("ptr", "rows", "values", "dense", "dense_columns", "dense_ptr")
 
 
-def build(features, n_cols):
-    """The inverted file of one segment's feature rows (one CSR per root).
+def build(features, n_cols, weight, p):
+    """The inverted file of one segment's feature rows (one CSR per root),
+    as the arrays a segment file stores.
 
-    Returns a dict of arrays stacked over roots: column c of root r is slot
-    r * n_cols + c; ``dense`` holds the dense columns of all roots side by
-    side, root r's being ``dense_columns[dense_ptr[r]:dense_ptr[r + 1]]``.
+    Column c of root r is slot r * n_cols + c; its postings are
+    ``post_rows[ptr[slot]:ptr[slot + 1]]`` (offsets within 65,536-row
+    blocks, see _inverted_build.block_offsets) with their float32 values.
+    ``block_start`` is where each list enters each range of
+    RANGE_BLOCK_ROWS rows (no columns for a segment of one range). ``dense``
+    (float32) holds the dense columns of all roots side by side, root r's
+    being ``dense_columns[dense_ptr[r]:dense_ptr[r + 1]]``. ``norm_low`` and
+    ``norm_high`` are each row's sum_c w_c x_c^p over its posted and its
+    dense columns, per root, for ``norm_p`` = ``p`` (``weight``: the trees'
+    edge lengths one after the other), the values that a search at the
+    index's own p would otherwise compute on first use; for p = inf there
+    are none (``norm_p`` is NaN).
     """
     ptrs, rows, values, denses, columns = [], [], [], [], []
     offset = 0
     n_rows = len(features[0][0]) - 1 if features else 0
-    for indptr, indices, data in features:
+    n_roots = len(features)
+    finite = not np.isinf(p)
+    low = np.zeros((n_roots, n_rows) if finite else (0, 0))
+    high = np.zeros_like(low)
+    for r, (indptr, indices, data) in enumerate(features):
         indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         indices = np.ascontiguousarray(indices, dtype=np.int32)
         data = np.ascontiguousarray(data, dtype=np.float64)
@@ -68,18 +87,82 @@ def build(features, n_cols):
         values.append(post_values)
         denses.append(dense)
         columns.append(dense_columns)
-    dense_ptr = np.zeros(len(features) + 1, dtype=np.int64)
+        if finite:
+            slot = np.full(n_cols, -1, dtype=np.int32)
+            slot[dense_columns] = np.arange(len(dense_columns), dtype=np.int32)
+            _inverted_build.split_power_sums(
+                indptr, indices, data,
+                np.ascontiguousarray(weight[r * n_cols:(r + 1) * n_cols], dtype=np.float64),
+                slot, float(p), low[r], high[r])
+    dense_ptr = np.zeros(n_roots + 1, dtype=np.int64)
     np.cumsum([len(c) for c in columns], out=dense_ptr[1:])
+    ptr = np.concatenate(ptrs + [[offset]]).astype(np.int64)
+    rows = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
+    values = np.concatenate(values) if values else np.zeros(0)
+    dense = np.ascontiguousarray(np.hstack(denses)) if denses else np.zeros((n_rows, 0))
     return {
-        "ptr": np.concatenate(ptrs + [[offset]]).astype(np.int64),
-        "rows": np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32),
-        "values": np.concatenate(values) if values else np.zeros(0),
-        "dense": (np.ascontiguousarray(np.hstack(denses)) if denses
-                  else np.zeros((n_rows, 0))),
+        "ptr": ptr,
+        "post_rows": _inverted_build.block_offsets(rows),
+        "post_values": _inverted_build.to_float32(values)[0],
+        "block_start": _block_start(ptr, rows, n_rows),
+        "dense": _inverted_build.to_float32(dense.reshape(-1))[0].reshape(dense.shape),
         "dense_columns": (np.concatenate(columns).astype(np.int32) if columns
                           else np.zeros(0, np.int32)),
         "dense_ptr": dense_ptr,
+        "norm_p": np.array([float(p) if finite else np.nan]),
+        "norm_low": low,
+        "norm_high": high,
     }
+
+
+def _block_start(ptr, rows, n_rows):
+    # Segments of one row range (see RANGE_BLOCK_ROWS) need no table.
+    if n_rows <= RANGE_BLOCK_ROWS:
+        return np.zeros((len(ptr) - 1, 0), dtype=np.int64)
+    return _inverted_build.block_starts(ptr, rows, n_rows, RANGE_BLOCK_ROWS)
+
+
+def from_v2(arrays, n_rows, name):
+    """A format-2 segment's inverted file (int32 rows, float64 values) in
+    the arrays of format 3, built in memory, without norms: what a reader
+    of an index written by an older release searches."""
+    missing = [a for a in ARRAYS_V2 if a not in arrays]
+    if missing:
+        _fail(name, f"missing {', '.join(missing)}")
+    ptr, rows = np.asarray(arrays["ptr"]), np.asarray(arrays["rows"])
+    if ptr.ndim != 1 or len(ptr) < 1 or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
+            or ptr[-1] != len(rows) or len(arrays["values"]) != len(rows):
+        _fail(name, "posting pointers do not match the postings")
+    ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+    rows = np.ascontiguousarray(rows, dtype=np.int32)
+    try:
+        _inverted_build.check_postings(ptr, rows, n_rows)
+    except ValueError as exc:
+        _fail(name, str(exc))
+    values = np.ascontiguousarray(arrays["values"], dtype=np.float64)
+    if len(values) and not np.isfinite(values).all():
+        _fail(name, "a posting value is not finite")
+    dense = np.asarray(arrays["dense"])
+    if not np.isfinite(dense).all():
+        _fail(name, "a dense value is not finite")
+    return {
+        "ptr": ptr,
+        "post_rows": _inverted_build.block_offsets(rows),
+        "post_values": _inverted_build.to_float32(values)[0],
+        "block_start": _block_start(ptr, rows, n_rows),
+        "dense": np.ascontiguousarray(dense, dtype=np.float32),
+        "dense_columns": arrays["dense_columns"],
+        "dense_ptr": arrays["dense_ptr"],
+        "norm_p": np.array([np.nan]),
+        "norm_low": np.zeros((0, 0)),
+        "norm_high": np.zeros((0, 0)),
+    }
+
+
+def _fail(name, what):
+    raise CorruptIndexError(
+        f"segment {name} has a malformed inverted file ({what}); run verify() and "
+        "restore the file from a backup")
 
 
 def _dense_columns(indices, n_rows, n_cols):
@@ -158,31 +241,18 @@ class InvertedFile:
         self.n_roots = len(trees)
         self.n_cols = trees[0].n_nodes
         self._check(arrays, name)
+        # Mapped from the file as they are: a query streams 6 bytes per
+        # posting (row offset within its 65,536-row block, float32 value)
+        # and reads the dense block's float32 values for the few rows whose
+        # bounds pass. The kernel allows for the rounding, which relies on
+        # the values being edge masses of probability measures, in [0, 1].
         self.ptr = np.ascontiguousarray(arrays["ptr"], dtype=np.int64)
-        rows = np.ascontiguousarray(arrays["rows"], dtype=np.int32)
-        # A query streams its postings: kept in memory as 6 bytes each (row
-        # offset within its 65,536-row block, float32 value) rather than the
-        # file's 12, they search faster. The kernel allows for the rounding,
-        # which relies on the values being edge masses of probability
-        # measures, in [0, 1].
-        self.post_rows = _inverted_build.block_offsets(rows)
-        values = np.ascontiguousarray(arrays["values"], dtype=np.float64)
-        self.post_values, low, high = _inverted_build.to_float32(values)
-        # (The minimum and maximum pass over NaN: it is looked for apart.)
-        if len(rows) and not (low >= 0.0 and high <= 1.0 + 1e-9
-                              and np.isfinite(values).all()):
-            raise CorruptIndexError(
-                f"segment {name} has a malformed inverted file (a posting value is outside "
-                "[0, 1]); run verify() and restore the file from a backup")
-        # The dense block is read for the few rows whose bounds pass, and as
-        # float32 (allowed for like the posting values) in half the bytes.
-        dense = np.ascontiguousarray(arrays["dense"], dtype=np.float64)
-        dense32, low, high = _inverted_build.to_float32(dense.reshape(-1))
-        if dense.size and not (low >= 0.0 and high <= 1.0 + 1e-9 and np.isfinite(dense).all()):
-            raise CorruptIndexError(
-                f"segment {name} has a malformed inverted file (a dense value is outside "
-                "[0, 1]); run verify() and restore the file from a backup")
-        self.dense = dense32.reshape(dense.shape)
+        self.post_rows = np.ascontiguousarray(arrays["post_rows"], dtype=np.uint16)
+        self.post_values = np.ascontiguousarray(arrays["post_values"], dtype=np.float32)
+        self.dense = np.ascontiguousarray(arrays["dense"], dtype=np.float32)
+        block_start = np.ascontiguousarray(arrays["block_start"], dtype=np.int64)
+        self.norm_p = float(np.asarray(arrays["norm_p"])[0])
+        self._stored_norms = (arrays["norm_low"], arrays["norm_high"])
         self.dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
         dense_columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
         self.weight = np.ascontiguousarray(weight, dtype=np.float64)
@@ -222,39 +292,51 @@ class InvertedFile:
         self.group_ptr = np.asarray(group_ptr, dtype=np.int64)
         self.root_groups = np.asarray(root_groups, dtype=np.int64)
         self._norms = {}
-        block_start = None
-        if n_rows > RANGE_BLOCK_ROWS:
-            block_start = _inverted_build.block_starts(self.ptr, rows, n_rows, RANGE_BLOCK_ROWS)
+        # The table of range starts, None for a segment of one range.
+        self.block_start = block_start if block_start.shape[1] else None
         self.kernel = _inverted_search.SegmentArrays(
             self.ptr, self.post_rows, self.post_values, self.col_slot, self.weight, self.dense,
             self.dense_ptr, self.dense_weight, self.dense_weight_sum, self.group_slots,
             self.group_ptr,
             self.root_groups, self.coarse_of, doc_ids,
-            features, self.n_cols, block_start, RANGE_BLOCK_ROWS)
+            features, self.n_cols, self.block_start, RANGE_BLOCK_ROWS)
 
     def _check(self, arrays, name):
         # The arrays come from a file: an inconsistent one would send the
         # kernel's unchecked loops outside their buffers.
         def fail(what):
-            raise CorruptIndexError(
-                f"segment {name} has a malformed inverted file ({what}); run verify() and "
-                "restore the file from a backup")
+            _fail(name, what)
 
         missing = [a for a in ARRAYS if a not in arrays]
         if missing:
             fail(f"missing {', '.join(missing)}")
         n_roots, n_cols, n_rows = self.n_roots, self.n_cols, self.n_rows
-        ptr, rows = np.asarray(arrays["ptr"]), np.asarray(arrays["rows"])
-        values, dense = np.asarray(arrays["values"]), np.asarray(arrays["dense"])
+        ptr, rows = np.asarray(arrays["ptr"]), np.asarray(arrays["post_rows"])
+        values, dense = np.asarray(arrays["post_values"]), np.asarray(arrays["dense"])
         columns, dense_ptr = np.asarray(arrays["dense_columns"]), np.asarray(arrays["dense_ptr"])
+        if rows.dtype != np.uint16 or values.dtype != np.float32 or dense.dtype != np.float32:
+            fail(f"postings of types {rows.dtype}/{values.dtype} and a dense block of type "
+                 f"{dense.dtype}; expected uint16/float32 and float32")
         if ptr.shape != (n_roots * n_cols + 1,) or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
-                or ptr[-1] != len(rows) or len(values) != len(rows):
+                or ptr[-1] != len(rows) or values.shape != rows.shape or rows.ndim != 1:
             fail("posting pointers do not match the postings")
+        block_start = np.asarray(arrays["block_start"])
+        if block_start.ndim != 2:
+            fail(f"the table of range starts has {block_start.ndim} dimensions; expected 2")
         try:
-            _inverted_build.check_postings(np.ascontiguousarray(ptr, dtype=np.int64),
-                                     np.ascontiguousarray(rows, dtype=np.int32), n_rows)
+            _inverted_build.check_block_postings(
+                np.ascontiguousarray(ptr, dtype=np.int64), np.ascontiguousarray(rows),
+                np.ascontiguousarray(block_start, dtype=np.int64), n_rows, RANGE_BLOCK_ROWS)
         except ValueError as exc:
             fail(str(exc))
+        if (n_rows > RANGE_BLOCK_ROWS) != (block_start.shape[1] > 0):
+            fail(f"a segment of {n_rows} rows with a table of {block_start.shape[1]} range "
+                 "starts per list")
+        for what, array in (("posting", values), ("dense", dense)):
+            low, high = _inverted_build.float32_range(np.ascontiguousarray(array).reshape(-1))
+            # (NaN fails both comparisons.)
+            if array.size and not (low >= 0.0 and high <= 1.0 + 1e-6):
+                fail(f"a {what} value is outside [0, 1]")
         if dense_ptr.shape != (n_roots + 1,) or dense_ptr[0] != 0 \
                 or np.any(np.diff(dense_ptr) < 0) or dense_ptr[-1] != len(columns):
             fail("dense-column pointers do not match the dense columns")
@@ -269,6 +351,15 @@ class InvertedFile:
             # A dense column keeps no postings.
             if len(own) and np.any(ptr[r * n_cols + own + 1] != ptr[r * n_cols + own]):
                 fail(f"root {r} has postings for a dense column")
+        norm_p = np.asarray(arrays["norm_p"])
+        low, high = np.asarray(arrays["norm_low"]), np.asarray(arrays["norm_high"])
+        if norm_p.shape != (1,) or not (np.isnan(norm_p[0]) or 1.0 <= norm_p[0] < np.inf):
+            fail(f"the p of the stored row norms is {norm_p.tolist()}; expected one p >= 1")
+        if not np.isnan(norm_p[0]) and not (
+                low.shape == high.shape == (n_roots, n_rows)
+                and (low.size == 0 or (np.isfinite(low).all() and np.isfinite(high).all()
+                                       and low.min() >= 0 and high.min() >= 0))):
+            fail("row norms that are not finite and >= 0, one per root and row")
 
     def row_norms(self, p):
         """The row norms for this p, as the kernel takes them (RowNorms of
@@ -276,20 +367,13 @@ class InvertedFile:
         dense norms; the 1/p power of each group norm, per coarse group and
         row, and per row and dense group. The two most recent p values are
         kept."""
-        features = self.features
         if p not in self._norms:
             if len(self._norms) >= 2:
                 del self._norms[next(iter(self._norms))]
-            shape = (self.n_roots, self.n_rows)
-            low, high = np.zeros(shape), np.zeros(shape)
-            for r, (indptr, indices, data) in enumerate(features):
-                slot = self.col_slot[r * self.n_cols:(r + 1) * self.n_cols]
-                w = self.weight[r * self.n_cols:(r + 1) * self.n_cols]
-                _inverted_build.split_power_sums(
-                    np.ascontiguousarray(indptr, dtype=np.int64),
-                    np.ascontiguousarray(indices, dtype=np.int32),
-                    np.ascontiguousarray(data, dtype=np.float64),
-                    w, slot, p, low[r], high[r])
+            if p == self.norm_p:
+                low, high = self._stored_norms
+            else:
+                low, high = self._computed_norms(p)
             n_groups = len(self.group_ptr) - 1
             group_root = np.zeros((self.n_rows, n_groups))
             _inverted_build.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
@@ -298,6 +382,20 @@ class InvertedFile:
             _inverted_build.coarse_norms(self.dense, self.dense_weight, self.coarse_of, p, coarse_root)
             self._norms[p] = _inverted_search.RowNorms(low, high, coarse_root, group_root)
         return self._norms[p]
+
+    def _computed_norms(self, p):
+        """norm_low and norm_high (see build) for a p other than the stored one."""
+        shape = (self.n_roots, self.n_rows)
+        low, high = np.zeros(shape), np.zeros(shape)
+        for r, (indptr, indices, data) in enumerate(self.features):
+            slot = self.col_slot[r * self.n_cols:(r + 1) * self.n_cols]
+            w = self.weight[r * self.n_cols:(r + 1) * self.n_cols]
+            _inverted_build.split_power_sums(
+                np.ascontiguousarray(indptr, dtype=np.int64),
+                np.ascontiguousarray(indices, dtype=np.int32),
+                np.ascontiguousarray(data, dtype=np.float64),
+                w, slot, p, low[r], high[r])
+        return low, high
 
 
 def _check_constants():

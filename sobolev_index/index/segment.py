@@ -79,7 +79,9 @@ class Segment:
                 raise self._corrupt("no inverted file")
             features = [self.feature_rows(position, tree.n_nodes)
                         for position, tree in enumerate(trees)]
+            arrays = self.data.inverted
+            if self.data.version == 2:
+                arrays = inverted.from_v2(arrays, self.rows, self.file)
             self._inverted = inverted.InvertedFile(
-                self.data.inverted, self.rows, trees, self.file, features,
-                self.data.doc_ids, weight)
+                arrays, self.rows, trees, self.file, features, self.data.doc_ids, weight)
         return self._inverted

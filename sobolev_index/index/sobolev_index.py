@@ -23,6 +23,7 @@ from ..errors import (
     DuplicateKeyError,
     KeyNotFoundError,
     NotAnIndexError,
+    OlderFormatError,
     SobolevIndexError,
 )
 from ..graph import Graph
@@ -140,7 +141,11 @@ class SobolevIndex(SearchMixin):
             raise ValueError(f"mode is {mode!r}; expected 'r' (read) or 'a' (append/write)")
         path = _index_directory(path)
         if mode == "a":
-            Catalog(path, readonly=True).close()  # format check; writes nothing
+            _check_writable_format(path)
+        return cls._opened(path, mode, timeout)
+
+    @classmethod
+    def _opened(cls, path, mode, timeout):
         lock = storage.WriterLock(path, timeout) if mode == "a" else None
         try:
             catalog = Catalog(path, readonly=(mode == "r"))
@@ -149,6 +154,34 @@ class SobolevIndex(SearchMixin):
                 lock.release()
             raise
         return cls(path, mode, catalog, lock)
+
+    @classmethod
+    def upgrade(cls, path, timeout=None):
+        """Rewrite an index written in an older format in this release's
+        format, in place; a no-op on an index already in it.
+
+        The catalog's format version is raised first (releases that cannot
+        read the new format then refuse the index rather than misread it),
+        then every segment of an older format is rewritten on its own, one
+        commit each, without its deleted documents. Interrupted, it leaves a
+        readable and writable index, and running it again finishes the job.
+        Takes the writer lock (waiting up to ``timeout`` seconds). Returns
+        ``{"path", "from_version", "to_version", "segments_rewritten",
+        "documents"}``.
+        """
+        path = _index_directory(path)
+        index = cls._opened(path, "a", timeout)
+        with index:
+            before = int(index._meta["format_version"])
+            if before != storage.FORMAT_VERSION:
+                index._catalog.set_meta({"format_version": storage.FORMAT_VERSION})
+                index._meta["format_version"] = storage.FORMAT_VERSION
+            old = [s for s in index._segments if s.data.version != storage.FORMAT_VERSION]
+            for segment in old:
+                index._merge([segment])
+            return {"path": os.path.abspath(path), "from_version": before,
+                    "to_version": storage.FORMAT_VERSION, "segments_rewritten": len(old),
+                    "documents": len(index)}
 
     def close(self):
         if getattr(self, "_closed", True):
@@ -483,7 +516,7 @@ class SobolevIndex(SearchMixin):
             doc_ids=doc_ids, indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,
             features=[tree.feature_arrays_of_batch(batch) for tree in self.trees],
         )
-        data.inverted = inverted.build(data.features, self.graph.n_nodes)
+        data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight, self.p)
         segment_id = self._new_segment_id()
         row_of = np.arange(n)
         file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
@@ -651,7 +684,7 @@ class SobolevIndex(SearchMixin):
         new_segment = None
         if len(doc_ids):
             data = _concat_rows(parts, order, len(self.roots), self.graph.n_nodes)
-            data.inverted = inverted.build(data.features, self.graph.n_nodes)
+            data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight, self.p)
             file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
         else:
             file, claim = None, storage.SegmentClaim()
@@ -755,6 +788,19 @@ def _index_directory(path):
             f"{path} is not a sobolev-index directory: it has no {storage.CATALOG}"
         )
     return path
+
+
+def _check_writable_format(path):
+    """OlderFormatError unless the index at ``path`` is in the format this
+    release writes (checked before the writer lock is taken)."""
+    probe = Catalog(path, readonly=True)
+    version = probe.format_version
+    probe.close()
+    if version != storage.FORMAT_VERSION:
+        raise OlderFormatError(
+            f"{path} is in format version {version}, which an older release wrote; this "
+            f"release reads it but writes format {storage.FORMAT_VERSION} only. Rewrite it "
+            "with SobolevIndex.upgrade(path), or open it with mode='r' to read it as it is")
 
 
 def _check_sample_size(sample):

@@ -45,7 +45,10 @@ import numpy as np
 from ..errors import CorruptIndexError, DiskFullError, IndexLockedError, SobolevIndexError
 from ..graph import Graph, ShortestPathTree
 
-FORMAT_VERSION = 2
+# Format 3 stores each segment's inverted file in the forms a search reads
+# (see inverted.build); format 2, of releases before it, is still read.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (2, 3)
 FORMAT_NAME = "sobolev-index"
 CATALOG = "catalog.sqlite"
 GRAPH_FILE = "graph.h5"
@@ -365,6 +368,8 @@ class SegmentData:
     features: list = field(default_factory=list)
     # The inverted file over edges (see inverted.py): arrays by name.
     inverted: dict = None
+    # The segment file's format version (what write_segment writes).
+    version: int = FORMAT_VERSION
 
     @property
     def rows(self):
@@ -451,7 +456,15 @@ def read_segment(index_path, name, n_roots, checksum=None):
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") != FORMAT_NAME:
                 raise CorruptIndexError(f"{path} is not a sobolev-index segment")
+            version = f.attrs.get("format_version")
+            version = version.item() if isinstance(version, np.generic) else version
+            if version not in READABLE_VERSIONS:
+                raise CorruptIndexError(
+                    f"segment {path} has format version {version!r}; this release reads "
+                    f"versions {', '.join(map(str, READABLE_VERSIONS))}: restore the file from "
+                    "a backup, or open the index with the release that wrote it")
             data = SegmentData(
+                version=int(version),
                 doc_ids=load(f["doc_ids"]),
                 indptr=load(f["measures/indptr"]),
                 nodes=load(f["measures/nodes"]),

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import CorruptIndexError
 from ..measures import as_measure_batch
-from . import storage
+from . import inverted, storage
 from .catalog import Catalog, checked_heads
 from .csr import gather_rows
 from .segment import Segment
@@ -73,16 +73,18 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
             sampled = _check_sample(row["file"], data, trees, n_nodes, sample, rng, problems)
             if sampled is None:
                 continue
-            checked += sampled
+            picks, fresh = sampled
+            checked += len(picks)
             # Every array a search or a merge reads, checked as they check it
             # (the sample above compares values; this checks all of them).
             try:
                 segment = Segment(row, data, np.ones(data.rows, dtype=bool))
                 segment.measure_rows(n_nodes)
-                segment.inverted_file(trees, weight)
+                inverted_file = segment.inverted_file(trees, weight)
             except CorruptIndexError as exc:
                 problems.append(str(exc))
                 continue
+            problems += _inverted_problems(row["file"], inverted_file, picks, fresh)
         in_segment = snapshot.segment_of == row["id"]
         for doc_id, doc_row in zip(snapshot.doc_ids[in_segment], snapshot.row_of[in_segment]):
             if doc_row >= data.rows or data.doc_ids[doc_row] != doc_id:
@@ -232,8 +234,9 @@ def _read_committed(path, catalog, row, n_roots, problems):
 
 def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
     """Rebuild the features of up to ``sample`` rows of a segment from its
-    measures and compare them with the stored ones. Returns the number of
-    rows checked, or None if the measures themselves are invalid."""
+    measures and compare them with the stored ones. Returns the rows
+    checked and their rebuilt features (a CSR matrix per root), or None if
+    the measures themselves are invalid."""
     picks = np.sort(rng.choice(data.rows, min(sample, data.rows), replace=False))
     try:
         indptr, nodes, masses = gather_rows(data.indptr, (data.nodes, data.masses), picks)
@@ -243,8 +246,10 @@ def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
         # pointing past the stored nodes (IndexError).
         problems.append(f"segment {name} stores an invalid measure: {exc}")
         return None
+    rebuilt = []
     for r, tree in enumerate(trees):
         fresh = tree.features_of_batch(batch)
+        rebuilt.append(fresh)
         stored_indptr, stored_indices, stored_data = data.features[r]
         for j, i in enumerate(picks):
             a = slice(fresh.indptr[j], fresh.indptr[j + 1])
@@ -254,4 +259,62 @@ def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
                 problems.append(
                     f"segment {name} row {i}: stored features for root {r} differ "
                     "from features rebuilt from its measure")
-    return len(picks)
+    return picks, rebuilt
+
+
+def _inverted_problems(name, inverted_file, picks, fresh):
+    """Compare a segment's (checked) inverted file with the features of
+    rows ``picks`` rebuilt from their measures (``fresh``, a CSR matrix per
+    root): each feature must be in its column's postings or in the dense
+    block as its float32 value, the dense block must hold nothing else for
+    these rows, each root must have as many postings as its rows have
+    posted features, and the stored row norms must be those of the rows'
+    features. What the structural checks cannot see: plausible values that
+    are wrong."""
+    inv = inverted_file
+    problems = []
+    for r, rows in enumerate(fresh):
+        slots = r * inv.n_cols + np.arange(inv.n_cols)
+        features = inv.features[r]
+        posted = int(np.count_nonzero(inv.col_slot[r * inv.n_cols + features[1]] < 0))
+        n_postings = int(inv.ptr[slots[-1] + 1] - inv.ptr[slots[0]])
+        if posted != n_postings:
+            problems.append(f"segment {name}: root {r} has {n_postings} postings for "
+                            f"{posted} posted features")
+        dense_slots = np.arange(inv.dense_ptr[r], inv.dense_ptr[r + 1])
+        weight = inv.weight[slots]
+        for j, i in enumerate(picks):
+            columns = rows.indices[rows.indptr[j]:rows.indptr[j + 1]]
+            values = rows.data[rows.indptr[j]:rows.indptr[j + 1]]
+            slot_of = inv.col_slot[slots[columns]]
+            dense_row = np.zeros(len(dense_slots), dtype=np.float32)
+            dense_row[slot_of[slot_of >= 0] - inv.dense_ptr[r]] = values[slot_of >= 0]
+            ok = np.array_equal(np.asarray(inv.dense[i, dense_slots]), dense_row)
+            for c, x in zip(columns[slot_of < 0], values[slot_of < 0]):
+                ok = ok and _posting_of(inv, slots[c], int(i)) == np.float32(x)
+            if not ok:
+                problems.append(f"segment {name} row {i}: its inverted file for root {r} does "
+                                "not hold the features rebuilt from its measure")
+            if np.isfinite(inv.norm_p) and len(inv._stored_norms[0]):
+                p = inv.norm_p
+                terms = weight[columns] * values ** p
+                expected = (terms[slot_of < 0].sum(), terms[slot_of >= 0].sum())
+                stored = (inv._stored_norms[0][r, i], inv._stored_norms[1][r, i])
+                if not np.allclose(stored, expected, rtol=1e-9, atol=1e-300):
+                    problems.append(f"segment {name} row {i}: its stored norms for root {r} "
+                                    f"are {stored}; its features give {expected}")
+    return problems
+
+
+def _posting_of(inv, slot, row):
+    """The float32 value of ``row`` in the posting list of ``slot``, or None."""
+    lo, hi = int(inv.ptr[slot]), int(inv.ptr[slot + 1])
+    starts = inv.block_start
+    if starts is not None:
+        block = row // inverted.RANGE_BLOCK_ROWS
+        lo, hi = int(starts[slot, block]), int(starts[slot, block + 1])
+    offsets = inv.post_rows[lo:hi]
+    at = int(np.searchsorted(offsets, row & 0xFFFF))
+    if at < len(offsets) and offsets[at] == (row & 0xFFFF):
+        return inv.post_values[lo + at]
+    return None

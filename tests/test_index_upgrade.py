@@ -1,0 +1,207 @@
+"""Indexes written by an older release (format 2): read as they are, refused
+for writing with a pointer to ``upgrade``, and rewritten by it in format 3
+without losing or changing anything a reader sees.
+
+``tests/data/index_v2`` was written by the release before format 3 (see
+tests/data/README.md). Expected search results come from ``reference.py``
+on the measures the index returns, not from the index's own search.
+"""
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from _support.cli import run
+from _support.index import assert_unchanged, snapshot
+from reference import ref_pairwise, ref_tree
+
+from sobolev_index import (
+    CorruptIndexError,
+    OlderFormatError,
+    SobolevIndex,
+    UnsupportedFormatError,
+)
+from sobolev_index.index import storage
+
+V2_INDEX = Path(__file__).resolve().parent / "data" / "index_v2"
+LIVE = 133  # 135 documents, two deleted
+
+
+@pytest.fixture
+def v2_path(tmp_path):
+    path = tmp_path / "index_v2"
+    shutil.copytree(V2_INDEX, path)
+    # The lock files an index directory has (not kept in tests/data).
+    for name in (storage.LOCK_FILE, storage.PIN_FILE, storage.COMMIT_LOCK):
+        (path / name).touch()
+    return path
+
+
+def _segment_versions(path):
+    out = []
+    for name in sorted(os.listdir(path / "segments")):
+        with h5py.File(path / "segments" / name, "r") as f:
+            out.append(int(f.attrs["format_version"]))
+    return out
+
+
+def _catalog_version(path):
+    db = sqlite3.connect(path / "catalog.sqlite")
+    try:
+        return json.loads(db.execute(
+            "SELECT value FROM meta WHERE name = 'format_version'").fetchone()[0])
+    finally:
+        db.close()
+
+
+def _contents(index):
+    """Every live document as the index returns it: key -> (nodes, masses, label)."""
+    out = {}
+    for key in index:
+        doc = index.get(key)
+        order = np.argsort(doc["nodes"])
+        out[key] = (doc["nodes"][order].tolist(), doc["masses"][order].tolist(), doc["label"])
+    return out
+
+
+def _brute_force(index, contents, queries, k, p):
+    """Keys and distances of the k nearest documents by reference.py."""
+    graph = index.graph
+    trees = [ref_tree(graph.n_nodes, graph.edges, graph.lengths, int(root))
+             for root in index.roots]
+    keys = list(contents)
+    X = [(np.array(contents[key][0]), np.array(contents[key][1])) for key in keys]
+    D = ref_pairwise(queries, X, trees, p, eta=index.eta)
+    out = []
+    for row in D:
+        order = np.lexsort((np.arange(len(keys)), row))[:k]
+        out.append(([keys[j] for j in order], row[order]))
+    return out
+
+
+def _assert_search_is_exact(index, contents, p):
+    rng = np.random.default_rng(5)
+    queries = [(rng.choice(index.graph.n_nodes, size=4, replace=False), rng.random(4) + 0.1)
+               for _ in range(6)]
+    result = index.search(queries, k=7, p=p)
+    for i, (keys, distances) in enumerate(_brute_force(index, contents, queries, 7, p)):
+        np.testing.assert_allclose(result.distances[i], distances, rtol=1e-9, atol=1e-12)
+        # Every document nearer than the k-th is found (ties at the k-th
+        # distance may be cut either way).
+        nearer = {key for key, d in zip(keys, distances) if d < distances[-1] * (1 - 1e-9)}
+        assert nearer <= set(result.keys[i]), (nearer, result.keys[i])
+
+
+def test_a_format_2_index_is_read_as_it_is(v2_path):
+    before = snapshot(str(v2_path))
+    with SobolevIndex.open(v2_path, "r") as index:
+        assert index.info()["format_version"] == 2
+        assert len(index) == LIVE
+        assert "d0-003" not in index and "d0-004" in index
+        contents = _contents(index)
+        assert contents["d0-001"][2] == "beta" and contents["d0-002"][2] is None
+        for p in (1, 2, 3.5):
+            _assert_search_is_exact(index, contents, p)
+        assert index.verify()["ok"]
+    assert_unchanged(before, str(v2_path), "reading a format-2 index")
+
+
+def test_writing_to_a_format_2_index_is_refused_and_writes_nothing(v2_path):
+    before = snapshot(str(v2_path))
+    with pytest.raises(OlderFormatError, match=r"format version 2.*SobolevIndex.upgrade"):
+        SobolevIndex.open(v2_path, "a")
+    result = run("compact", v2_path, ok=False)
+    assert result.exit_code == 1
+    assert "sobolev-index upgrade INDEX" in result.output
+    assert "cannot read an upgraded index" in result.output
+    assert_unchanged(before, str(v2_path), "a refused write")
+
+
+def test_upgrade_rewrites_every_segment_and_keeps_what_readers_see(v2_path):
+    with SobolevIndex.open(v2_path, "r") as index:
+        contents = _contents(index)
+    assert _segment_versions(v2_path) == [2, 2, 2]
+
+    report = SobolevIndex.upgrade(v2_path)
+    assert report["from_version"] == 2 and report["to_version"] == storage.FORMAT_VERSION == 3
+    assert report["segments_rewritten"] == 3 and report["documents"] == LIVE
+    assert _catalog_version(v2_path) == 3
+    assert _segment_versions(v2_path) == [3, 3, 3]
+
+    with SobolevIndex.open(v2_path, "a") as index:
+        assert index.info()["format_version"] == 3
+        assert _contents(index) == contents
+        for p in (1, 2, 3.5, np.inf):
+            _assert_search_is_exact(index, contents, p)
+        assert index.verify()["ok"]
+        # Deleted documents were dropped, and the index takes writes again.
+        assert index.info()["deleted"] == 0
+        index.add([([1, 2], [0.5, 0.5])], keys=["new"])
+        index.compact()
+        assert len(index) == LIVE + 1
+
+    again = SobolevIndex.upgrade(v2_path)
+    assert again["from_version"] == 3 and again["segments_rewritten"] == 0
+
+
+def test_an_interrupted_upgrade_leaves_a_working_index_and_can_be_finished(v2_path,
+                                                                          monkeypatch):
+    with SobolevIndex.open(v2_path, "r") as index:
+        contents = _contents(index)
+    calls = []
+    original = SobolevIndex._merge
+
+    def merge_once(self, segments):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(segments)
+        return original(self, segments)
+
+    monkeypatch.setattr(SobolevIndex, "_merge", merge_once)
+    with pytest.raises(KeyboardInterrupt):
+        SobolevIndex.upgrade(v2_path)
+    monkeypatch.undo()
+    # The catalog is format 3 (older releases refuse it), one segment is
+    # rewritten, and the others are still format 2: readable and writable.
+    assert _catalog_version(v2_path) == 3
+    assert sorted(_segment_versions(v2_path)) == [2, 2, 3]
+    with SobolevIndex.open(v2_path, "a") as index:
+        assert _contents(index) == contents
+        _assert_search_is_exact(index, contents, 1)
+        assert index.verify()["ok"]
+    result = run("upgrade", v2_path, "--json")
+    report = json.loads(result.output)
+    assert report["segments_rewritten"] == 2 and report["from_version"] == 3
+    assert _segment_versions(v2_path) == [3, 3, 3]
+    with SobolevIndex.open(v2_path, "r") as index:
+        assert _contents(index) == contents
+
+
+def test_cli_upgrade_says_what_it_did(v2_path):
+    result = run("upgrade", v2_path)
+    assert "upgraded from format 2 to 3: 3 segment(s) rewritten, 133 documents" in result.output
+    result = run("upgrade", v2_path)
+    assert "already in format 3; nothing to do" in result.output
+
+
+def test_a_newer_format_is_refused_with_a_clear_message(v2_path):
+    SobolevIndex.upgrade(v2_path)
+    db = sqlite3.connect(v2_path / "catalog.sqlite")
+    db.execute("UPDATE meta SET value = '4' WHERE name = 'format_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(UnsupportedFormatError, match="version 4.*newer release"):
+        SobolevIndex.open(v2_path, "r")
+
+
+def test_a_segment_file_of_an_unknown_format_is_corruption(v2_path):
+    SobolevIndex.upgrade(v2_path)
+    name = sorted(os.listdir(v2_path / "segments"))[0]
+    with h5py.File(v2_path / "segments" / name, "r+") as f:
+        f.attrs["format_version"] = 7
+    with pytest.raises(CorruptIndexError, match="format version 7"):
+        SobolevIndex.open(v2_path, "r")
