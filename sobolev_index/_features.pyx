@@ -42,13 +42,16 @@ cdef offset_t _count_row(
     return count
 
 
-cdef void _fill_row(
+cdef offset_t touch_row(
     const node_t* parent, node_t root,
     const node_t* nodes, const float64_t* masses, float64_t scale,
     offset_t start, offset_t end,
-    offset_t* stamp, offset_t row_stamp, float64_t* acc,
-    node_t* out_indices, float64_t* out_data,
+    offset_t* stamp, offset_t row_stamp, float64_t* acc, node_t* touched,
 ) noexcept nogil:
+    """One row's edge masses into ``acc`` (indexed by edge), its edges into
+    ``touched`` in the order first met; returns their count.
+    ``stamp[u] == row_stamp`` marks the edges seen in this row, so the
+    scratch needs no clearing between rows that use different stamps."""
     cdef offset_t k, n_touched = 0
     cdef node_t u
     cdef float64_t m
@@ -59,10 +62,22 @@ cdef void _fill_row(
             if stamp[u] != row_stamp:
                 stamp[u] = row_stamp
                 acc[u] = 0.0
-                out_indices[n_touched] = u
+                touched[n_touched] = u
                 n_touched += 1
             acc[u] += m
             u = parent[u]
+    return n_touched
+
+
+cdef void _fill_row(
+    const node_t* parent, node_t root,
+    const node_t* nodes, const float64_t* masses, float64_t scale,
+    offset_t start, offset_t end,
+    offset_t* stamp, offset_t row_stamp, float64_t* acc,
+    node_t* out_indices, float64_t* out_data,
+) noexcept nogil:
+    cdef offset_t k, n_touched = touch_row(parent, root, nodes, masses, scale, start, end,
+                                           stamp, row_stamp, acc, out_indices)
     qsort(out_indices, n_touched, sizeof(node_t), _compare_nodes)
     for k in range(n_touched):
         out_data[k] = acc[out_indices[k]]

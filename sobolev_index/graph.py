@@ -461,6 +461,11 @@ class ShortestPathTree:
         self._parent32 = self.parent.astype(np.int32)
         self._validate()
 
+    @property
+    def parent32(self):
+        """The parent pointers as int32, as the compiled loops read them."""
+        return self._parent32
+
     @classmethod
     def _from_search(cls, root, found, perturbed):
         parent = found.predecessor.astype(np.int64)

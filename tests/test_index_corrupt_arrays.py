@@ -65,12 +65,16 @@ def _damaged_index(tmp_path, dataset, value, reseal=False, at=3):
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
+# Every operation rebuilds features from the stored measures (exact values
+# of search candidates included), so every operation must stop at these.
 @pytest.mark.parametrize("dataset,value", [
-    ("features/0/indices", 2_000_000_000),
-    ("features/0/indices", -5),
-    ("features/0/indptr", 10**9),
+    ("measures/nodes", 2_000_000_000),
+    ("measures/nodes", -5),
+    ("measures/indptr", 10**9),
+    ("measures/row_scale", 0.0),
+    ("measures/row_scale", np.nan),
 ])
-def test_malformed_feature_arrays_raise(tmp_path, dataset, value, operation):
+def test_malformed_measure_arrays_raise(tmp_path, dataset, value, operation):
     path = _damaged_index(tmp_path, dataset, value)
     done = _in_child(path, OPERATIONS[operation], tmp_path)
     assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
@@ -93,8 +97,9 @@ def test_verify_reports_measure_pointers_past_the_nodes(tmp_path):
 # used to give wrong distances (or a raw IndexError/ValueError); verify()
 # said ok for the posting values.
 @pytest.mark.parametrize("dataset,value,operations", [
-    ("features/0/data", 7.5, ["search by key", "gram", "compact"]),
-    ("features/0/data", np.nan, ["search by key", "gram", "compact"]),
+    ("measures/masses", np.nan, ["search p=1", "search by key", "gram", "compact"]),
+    ("measures/masses", -1.0, ["search p=1", "search by key", "gram", "compact"]),
+    ("measures/row_scale", -1.0, ["search p=1", "search by key", "gram", "compact"]),
     ("inverted/post_values", 7.5, ["search p=1"]),
     ("inverted/post_values", np.nan, ["search p=1"]),
     ("inverted/norm_low", np.nan, ["search p=1"]),
@@ -119,12 +124,14 @@ def test_impossible_values_are_corruption(tmp_path, dataset, value, operations):
     ("inverted/post_rows", 9),
     ("inverted/norm_low", 0.123),
     ("inverted/norm_high", 0.25),
+    ("measures/row_scale", 7.5),
 ])
 def test_verify_finds_plausible_but_wrong_inverted_values(tmp_path, dataset, value):
     path = _damaged_index(tmp_path, dataset, value, reseal=True, at=4)
     report = SobolevIndex.verify_path(path, sample=1000)
     assert not report["ok"]
     assert any("inverted file" in problem or "stored norms" in problem
+               or "normalising factor" in problem
                for problem in report["problems"]), report["problems"]
     # The undamaged index passes the same checks.
     clean = _damaged_index(tmp_path / "clean", "doc_ids", 1, reseal=True, at=0)

@@ -264,3 +264,41 @@ def test_segment_longer_than_one_block_of_row_offsets(tmp_path):
             for q in range(len(queries)):
                 check(index.search(queries[q:q + 1], k=6, p=p, n_threads=2), D[q:q + 1],
                       keys, alive, 6)
+
+
+@pytest.mark.parametrize("p", [1, 2, 1.5])
+def test_exact_values_from_measures_with_zero_masses_and_repeated_nodes(tmp_path, p):
+    # Exact values rebuild each candidate's features from its stored
+    # measure; zero masses (edges with value 0) and a node given twice
+    # (masses add up) must give the values of the features computed apart.
+    rng = np.random.default_rng(21)
+    graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=60, seed=4)
+    measures = []
+    for i in range(400):
+        nodes = rng.choice(60, size=6)  # with repeats
+        masses = rng.random(6) + 0.1
+        masses[i % 3] = 0.0
+        measures.append((nodes, masses))
+    queries = measures[:5] + [(np.array([3, 3, 7]), np.array([0.0, 1.0, 2.0]))]
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=2, seed=0) as index:
+        keys = index.add(measures)
+        for positions in ([0], [0, 1]):
+            D = brute_force(index, measures, np.ones(400, bool), queries, p, positions)
+            check(index.search(queries, k=6, p=p, roots=positions), D, keys,
+                  np.ones(400, bool), 6)
+
+
+def test_searches_in_python_threads_at_once_agree_with_one_at_a_time(topic_index):
+    # Each search lends its threads buffers from a shared pool: searches
+    # running at once in several Python threads must never share one.
+    from concurrent.futures import ThreadPoolExecutor
+
+    index, measures, _ = topic_index
+    queries = [measures[i:i + 1] for i in range(0, 240, 3)]
+    alone = [index.search(q, k=5, p=1 + (i % 2), n_threads=2) for i, q in enumerate(queries)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(lambda iq: index.search(iq[1], k=5, p=1 + (iq[0] % 2),
+                                                         n_threads=2), enumerate(queries)))
+    for a, b in zip(alone, together):
+        assert a.keys == b.keys
+        assert np.array_equal(a.distances, b.distances)

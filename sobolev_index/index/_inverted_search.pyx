@@ -37,6 +37,7 @@ from libc.string cimport memset
 
 import numpy as np
 
+from .._features cimport touch_row
 from .._powers cimport abs_pow, power_kind, pth_root
 from .._typedefs cimport float32_t, float64_t, node_t, offset_t
 from ._heap cimport Found, Tagged, heap_offer, worse
@@ -182,9 +183,12 @@ cdef struct SegmentView:
     # ranges start at block boundaries), or NULL: the segment is one range.
     const offset_t* block_start
     Py_ssize_t block_rows, block_stride
-    const offset_t** x_indptr
-    const node_t** x_indices
-    const float64_t** x_data
+    # The stored measures (row pointers, nodes, masses, and each row's
+    # normalising factor): exact values rebuild a candidate's features.
+    const offset_t* m_indptr
+    const node_t* m_nodes
+    const float64_t* m_masses
+    const float64_t* m_scale
     const float64_t* x_low
     const float64_t* x_high
     const float64_t* x_coarse
@@ -204,6 +208,9 @@ cdef struct Search:
     const offset_t* q_indptr
     const node_t* q_indices
     const float64_t* q_data
+    # Per root of the index: the tree's parent pointers and its root node.
+    const node_t** parents
+    const node_t* root_nodes
 
 
 cdef struct Scratch:
@@ -221,6 +228,14 @@ cdef struct Scratch:
     int64_t* cand_rows
     float64_t* cand_lows
     Py_ssize_t cap, j0
+    # A candidate's features, rebuilt from its measure (see touch_row): the
+    # stamps with the last one used, the edge masses, the edges; and the
+    # query's values by edge (zero between calls). One slot per node each.
+    offset_t* f_stamp
+    offset_t* f_last
+    float64_t* f_acc
+    node_t* f_touched
+    float64_t* f_query
 
 
 cdef class SegmentArrays:
@@ -233,16 +248,11 @@ cdef class SegmentArrays:
     def __cinit__(self, ptr, post_rows, post_values, col_slot, weight, dense, dense_ptr,
                   dense_weight, dense_weight_sum, group_slots, group_ptr, root_groups,
                   coarse_of, doc_ids,
-                  features,
+                  measures, row_scale, Py_ssize_t n_roots,
                   Py_ssize_t n_cols,
                   block_start, Py_ssize_t block_rows):
         self._keep = []
-        self.n_roots = len(features)
-        self.view.x_indptr = <const offset_t**> malloc(max(1, self.n_roots) * sizeof(void*))
-        self.view.x_indices = <const node_t**> malloc(max(1, self.n_roots) * sizeof(void*))
-        self.view.x_data = <const float64_t**> malloc(max(1, self.n_roots) * sizeof(void*))
-        if self.view.x_indptr == NULL or self.view.x_indices == NULL or self.view.x_data == NULL:
-            raise MemoryError()
+        self.n_roots = n_roots
         dense = np.asarray(dense)
         self.view.n_rows = dense.shape[0]
         self.view.n_cols = n_cols
@@ -269,15 +279,11 @@ cdef class SegmentArrays:
         if block_start is not None:
             self.view.block_stride = np.asarray(block_start).shape[1]
             self.view.block_start = <const offset_t*> self._pointer(block_start, np.int64)
-        for r, (indptr, indices, data) in enumerate(features):
-            self.view.x_indptr[r] = <const offset_t*> self._pointer(indptr, np.int64)
-            self.view.x_indices[r] = <const node_t*> self._pointer(indices, np.int32)
-            self.view.x_data[r] = <const float64_t*> self._pointer(data, np.float64)
-
-    def __dealloc__(self):
-        free(<void*> self.view.x_indptr)
-        free(<void*> self.view.x_indices)
-        free(<void*> self.view.x_data)
+        indptr, nodes, masses = measures
+        self.view.m_indptr = <const offset_t*> self._pointer(indptr, np.int64)
+        self.view.m_nodes = <const node_t*> self._pointer(nodes, np.int32)
+        self.view.m_masses = <const float64_t*> self._pointer(masses, np.float64)
+        self.view.m_scale = <const float64_t*> self._pointer(row_scale, np.float64)
 
     cdef const void* _pointer(self, values, dtype) except NULL:
         # Empty arrays get one element so that the pointer is never NULL.
@@ -439,37 +445,40 @@ cdef void _value(const Search* se, const SegmentView* sg, const Scratch* sc, Py_
     upper[0] = up
 
 
-cdef float64_t _exact_value(const Search* se, const SegmentView* sg, Py_ssize_t i,
-                            Py_ssize_t j) noexcept nogil:
-    """The value of query i and row j by merging their sorted columns: no
-    cancellation, so no allowance."""
+cdef float64_t _exact_value(const Search* se, const SegmentView* sg, const Scratch* sc,
+                            Py_ssize_t i, Py_ssize_t j) noexcept nogil:
+    """The value of query i and row j, row j's features rebuilt from its
+    measure as when it was added, term by term over the edges of either:
+    no cancellation, so no allowance."""
     cdef Py_ssize_t s, r
-    cdef offset_t a, a_end, b, b_end
-    cdef const node_t* xi
-    cdef const float64_t* xd
+    cdef offset_t a, a_end, t, n_touched
+    cdef node_t c
+    cdef offset_t row_stamp
     cdef const float64_t* w
     cdef float64_t part, total = 0.0
     for s in range(se.n_sel):
         r = se.positions[s]
         a = se.q_indptr[s * se.n_q + i]
         a_end = se.q_indptr[s * se.n_q + i + 1]
-        b = sg.x_indptr[r][j]
-        b_end = sg.x_indptr[r][j + 1]
-        xi = sg.x_indices[r]
-        xd = sg.x_data[r]
         w = sg.weight + r * sg.n_cols
+        sc.f_last[0] += 1
+        row_stamp = sc.f_last[0]
+        n_touched = touch_row(se.parents[r], se.root_nodes[r], sg.m_nodes, sg.m_masses,
+                              sg.m_scale[j], sg.m_indptr[j], sg.m_indptr[j + 1],
+                              sc.f_stamp, row_stamp, sc.f_acc, sc.f_touched)
+        for t in range(a, a_end):
+            sc.f_query[se.q_indices[t]] = se.q_data[t]
         part = 0.0
-        while a < a_end or b < b_end:
-            if b >= b_end or (a < a_end and se.q_indices[a] < xi[b]):
-                part = part + w[se.q_indices[a]] * abs_pow(se.q_data[a], se.p, se.kind)
-                a = a + 1
-            elif a >= a_end or xi[b] < se.q_indices[a]:
-                part = part + w[xi[b]] * abs_pow(xd[b], se.p, se.kind)
-                b = b + 1
-            else:
-                part = part + w[xi[b]] * abs_pow(se.q_data[a] - xd[b], se.p, se.kind)
-                a = a + 1
-                b = b + 1
+        # The row's edges (the query's value there, or 0), then the
+        # query's edges the row lacks.
+        for t in range(n_touched):
+            c = sc.f_touched[t]
+            part = part + w[c] * abs_pow(sc.f_query[c] - sc.f_acc[c], se.p, se.kind)
+        for t in range(a, a_end):
+            c = se.q_indices[t]
+            if sc.f_stamp[c] != row_stamp:
+                part = part + w[c] * abs_pow(se.q_data[t], se.p, se.kind)
+            sc.f_query[c] = 0.0
         total = _combine(se, s, total, part)
     return total
 
@@ -509,7 +518,7 @@ cdef void _settle(const Search* se, const SegmentView* sg, Py_ssize_t segment, P
     cdef Found item
     for t in range(count):
         if sc.cand_lows[t] <= threshold:
-            item.value = _exact_value(se, sg, i, sc.cand_rows[t])
+            item.value = _exact_value(se, sg, sc, i, sc.cand_rows[t])
             item.doc = sg.doc_ids[sc.cand_rows[t]]
             item.segment = segment
             item.row = sc.cand_rows[t]
@@ -746,13 +755,60 @@ cdef inline void* _take(char** free_at, Py_ssize_t n_bytes) noexcept nogil:
     return start
 
 
+cdef class _RowScratch:
+    """One thread's buffers for rebuilding candidate rows (Scratch.f_*),
+    one slot per node. Kept between searches (see _take_scratch): clearing
+    them at every search would cost a small search as much as its own
+    work."""
+    cdef object stamp, last, acc, touched, query
+
+    def __cinit__(self, Py_ssize_t n_nodes):
+        n = max(1, n_nodes)
+        self.stamp = np.zeros(n, dtype=np.int64)
+        self.last = np.zeros(1, dtype=np.int64)
+        self.acc = np.zeros(n, dtype=np.float64)
+        self.touched = np.zeros(n, dtype=np.int32)
+        self.query = np.zeros(n, dtype=np.float64)
+
+    cdef void lend(self, Scratch* scratch):
+        scratch.f_stamp = <offset_t*> <size_t> self.stamp.ctypes.data
+        scratch.f_last = <offset_t*> <size_t> self.last.ctypes.data
+        scratch.f_acc = <float64_t*> <size_t> self.acc.ctypes.data
+        scratch.f_touched = <node_t*> <size_t> self.touched.ctypes.data
+        scratch.f_query = <float64_t*> <size_t> self.query.ctypes.data
+
+
+# Free _RowScratch objects by node count. A search takes one per thread and
+# gives them back when done; list pop and append hold the GIL, so searches
+# in several Python threads never share one. At most _POOL_MAX are kept
+# per node count.
+_POOL = {}
+_POOL_MAX = 64
+
+
+def _take_scratch(Py_ssize_t n_nodes, Py_ssize_t count):
+    pool = _POOL.setdefault(n_nodes, [])
+    out = []
+    while len(out) < count:
+        try:
+            out.append(pool.pop())
+        except IndexError:
+            out.append(_RowScratch(n_nodes))
+    return out
+
+
+def _give_back(Py_ssize_t n_nodes, list scratches):
+    pool = _POOL.setdefault(n_nodes, [])
+    pool.extend(scratches[:max(0, _POOL_MAX - len(pool))])
+
+
 def search_segments(
     list segments, list norms, const uint8_t[::1] mask,
     const offset_t[::1] q_indptr, const node_t[::1] q_indices, const float64_t[::1] q_data,
     Py_ssize_t n_q, const int64_t[::1] positions, const float64_t[::1] eta,
     Py_ssize_t k, float64_t p, Py_ssize_t chunk, Py_ssize_t min_candidates,
     float64_t[:, ::1] out_value, int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
-    int64_t[:, ::1] out_doc,
+    int64_t[:, ::1] out_doc, list parents, const node_t[::1] root_nodes,
     n_threads=None,
 ):
     """The k nearest stored rows of each query over several segments, exactly.
@@ -761,7 +817,8 @@ def search_segments(
     and rows ``mask[offset_g:offset_g + n_rows_g]`` (segments one after the
     other) that may be returned. Queries are CSR rows of raw edge masses,
     one block of ``n_q`` rows per selected root (``positions[s]`` is the
-    root of block s). One selected root ranks by p-th powers, several by
+    root of block s). ``parents[r]`` (int32) and ``root_nodes[r]`` are the
+    parent pointers and root of the index's tree r. One selected root ranks by p-th powers, several by
     sum_s eta_s S_p; ties go to the lower document id.
 
     Work is cut into units of (query, segment, row range), in parallel; the
@@ -807,6 +864,17 @@ def search_segments(
         work += views[g].ptr[views[g].n_cols * arrays.n_roots]
     if offset != mask.shape[0]:
         raise ValueError(f"the mask has {mask.shape[0]} rows; the segments have {offset}")
+    cdef Py_ssize_t n_nodes = views[0].n_cols
+    cdef Py_ssize_t n_roots = (<SegmentArrays> segments[0]).n_roots
+    if len(parents) != n_roots or root_nodes.shape[0] != n_roots or any(
+            np.asarray(a).shape != (n_nodes,) or np.asarray(a).dtype != np.int32
+            or not np.asarray(a).flags.c_contiguous for a in parents):
+        raise ValueError(f"expected {n_roots} contiguous int32 parent arrays of "
+                         f"{n_nodes} nodes and as many root nodes")
+    parents_mem = np.array([np.asarray(a).ctypes.data for a in parents] or [0],
+                           dtype=np.uintp)
+    se.parents = <const node_t**> <size_t> parents_mem.ctypes.data
+    se.root_nodes = &root_nodes[0]
     for i in range(n_q):
         t = 0
         for s in range(n_sel):
@@ -910,14 +978,32 @@ def search_segments(
     cdef float64_t[::1] shared = shared_arr
     cdef Found* found = <Found*> <size_t> found_mem.ctypes.data
 
-    cdef Py_ssize_t n_found = n_units * k, take
+    row_scratch = _take_scratch(n_nodes, n_workers)
+    for t in range(n_workers):
+        (<_RowScratch> row_scratch[t]).lend(<Scratch*> (scratch_base + t * scratch_stride))
+    try:
+        _run(&se, views, units, n_q, n_units, k, n_workers, scratch_base, scratch_stride,
+             found, shared, out_value, out_segment, out_row, out_doc)
+    finally:
+        _give_back(n_nodes, row_scratch)
+
+
+cdef void _run(const Search* se, SegmentView* views, const int64_t[:, ::1] units,
+               Py_ssize_t n_q, Py_ssize_t n_units, Py_ssize_t k, int n_workers,
+               char* scratch_base, Py_ssize_t scratch_stride, Found* found,
+               float64_t[::1] shared, float64_t[:, ::1] out_value,
+               int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
+               int64_t[:, ::1] out_doc) noexcept:
+    """The units of search_segments, in parallel, then each query's best k."""
+    cdef Py_ssize_t t, u, i, take
+    cdef Py_ssize_t n_found = n_units * k
     with nogil:
         # Unit after unit, each for every query: a small segment's units
         # then mostly start from the k-th values the big ones have found.
         for t in prange(n_q * n_units, num_threads=n_workers, schedule="dynamic"):
             u = t // n_q
             i = t % n_q
-            _search_unit(&se, &views[units[u, 0]], units[u, 0], i, units[u, 1], units[u, 2],
+            _search_unit(se, &views[units[u, 0]], units[u, 0], i, units[u, 1], units[u, 2],
                          <Scratch*> (scratch_base + threadid() * scratch_stride),
                          &found[(i * n_units + u) * k], &shared[i * SHARED_STRIDE])
         for i in prange(n_q, num_threads=min(n_workers, n_q), schedule="static"):

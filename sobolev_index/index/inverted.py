@@ -231,11 +231,16 @@ class InvertedFile:
     """A segment's inverted file, checked, with per-p row norms cached.
 
     ``arrays``: what :func:`build` made, read back from the segment file;
-    ``features`` and ``doc_ids``: the segment's (checked) feature rows and
-    document ids; ``weight``: the trees' edge lengths, one after the other
-    (one array that every segment shares)."""
+    ``features``: a function of a root position giving the segment's feature
+    rows for it (for row norms at a p other than the stored one);
+    ``measures`` and ``row_scale``: the segment's checked measures, (indptr,
+    nodes, masses), and each row's normalising factor, from which exact
+    values are computed; ``doc_ids``: the segment's document ids;
+    ``weight``: the trees' edge lengths, one after the other (one array
+    that every segment shares)."""
 
-    def __init__(self, arrays, n_rows, trees, name, features, doc_ids, weight):
+    def __init__(self, arrays, n_rows, trees, name, features, measures, row_scale, doc_ids,
+                 weight):
         self.n_rows = n_rows
         self.features = features
         self.n_roots = len(trees)
@@ -299,7 +304,7 @@ class InvertedFile:
             self.dense_ptr, self.dense_weight, self.dense_weight_sum, self.group_slots,
             self.group_ptr,
             self.root_groups, self.coarse_of, doc_ids,
-            features, self.n_cols, self.block_start, RANGE_BLOCK_ROWS)
+            measures, row_scale, self.n_roots, self.n_cols, self.block_start, RANGE_BLOCK_ROWS)
 
     def _check(self, arrays, name):
         # The arrays come from a file: an inconsistent one would send the
@@ -387,7 +392,8 @@ class InvertedFile:
         """norm_low and norm_high (see build) for a p other than the stored one."""
         shape = (self.n_roots, self.n_rows)
         low, high = np.zeros(shape), np.zeros(shape)
-        for r, (indptr, indices, data) in enumerate(self.features):
+        for r in range(self.n_roots):
+            indptr, indices, data = self.features(r)
             slot = self.col_slot[r * self.n_cols:(r + 1) * self.n_cols]
             w = self.weight[r * self.n_cols:(r + 1) * self.n_cols]
             _inverted_build.split_power_sums(
@@ -407,13 +413,14 @@ def _check_constants():
         raise ValueError(f"RANGE_BLOCK_ROWS is {RANGE_BLOCK_ROWS}; expected a divisor of 65536")
 
 
-def search(files, mask, queries, positions, eta, k, p, n_threads=None):
+def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
     """Exact k nearest rows over several segments' inverted files.
 
     ``files``: InvertedFile per segment; ``mask``: uint8, one per row of the
     segments one after the other, nonzero where the row may be returned;
     ``queries``: raw query rows per selected root, as (indptr, indices,
-    data) of the same number of rows; ``positions``: the selected roots.
+    data) of the same number of rows; ``positions``: the selected roots;
+    ``trees``: the index's trees (every root's, not only the selected).
     Values are p-th powers for one root, else sum_s eta_s S_p. Returns
     (values, segments, rows, docs), each (n_queries, k): query i's t-th best
     is row ``rows[i, t]`` of ``files[segments[i, t]]``, document
@@ -432,6 +439,7 @@ def search(files, mask, queries, positions, eta, k, p, n_threads=None):
         np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int32),
         np.ascontiguousarray(data, dtype=np.float64), n_q, np.asarray(positions, dtype=np.int64),
         np.ascontiguousarray(eta, dtype=np.float64), k, p, CHUNK, MIN_CANDIDATES,
-        values, segments, rows, docs, n_threads=n_threads)
+        values, segments, rows, docs, [tree.parent32 for tree in trees],
+        np.array([tree.root for tree in trees], dtype=np.int32), n_threads=n_threads)
     return values, segments, rows, docs
 

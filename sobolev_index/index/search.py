@@ -279,7 +279,7 @@ class SearchMixin:
                 or [np.zeros(0, dtype=bool)]).view(np.uint8)
         values, segs, rows, docs = inverted.search(
             [self._segments[s].inverted_file(self.trees, self._edge_weight) for s in searched],
-            scope.mask, queries, positions, eta, k, p, n_threads=n_threads)
+            scope.mask, queries, positions, eta, k, p, self.trees, n_threads=n_threads)
         if len(positions) == 1 and p != 1.0:
             values = values ** (1.0 / p)
         found = []
@@ -314,7 +314,7 @@ class SearchMixin:
         for r, position in enumerate(positions):
             tree, F = self.trees[position], query_features[r]
             q = row_range((F.indptr, F.indices, F.data), start, stop)
-            rows = segment.feature_rows(position, tree.n_nodes)
+            rows = segment.feature_rows(position, tree)
             out = np.empty((stop - start, segment.rows))
             # S_inf needs no edge weights (w^0 = 1): the kernel reads none then.
             scale = np.empty(0) if math.isinf(p) else tree.length ** (1.0 / p)

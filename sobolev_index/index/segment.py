@@ -1,13 +1,16 @@
 """One segment held in memory: its arrays (memory-mapped from its file, see
-``storage.py``), which of its rows are live, and the
-inverted file a search builds from it on first use. Arrays read from the
-file are checked once, before any compiled loop reads them.
+``storage.py``), which of its rows are live, and its inverted file, checked
+on first use. Arrays read from the file are checked once, before any
+compiled loop reads them. Features are not stored: they are rebuilt from
+the measures, by the same code and to the same bits as when the rows were
+added.
 """
 import numpy as np
 
 from ..errors import CorruptIndexError
+from ..measures import MeasureBatch
 from . import inverted
-from .csr import check_csr
+from .csr import gather_rows
 
 
 class Segment:
@@ -32,24 +35,49 @@ class Segment:
         return CorruptIndexError(
             f"segment {self.file} has {what}; run verify() and restore the file from a backup")
 
-    def feature_rows(self, position, n_cols):
-        """The stored (indptr, indices, data) of root ``position`` as
-        contiguous int64, int32 and float64 arrays, checked to be a CSR
-        matrix of ``n_cols`` columns (once per root). Every reader of stored
-        features goes through here before any compiled loop sees them."""
-        if position not in self._checked:
-            indptr, indices, data = self.data.features[position]
-            try:
-                data = np.ascontiguousarray(data, dtype=np.float64)
-                indptr, indices = check_csr(indptr, indices, len(data), n_cols)
-            except ValueError as exc:
-                raise self._corrupt(f"malformed features for root {position} ({exc})") from None
-            # Edge masses of probability measures: a value outside [0, 1]
-            # (or NaN) would give wrong distances without any error.
-            if len(data) and not (data.min() >= 0.0 and data.max() <= 1.0 + 1e-9):
-                raise self._corrupt(f"a feature value outside [0, 1] for root {position}")
-            self._checked[position] = (indptr, indices, data)
-        return self._checked[position]
+    def feature_rows(self, position, tree):
+        """The features of every row for root ``position`` (whose tree is
+        ``tree``), rebuilt from the stored measures as when they were added:
+        (indptr, indices, data) as contiguous int64, int32 and float64
+        arrays, kept for later calls (a p = inf scan and a merge read them
+        all)."""
+        key = ("features", position)
+        if key not in self._checked:
+            self._checked[key] = self.features_of_rows(None, tree)
+        return self._checked[key]
+
+    def features_of_rows(self, rows, tree):
+        """Like :meth:`feature_rows` for the rows ``rows`` only (all for
+        None), not kept."""
+        indptr, nodes, masses = self.measure_rows(tree.n_nodes)
+        scale = self.row_scale(tree.n_nodes)
+        if rows is not None:
+            rows = np.asarray(rows, dtype=np.int64)
+            indptr, nodes, masses = gather_rows(indptr, (nodes, masses), rows)
+            scale = scale[rows]
+        batch = MeasureBatch(indptr=np.ascontiguousarray(indptr, dtype=np.int64),
+                             nodes=np.ascontiguousarray(nodes, dtype=np.int32),
+                             masses=np.ascontiguousarray(masses, dtype=np.float64),
+                             row_scale=np.ascontiguousarray(scale, dtype=np.float64))
+        return tree.feature_arrays_of_batch(batch)
+
+    def row_scale(self, n_nodes):
+        """What each row's masses are multiplied by to sum to 1: stored by
+        format 3, computed as when the rows were added for format 2; checked
+        once to be finite and positive."""
+        if "row_scale" not in self._checked:
+            indptr, _, masses = self.measure_rows(n_nodes)
+            if self.data.row_scale is None:
+                with np.errstate(divide="ignore"):
+                    scale = 1.0 / (np.add.reduceat(masses, indptr[:-1]) if self.rows
+                                   else np.zeros(0))
+            else:
+                scale = np.ascontiguousarray(self.data.row_scale, dtype=np.float64)
+            if scale.shape != (self.rows,) or not (np.isfinite(scale).all()
+                                                   and (scale > 0).all()):
+                raise self._corrupt("a row whose masses do not sum to a positive finite total")
+            self._checked["row_scale"] = scale
+        return self._checked["row_scale"]
 
     def measure_rows(self, n_nodes):
         """The stored measures (indptr, nodes, masses), checked once to be
@@ -71,17 +99,21 @@ class Segment:
         return self._checked["measures"]
 
     def inverted_file(self, trees, weight):
-        """The segment's inverted file, checked once; and its feature rows,
-        checked too, since exact distances are merged from them. ``weight``:
-        the trees' edge lengths, one after the other."""
+        """The segment's inverted file, checked once; and its measures,
+        checked too, since exact distances are computed from them.
+        ``weight``: the trees' edge lengths, one after the other."""
         if self._inverted is None:
             if self.data.inverted is None:
                 raise self._corrupt("no inverted file")
-            features = [self.feature_rows(position, tree.n_nodes)
-                        for position, tree in enumerate(trees)]
+            n_nodes = trees[0].n_nodes
+            measures = self.measure_rows(n_nodes)
+            scale = self.row_scale(n_nodes)
             arrays = self.data.inverted
             if self.data.version == 2:
                 arrays = inverted.from_v2(arrays, self.rows, self.file)
             self._inverted = inverted.InvertedFile(
-                arrays, self.rows, trees, self.file, features, self.data.doc_ids, weight)
+                arrays, self.rows, trees, self.file,
+                # (Not kept: a search at another p needs them once, for norms.)
+                lambda position: self.features_of_rows(None, trees[position]),
+                measures, scale, self.data.doc_ids, weight)
         return self._inverted

@@ -425,13 +425,23 @@ class SobolevIndex(SearchMixin):
         root = self._root_positions([root])[0]
         single = isinstance(keys, str)
         keys = [keys] if single else list(keys)
-        rows = []
-        for _, segment, row in self._locate_many(keys):
-            indptr, indices, data = segment.feature_rows(root, self.graph.n_nodes)
-            rows.append(sp.csr_matrix(
-                (data[indptr[row]:indptr[row + 1]], indices[indptr[row]:indptr[row + 1]],
-                 [0, indptr[row + 1] - indptr[row]]), shape=(1, self.graph.n_nodes)))
-        out = sp.vstack(rows, format="csr") if rows else sp.csr_matrix((0, self.graph.n_nodes))
+        places = self._locate_many(keys)
+        shape = (len(places), self.graph.n_nodes)
+        if not places:
+            return sp.csr_matrix(shape)
+        # Rebuilt from the stored measures, segment by segment, then put
+        # back in the order of the keys.
+        segment_of = np.array([segment.id for _, segment, _ in places])
+        rows = np.array([row for _, _, row in places], dtype=np.int64)
+        parts, order = [], []
+        for seg_id in dict.fromkeys(segment_of.tolist()):
+            picked = np.flatnonzero(segment_of == seg_id)
+            parts.append(self._segment_by_id[seg_id].features_of_rows(
+                rows[picked], self.trees[root]))
+            order.append(picked)
+        indptr, indices, data = stack_rows(parts)
+        out = sp.csr_matrix((data, indices, indptr), shape=shape)[
+            np.argsort(np.concatenate(order), kind="stable")]
         out.has_sorted_indices = True
         return out
 
@@ -514,6 +524,7 @@ class SobolevIndex(SearchMixin):
         # int64 indptr, int32 indices, float64 data: the arrays the segment stores.
         data = storage.SegmentData(
             doc_ids=doc_ids, indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,
+            row_scale=batch.row_scale,
             features=[tree.feature_arrays_of_batch(batch) for tree in self.trees],
         )
         data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight, self.p)
@@ -664,10 +675,9 @@ class SobolevIndex(SearchMixin):
         """Replace ``segments`` by one segment of their live rows (doc-id order)."""
         parts = []
         for segment in segments:
-            # The inverted-file build trusts the features it is given.
-            for position in range(len(self.roots)):
-                segment.feature_rows(position, self.graph.n_nodes)
+            # The features are rebuilt from the measures: checked first.
             segment.measure_rows(self.graph.n_nodes)
+            segment.row_scale(self.graph.n_nodes)
             self._check_agrees_with_catalog(segment)
             rows = np.flatnonzero(segment.live)
             parts.append((segment, rows))
@@ -683,7 +693,7 @@ class SobolevIndex(SearchMixin):
                     "next_segment_id": segment_id + 1, "retired_files": retired}
         new_segment = None
         if len(doc_ids):
-            data = _concat_rows(parts, order, len(self.roots), self.graph.n_nodes)
+            data = _concat_rows(parts, order, self.trees)
             data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight, self.p)
             file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
         else:
@@ -809,31 +819,28 @@ def _check_sample_size(sample):
     return int(sample)
 
 
-def _take_rows(data, order):
-    """A SegmentData with the rows of ``data`` in ``order``."""
-    measures = gather_rows(data.indptr, (data.nodes, data.masses), order)
-    features = [tuple(gather_rows(f[0], f[1:], order)) for f in data.features]
-    return storage.SegmentData(doc_ids=np.asarray(data.doc_ids)[order], indptr=measures[0],
-                               nodes=measures[1], masses=measures[2], features=features)
-
-
 def _tier(rows):
     return int(math.log(max(rows, 1), TIER))
 
 
-def _concat_rows(parts, order, n_roots, n_cols):
-    """Live rows of several segments, concatenated and put in ``order``."""
-    datas = [segment.data for segment, _ in parts]
-    starts = np.cumsum([0] + [d.rows for d in datas])
+def _concat_rows(parts, order, trees):
+    """Live rows of several segments, concatenated and put in ``order``,
+    with their features rebuilt from their measures."""
+    n_cols = trees[0].n_nodes
+    starts = np.cumsum([0] + [segment.rows for segment, _ in parts])
     selected = np.concatenate([starts[i] + rows for i, (_, rows) in enumerate(parts)])[order]
-    measures = stack_rows([segment.measure_rows(n_cols) for segment, _ in parts])
-    whole = storage.SegmentData(
-        doc_ids=np.concatenate([np.asarray(d.doc_ids) for d in datas]),
-        indptr=measures[0], nodes=measures[1], masses=measures[2],
-        features=[tuple(stack_rows([segment.feature_rows(r, n_cols) for segment, _ in parts]))
-                  for r in range(n_roots)],
-    )
-    return _take_rows(whole, selected)
+    indptr, nodes, masses = stack_rows([segment.measure_rows(n_cols) for segment, _ in parts])
+    scale = np.concatenate([segment.row_scale(n_cols) for segment, _ in parts])[selected]
+    indptr, nodes, masses = gather_rows(indptr, (nodes, masses), selected)
+    batch = MeasureBatch(indptr=np.ascontiguousarray(indptr, dtype=np.int64),
+                         nodes=np.ascontiguousarray(nodes, dtype=np.int32),
+                         masses=np.ascontiguousarray(masses, dtype=np.float64),
+                         row_scale=np.ascontiguousarray(scale, dtype=np.float64))
+    doc_ids = np.concatenate([np.asarray(segment.data.doc_ids) for segment, _ in parts])
+    return storage.SegmentData(
+        doc_ids=doc_ids[selected], indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,
+        row_scale=batch.row_scale,
+        features=[tree.feature_arrays_of_batch(batch) for tree in trees])
 
 
 def _checked_column(name, values, n, kind):

@@ -6,8 +6,8 @@ Layout of an index directory::
     catalog.sqlite      the commit point (WAL): meta, roots, segments, documents,
                         and any table a layer above adds (see ``catalog.py``)
     graph.h5            written once: nodes, edges, lengths, one tree per root
-    segments/NNNNNN.h5  written once, never modified: raw measures + features
-                        + the inverted file
+    segments/NNNNNN.h5  written once, never modified: raw measures (with each
+                        row's normalising factor) + the inverted file
     lost+found/         segment files no commit lists, moved here by verify(repair=True)
     write.lock          flock()ed by the one writer
     commit.lock         flock()ed by the writer from a new segment's rename to
@@ -359,13 +359,18 @@ def read_graph(index_path, n_roots):
 # ----------------------------------------------------------------- segments
 @dataclass
 class SegmentData:
-    """The arrays of one segment. ``features[r]`` is (indptr, indices, data) for root r."""
+    """The arrays of one segment. ``features[r]`` is (indptr, indices, data)
+    for root r: held while a segment is written (the inverted file is built
+    from them), and read from format-2 files; format 3 does not store them,
+    as they are rebuilt from the measures exactly. ``row_scale[i]`` is what
+    row i's masses are multiplied by to sum to 1 (stored by format 3)."""
 
     doc_ids: np.ndarray
     indptr: np.ndarray
     nodes: np.ndarray
     masses: np.ndarray
     features: list = field(default_factory=list)
+    row_scale: np.ndarray = None
     # The inverted file over edges (see inverted.py): arrays by name.
     inverted: dict = None
     # The segment file's format version (what write_segment writes).
@@ -409,8 +414,8 @@ def write_segment(index_path, segment_id, data):
     has succeeded or failed."""
     directory = os.path.join(index_path, SEGMENT_DIR)
     name = segment_name(segment_id)
-    arrays = [data.doc_ids, data.indptr, data.nodes, data.masses] + \
-        [a for f in data.features for a in f] + list((data.inverted or {}).values())
+    arrays = [data.doc_ids, data.indptr, data.nodes, data.masses, data.row_scale] + \
+        list((data.inverted or {}).values())
     expected = sum(np.asarray(a).nbytes for a in arrays) + (1 << 16)
     claim = []
     with _durable_h5(directory, name, expected, claim) as f:
@@ -420,10 +425,7 @@ def write_segment(index_path, segment_id, data):
         f.create_dataset("measures/indptr", data=data.indptr)
         f.create_dataset("measures/nodes", data=data.nodes)
         f.create_dataset("measures/masses", data=data.masses)
-        for r, (indptr, indices, values) in enumerate(data.features):
-            f.create_dataset(f"features/{r}/indptr", data=indptr)
-            f.create_dataset(f"features/{r}/indices", data=indices)
-            f.create_dataset(f"features/{r}/data", data=values)
+        f.create_dataset("measures/row_scale", data=data.row_scale)
         for array, values in (data.inverted or {}).items():
             f.create_dataset(f"inverted/{array}", data=values)
     final = os.path.join(directory, name)
@@ -469,12 +471,14 @@ def read_segment(index_path, name, n_roots, checksum=None):
                 indptr=load(f["measures/indptr"]),
                 nodes=load(f["measures/nodes"]),
                 masses=load(f["measures/masses"]),
-                features=[
+            )
+            if data.version == 2:
+                data.features = [
                     (load(f[f"features/{r}/indptr"]), load(f[f"features/{r}/indices"]),
                      load(f[f"features/{r}/data"]))
-                    for r in range(n_roots)
-                ],
-            )
+                    for r in range(n_roots)]
+            else:
+                data.row_scale = load(f["measures/row_scale"])
             if "inverted" in f:
                 data.inverted = {array: load(dataset) for array, dataset in f["inverted"].items()}
     except (OSError, KeyError, ValueError, TypeError, AttributeError, RuntimeError) as exc:

@@ -6,10 +6,12 @@ decode, and for agreement between its own tables; the graph file and every
 committed segment against their checksums; each document against the row
 its catalog entry points at, and each segment row against the catalog; and
 a sample of each segment's rows by rebuilding their features from the
-stored measures, bit for bit. Temporary files and the files of segments a
-merge replaced are orphans, which repair removes; other segment files no
-commit lists may hold documents of commits the catalog lost, and repair
-moves them to lost+found/ instead.
+stored measures and comparing them with the inverted file and the stored
+row norms (and, in format 2, with the stored features, bit for bit).
+Temporary files and the files of segments a merge replaced are orphans,
+which repair removes; other segment files no commit lists may hold
+documents of commits the catalog lost, and repair moves them to
+lost+found/ instead.
 """
 import contextlib
 import os
@@ -246,10 +248,20 @@ def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
         # pointing past the stored nodes (IndexError).
         problems.append(f"segment {name} stores an invalid measure: {exc}")
         return None
+    if data.row_scale is not None:
+        stored = np.asarray(data.row_scale)
+        if stored.shape != (data.rows,):
+            problems.append(f"segment {name} has {stored.shape} row factors for {data.rows} rows")
+            return None
+        for j in np.flatnonzero(stored[picks] != batch.row_scale):
+            problems.append(f"segment {name} row {picks[j]}: its stored normalising factor "
+                            f"{stored[picks[j]]!r} is not 1 / the sum of its masses")
     rebuilt = []
     for r, tree in enumerate(trees):
         fresh = tree.features_of_batch(batch)
         rebuilt.append(fresh)
+        if not data.features:
+            continue  # format 3: the features are not stored
         stored_indptr, stored_indices, stored_data = data.features[r]
         for j, i in enumerate(picks):
             a = slice(fresh.indptr[j], fresh.indptr[j + 1])
@@ -275,7 +287,7 @@ def _inverted_problems(name, inverted_file, picks, fresh):
     problems = []
     for r, rows in enumerate(fresh):
         slots = r * inv.n_cols + np.arange(inv.n_cols)
-        features = inv.features[r]
+        features = inv.features(r)
         posted = int(np.count_nonzero(inv.col_slot[r * inv.n_cols + features[1]] < 0))
         n_postings = int(inv.ptr[slots[-1] + 1] - inv.ptr[slots[0]])
         if posted != n_postings:
