@@ -121,6 +121,7 @@ def reader_child(path, query_file, threads):
     process = psutil.Process()
     with limit_threads(threads):
         rss_before = process.memory_info().rss
+        anon_before = anon_rss()
         started = time.perf_counter()
         reader = SobolevIndex.open(path, "r")
         opened = time.perf_counter()
@@ -133,9 +134,26 @@ def reader_child(path, query_file, threads):
             for i in range(min(10, len(queries))):
                 reader.search(queries[i:i + 1], k=K, p=p, n_threads=threads)
         rss_after = process.memory_info().rss
+        anon_after = anon_rss()
         reader.close()
     print(json.dumps({"open_s": opened - started, "open_to_first_result_s": first - started,
-                      "rss_before": rss_before, "rss_after": rss_after}))
+                      "rss_before": rss_before, "rss_after": rss_after,
+                      "anon_rss_before": anon_before, "anon_rss_after": anon_after}))
+
+
+def anon_rss():
+    """Bytes of anonymous resident memory (RssAnon of /proc/self/status):
+    what the process itself holds, without the file pages it maps (those
+    are the page cache's, shared between processes and reclaimable).
+    None where /proc is missing."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def run_reader_child(path, query_file, threads):
@@ -322,6 +340,10 @@ def run_one(corpus, n, nodes, args, workdir, graphs, checks):
                 f"{fmt_seconds(runs[state]['open_to_first_result_s'])}")
         entry["reader"] = runs
         entry["rss_per_measure"] = (runs["warm"]["rss_after"] - runs["warm"]["rss_before"]) / n
+        warm = runs["warm"]
+        entry["anon_rss_per_measure"] = (
+            None if warm["anon_rss_after"] is None
+            else (warm["anon_rss_after"] - warm["anon_rss_before"]) / n)
 
         # The peer's features: the same tree, the same normalised measures.
         reader = SobolevIndex.open(path, "r")
@@ -363,7 +385,10 @@ def tables(entries, threads, blocks_note):
             fmt_seconds(e["add_s"]), f"{e['insert_first_10pct_per_s']:,.0f}",
             f"{e['insert_last_10pct_per_s']:,.0f}", f"{e['insert_ratio_last_to_first']:.2f}",
             fmt_seconds(e["slowest_batch_s"]),
-            f"{e['bytes_per_measure']:,.0f}", f"{e['rss_per_measure']:,.0f}",
+            f"{e['bytes_per_measure']:,.0f}",
+            f"{e['rss_per_measure']:,.0f} / " + (
+                "n/a" if e.get("anon_rss_per_measure") is None
+                else f"{e['anon_rss_per_measure']:,.0f}"),
             f"{fmt_seconds(r['cold-ish']['open_s'])} / "
             f"{fmt_seconds(r['cold-ish']['open_to_first_result_s'])}",
             f"{fmt_seconds(r['warm']['open_s'])} / {fmt_seconds(r['warm']['open_to_first_result_s'])}",
@@ -381,7 +406,8 @@ def tables(entries, threads, blocks_note):
     print_table("build, storage and open (insert rates in measures/s; open = open time / "
                 "open to first result, in a fresh process)",
                 ["corpus, N", "nnz/row", "graph", "add", "insert first 10%", "insert last 10%",
-                 "last/first", "slowest add", "disk B/measure", "reader RSS B/measure", "open cold-ish",
+                 "last/first", "slowest add", "disk B/measure",
+                 "reader RSS / anon B/measure", "open cold-ish",
                  "open warm"], build_rows, threads)
     print_table(f"search, k={K} (ms; single = median / p95 over distinct queries, batched = per "
                 f"query in one call; {blocks_note})",

@@ -15,8 +15,10 @@ in two (see _inverted_search for why):
   block, summarised per row by the norms of groups of its columns
   (group_norms, coarse_norms): |x|_G = (sum_{c in G} w_c x_c^p)^(1/p).
 
-split_power_sums gives each row's |x|_L^p and |x|_H^p over the posted and
-the dense columns. These functions serve finite p only.
+posted_power_sums and dense_power_sums give each row's |x|_L^p and |x|_H^p
+over the posted and the dense columns, from the stored (float32) values:
+the bounds of _inverted_search then treat a row as its float32-rounded
+self, which its allowance covers. These functions serve finite p only.
 """
 from cython.parallel cimport prange
 from libc.math cimport INFINITY
@@ -174,29 +176,53 @@ def coarse_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weigh
             out[c, j] = pth_root(out[c, j], p, kind)
 
 
-def split_power_sums(
-    const offset_t[::1] indptr, const node_t[::1] indices, const float64_t[::1] data,
-    const float64_t[::1] weight, const int32_t[::1] col_slot, float64_t p,
-    float64_t[::1] low, float64_t[::1] high,
+def posted_power_sums(
+    const offset_t[::1] ptr, const uint16_t[::1] offsets, const offset_t[:, ::1] starts,
+    Py_ssize_t n_rows, Py_ssize_t block_rows, const float32_t[::1] values,
+    const float64_t[::1] weight, Py_ssize_t n_cols, float64_t p, float64_t[:, ::1] low,
 ):
-    """Per row: sum_c w_c x_c^p over posted columns (``low``) and dense
-    columns (``high``)."""
-    cdef Py_ssize_t n = indptr.shape[0] - 1, i
-    cdef offset_t k
+    """low[r, i] += sum_c w_c x_c^p over the posted columns c of root r that
+    row i has, from the stored postings (rows decoded as check_block_postings
+    reads them, which they must have passed; slot r * n_cols + c is list c of
+    root r, and its weight)."""
+    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, c, b, r
+    cdef Py_ssize_t n_blocks = (n_rows + block_rows - 1) // block_rows
+    cdef bint one_range = starts.shape[1] == 0
+    cdef Py_ssize_t lo, hi, base
+    cdef offset_t e
     cdef int kind = power_kind(p)
-    cdef float64_t lo, hi, term
-    cdef int n_workers = effective_threads(None, data.shape[0])
-    for i in prange(n, nogil=True, schedule="static", chunksize=1024, num_threads=n_workers):
-        lo = 0.0
-        hi = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            term = weight[indices[k]] * abs_pow(data[k], p, kind)
-            if col_slot[indices[k]] >= 0:
-                hi = hi + term
-            else:
-                lo = lo + term
-        low[i] = lo
-        high[i] = hi
+    cdef float64_t w
+    if one_range:
+        n_blocks = 1
+    with nogil:
+        for c in range(n_lists):
+            r = c // n_cols
+            w = weight[c]
+            for b in range(n_blocks):
+                if one_range:
+                    lo, hi, base = ptr[c], ptr[c + 1], 0
+                else:
+                    lo, hi = starts[c, b], starts[c, b + 1]
+                    base = ((b * block_rows) >> BLOCK_SHIFT) << BLOCK_SHIFT
+                for e in range(lo, hi):
+                    low[r, base + offsets[e]] += w * abs_pow(values[e], p, kind)
+
+
+def dense_power_sums(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,
+                     const offset_t[::1] dense_ptr, float64_t p, float64_t[:, ::1] high):
+    """high[r, j] = sum over root r's dense slots h of w_h dense[j, h]^p."""
+    cdef Py_ssize_t n = dense.shape[0], n_roots = dense_ptr.shape[0] - 1, j, r, h
+    cdef int kind = power_kind(p)
+    cdef float64_t total
+    cdef int n_workers = effective_threads(None, n * dense.shape[1])
+    if n == 0:
+        return
+    for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
+        for r in range(n_roots):
+            total = 0.0
+            for h in range(dense_ptr[r], dense_ptr[r + 1]):
+                total = total + dense_weight[h] * abs_pow(dense[j, h], p, kind)
+            high[r, j] = total
 
 
 def check_csr(const offset_t[::1] indptr, const node_t[::1] indices, Py_ssize_t n_values,

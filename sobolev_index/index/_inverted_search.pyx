@@ -82,13 +82,16 @@ cdef extern from *:
 cdef float64_t ERR_RTOL = 1e-11
 # Posting values and the dense block are float32: each value is within
 # 2^-24 of its float64 value (relative), or 2^-149 (absolute) below
-# float32's normal range. Features lie in [0, 1], and
-# |d g(q, x) / dx| <= 2 p max(q, x)^(p - 1), so the shared-column sum moves
-# by at most 2 p 2^-24 (|q|_L + |x|_L) plus 2 p 2^-149 sum_{c in q} w_c.
-# The dense part, and each group-norm bound summed over groups, moves by at
-# most p 2^-24 (|q|_H + |x|_H) plus p 2^-149 times the root's dense weight
-# (a group norm is at most the 1/p power of its weight). The allowance
-# takes at least twice each.
+# float32's normal range. The row norms |x|_L and |x|_H are sums over these
+# float32 values too, so the identity gives the value of the rounded row x';
+# features lie in [0, 1], and | |q_c - x'_c|^p - |q_c - x_c|^p | <=
+# p 2^-24 max(q_c, x_c)^p (plus p 2^-149 w_c below the normal range), so
+# the posted part moves by at most p 2^-24 (|q|_L + |x|_L) plus
+# p 2^-149 sum_{c in q} w_c. The dense part, and each group-norm bound
+# summed over groups, moves by at most p 2^-24 (|q|_H + |x|_H) plus p 2^-149
+# times the root's dense weight (a group norm is at most the 1/p power of
+# its weight). The allowance takes at least twice each (four times the
+# relative part).
 cdef float64_t VALUE_RTOL = 2.0 ** -22
 cdef float64_t VALUE_ATOL = 2.0 ** -146
 # Doubles per cache line (64 bytes).

@@ -62,19 +62,16 @@ def build(features, n_cols, weight, p):
     (float32) holds the dense columns of all roots side by side, root r's
     being ``dense_columns[dense_ptr[r]:dense_ptr[r + 1]]``. ``norm_low`` and
     ``norm_high`` are each row's sum_c w_c x_c^p over its posted and its
-    dense columns, per root, for ``norm_p`` = ``p`` (``weight``: the trees'
-    edge lengths one after the other), the values that a search at the
-    index's own p would otherwise compute on first use; for p = inf there
-    are none (``norm_p`` is NaN).
+    dense columns (their float32 values), per root, for ``norm_p`` = ``p``
+    (``weight``: the trees' edge lengths one after the other), the values
+    that a search at the index's own p would otherwise compute on first
+    use; for p = inf there are none (``norm_p`` is NaN).
     """
     ptrs, rows, values, denses, columns = [], [], [], [], []
     offset = 0
     n_rows = len(features[0][0]) - 1 if features else 0
     n_roots = len(features)
-    finite = not np.isinf(p)
-    low = np.zeros((n_roots, n_rows) if finite else (0, 0))
-    high = np.zeros_like(low)
-    for r, (indptr, indices, data) in enumerate(features):
+    for indptr, indices, data in features:
         indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         indices = np.ascontiguousarray(indices, dtype=np.int32)
         data = np.ascontiguousarray(data, dtype=np.float64)
@@ -87,20 +84,13 @@ def build(features, n_cols, weight, p):
         values.append(post_values)
         denses.append(dense)
         columns.append(dense_columns)
-        if finite:
-            slot = np.full(n_cols, -1, dtype=np.int32)
-            slot[dense_columns] = np.arange(len(dense_columns), dtype=np.int32)
-            _inverted_build.split_power_sums(
-                indptr, indices, data,
-                np.ascontiguousarray(weight[r * n_cols:(r + 1) * n_cols], dtype=np.float64),
-                slot, float(p), low[r], high[r])
     dense_ptr = np.zeros(n_roots + 1, dtype=np.int64)
     np.cumsum([len(c) for c in columns], out=dense_ptr[1:])
     ptr = np.concatenate(ptrs + [[offset]]).astype(np.int64)
     rows = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
     values = np.concatenate(values) if values else np.zeros(0)
     dense = np.ascontiguousarray(np.hstack(denses)) if denses else np.zeros((n_rows, 0))
-    return {
+    arrays = {
         "ptr": ptr,
         "post_rows": _inverted_build.block_offsets(rows),
         "post_values": _inverted_build.to_float32(values)[0],
@@ -109,10 +99,34 @@ def build(features, n_cols, weight, p):
         "dense_columns": (np.concatenate(columns).astype(np.int32) if columns
                           else np.zeros(0, np.int32)),
         "dense_ptr": dense_ptr,
-        "norm_p": np.array([float(p) if finite else np.nan]),
-        "norm_low": low,
-        "norm_high": high,
     }
+    finite = not np.isinf(p)
+    low, high = (power_sums(arrays, n_rows, n_roots, n_cols, weight, float(p)) if finite
+                 else (np.zeros((0, 0)), np.zeros((0, 0))))
+    arrays.update(norm_p=np.array([float(p) if finite else np.nan]), norm_low=low,
+                  norm_high=high)
+    return arrays
+
+
+def power_sums(arrays, n_rows, n_roots, n_cols, weight, p):
+    """(low, high): each row's sum_c w_c x_c^p over its posted and its dense
+    columns, per root, from the stored float32 values of ``arrays`` (in the
+    forms :func:`build` gives them, and checked)."""
+    low, high = np.zeros((n_roots, n_rows)), np.zeros((n_roots, n_rows))
+    dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
+    columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
+    slots = np.concatenate([r * n_cols + columns[dense_ptr[r]:dense_ptr[r + 1]]
+                            for r in range(n_roots)] or [np.zeros(0, np.int64)])
+    weight = np.ascontiguousarray(weight, dtype=np.float64)
+    _inverted_build.posted_power_sums(
+        np.ascontiguousarray(arrays["ptr"], dtype=np.int64),
+        np.ascontiguousarray(arrays["post_rows"], dtype=np.uint16),
+        np.ascontiguousarray(arrays["block_start"], dtype=np.int64), n_rows, RANGE_BLOCK_ROWS,
+        np.ascontiguousarray(arrays["post_values"], dtype=np.float32), weight, n_cols, p, low)
+    _inverted_build.dense_power_sums(
+        np.ascontiguousarray(arrays["dense"], dtype=np.float32),
+        np.ascontiguousarray(weight[slots]), dense_ptr, p, high)
+    return low, high
 
 
 def _block_start(ptr, rows, n_rows):
@@ -231,18 +245,14 @@ class InvertedFile:
     """A segment's inverted file, checked, with per-p row norms cached.
 
     ``arrays``: what :func:`build` made, read back from the segment file;
-    ``features``: a function of a root position giving the segment's feature
-    rows for it (for row norms at a p other than the stored one);
     ``measures`` and ``row_scale``: the segment's checked measures, (indptr,
     nodes, masses), and each row's normalising factor, from which exact
     values are computed; ``doc_ids``: the segment's document ids;
     ``weight``: the trees' edge lengths, one after the other (one array
     that every segment shares)."""
 
-    def __init__(self, arrays, n_rows, trees, name, features, measures, row_scale, doc_ids,
-                 weight):
+    def __init__(self, arrays, n_rows, trees, name, measures, row_scale, doc_ids, weight):
         self.n_rows = n_rows
-        self.features = features
         self.n_roots = len(trees)
         self.n_cols = trees[0].n_nodes
         self._check(arrays, name)
@@ -258,6 +268,7 @@ class InvertedFile:
         block_start = np.ascontiguousarray(arrays["block_start"], dtype=np.int64)
         self.norm_p = float(np.asarray(arrays["norm_p"])[0])
         self._stored_norms = (arrays["norm_low"], arrays["norm_high"])
+        self._arrays = {name: arrays[name] for name in ARRAYS if not name.startswith("norm_")}
         self.dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
         dense_columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
         self.weight = np.ascontiguousarray(weight, dtype=np.float64)
@@ -390,18 +401,7 @@ class InvertedFile:
 
     def _computed_norms(self, p):
         """norm_low and norm_high (see build) for a p other than the stored one."""
-        shape = (self.n_roots, self.n_rows)
-        low, high = np.zeros(shape), np.zeros(shape)
-        for r in range(self.n_roots):
-            indptr, indices, data = self.features(r)
-            slot = self.col_slot[r * self.n_cols:(r + 1) * self.n_cols]
-            w = self.weight[r * self.n_cols:(r + 1) * self.n_cols]
-            _inverted_build.split_power_sums(
-                np.ascontiguousarray(indptr, dtype=np.int64),
-                np.ascontiguousarray(indices, dtype=np.int32),
-                np.ascontiguousarray(data, dtype=np.float64),
-                w, slot, p, low[r], high[r])
-        return low, high
+        return power_sums(self._arrays, self.n_rows, self.n_roots, self.n_cols, self.weight, p)
 
 
 def _check_constants():

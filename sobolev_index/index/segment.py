@@ -112,8 +112,5 @@ class Segment:
             if self.data.version == 2:
                 arrays = inverted.from_v2(arrays, self.rows, self.file)
             self._inverted = inverted.InvertedFile(
-                arrays, self.rows, trees, self.file,
-                # (Not kept: a search at another p needs them once, for norms.)
-                lambda position: self.features_of_rows(None, trees[position]),
-                measures, scale, self.data.doc_ids, weight)
+                arrays, self.rows, trees, self.file, measures, scale, self.data.doc_ids, weight)
         return self._inverted

@@ -86,7 +86,9 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
             except CorruptIndexError as exc:
                 problems.append(str(exc))
                 continue
-            problems += _inverted_problems(row["file"], inverted_file, picks, fresh)
+            problems += _inverted_problems(row["file"], inverted_file, picks, fresh,
+                                           [segment.features_of_rows(None, tree)
+                                            for tree in trees])
         in_segment = snapshot.segment_of == row["id"]
         for doc_id, doc_row in zip(snapshot.doc_ids[in_segment], snapshot.row_of[in_segment]):
             if doc_row >= data.rows or data.doc_ids[doc_row] != doc_id:
@@ -274,21 +276,20 @@ def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
     return picks, rebuilt
 
 
-def _inverted_problems(name, inverted_file, picks, fresh):
+def _inverted_problems(name, inverted_file, picks, fresh, features):
     """Compare a segment's (checked) inverted file with the features of
     rows ``picks`` rebuilt from their measures (``fresh``, a CSR matrix per
     root): each feature must be in its column's postings or in the dense
     block as its float32 value, the dense block must hold nothing else for
     these rows, each root must have as many postings as its rows have
-    posted features, and the stored row norms must be those of the rows'
-    features. What the structural checks cannot see: plausible values that
-    are wrong."""
+    posted features (``features``: every row's, per root), and the stored
+    row norms must be those of the rows' features as stored (float32). What
+    the structural checks cannot see: plausible values that are wrong."""
     inv = inverted_file
     problems = []
     for r, rows in enumerate(fresh):
         slots = r * inv.n_cols + np.arange(inv.n_cols)
-        features = inv.features(r)
-        posted = int(np.count_nonzero(inv.col_slot[r * inv.n_cols + features[1]] < 0))
+        posted = int(np.count_nonzero(inv.col_slot[r * inv.n_cols + features[r][1]] < 0))
         n_postings = int(inv.ptr[slots[-1] + 1] - inv.ptr[slots[0]])
         if posted != n_postings:
             problems.append(f"segment {name}: root {r} has {n_postings} postings for "
@@ -309,7 +310,7 @@ def _inverted_problems(name, inverted_file, picks, fresh):
                                 "not hold the features rebuilt from its measure")
             if np.isfinite(inv.norm_p) and len(inv._stored_norms[0]):
                 p = inv.norm_p
-                terms = weight[columns] * values ** p
+                terms = weight[columns] * values.astype(np.float32).astype(np.float64) ** p
                 expected = (terms[slot_of < 0].sum(), terms[slot_of >= 0].sum())
                 stored = (inv._stored_norms[0][r, i], inv._stored_norms[1][r, i])
                 if not np.allclose(stored, expected, rtol=1e-9, atol=1e-300):
