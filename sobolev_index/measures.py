@@ -373,6 +373,16 @@ def as_measure_batch(measures=None, *, indptr=None, nodes=None, masses=None,
     )
 
 
+def checked_batch(indptr, nodes, masses, row_scale):
+    """A :class:`MeasureBatch` of arrays already checked elsewhere (the
+    stored measures of an index, with their stored ``row_scale``), in the
+    types the compiled loops take; nothing is checked again."""
+    return MeasureBatch(indptr=np.ascontiguousarray(indptr, dtype=np.int64),
+                        nodes=np.ascontiguousarray(nodes, dtype=np.int32),
+                        masses=np.ascontiguousarray(masses, dtype=np.float64),
+                        row_scale=np.ascontiguousarray(row_scale, dtype=np.float64))
+
+
 def _raise_if_empty(indptr, name):
     empty = np.flatnonzero(np.diff(indptr) == 0)
     if len(empty):

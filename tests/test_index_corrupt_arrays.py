@@ -54,14 +54,18 @@ def _damaged_index(tmp_path, dataset, value, reseal=False, at=3):
         # (Row norms are per root and row: the first root's.)
         f[dataset][(0,) * (f[dataset].ndim - 1) + (at,)] = value
     if reseal:
-        # Record the damaged file's checksum, as if it had been written so:
-        # verify() then goes on to read what the file holds.
-        db = sqlite3.connect(path / "catalog.sqlite")
-        db.execute("UPDATE segments SET checksum = ? WHERE file = ?",
-                   (file_checksum(segment), os.path.basename(segment)))
-        db.commit()
-        db.close()
+        _reseal(path, segment)
     return path
+
+
+def _reseal(path, segment):
+    """Record a damaged file's checksum, as if it had been written so:
+    verify() then goes on to read what the file holds."""
+    db = sqlite3.connect(path / "catalog.sqlite")
+    db.execute("UPDATE segments SET checksum = ? WHERE file = ?",
+               (file_checksum(segment), os.path.basename(segment)))
+    db.commit()
+    db.close()
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
@@ -130,12 +134,53 @@ def test_verify_finds_plausible_but_wrong_inverted_values(tmp_path, dataset, val
     path = _damaged_index(tmp_path, dataset, value, reseal=True, at=4)
     report = SobolevIndex.verify_path(path, sample=1000)
     assert not report["ok"]
-    assert any("inverted file" in problem or "stored norms" in problem
+    assert any("inverted file" in problem or "row norm" in problem
                or "normalising factor" in problem
                for problem in report["problems"]), report["problems"]
     # The undamaged index passes the same checks.
     clean = _damaged_index(tmp_path / "clean", "doc_ids", 1, reseal=True, at=0)
     assert SobolevIndex.verify_path(clean, sample=1000)["ok"]
+
+
+# The same with dense columns and a table of range starts (small
+# thresholds), and a sample of 3 rows of 120: the norms, factors and counts
+# are checked for every row, the postings and dense values for the sample.
+@pytest.mark.parametrize("dataset,row,sample", [
+    ("inverted/dense", 40, 1000),
+    ("inverted/post_values", None, 1000),
+    ("inverted/norm_low", 77, 3),
+    ("inverted/norm_high", 91, 3),
+    ("measures/row_scale", 63, 3),
+])
+def test_verify_checks_every_row_where_it_is_cheap(tmp_path, monkeypatch, dataset, row, sample):
+    import sobolev_index.index.inverted as inverted_module
+
+    for name, value in dict(DENSE_MIN_ROWS=16, DENSE_MIN_FRACTION=0.3, RANGE_BLOCK_ROWS=32).items():
+        monkeypatch.setattr(inverted_module, name, value)
+    rng = np.random.default_rng(4)
+    graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=50, seed=0)
+    path = tmp_path / "idx"
+    with SobolevIndex.create(path, graph, p=2) as index:
+        index.add([(rng.choice(50, 6), rng.random(6) + 0.1) for _ in range(120)])
+    assert SobolevIndex.verify_path(path, sample=sample)["ok"]
+    segment = os.path.join(path, "segments", os.listdir(path / "segments")[0])
+    with h5py.File(segment, "r+") as f:
+        data = f[dataset]
+        assert data.size, dataset
+        if dataset == "inverted/dense":
+            assert f["inverted/block_start"].shape[1] == 5  # 4 ranges of 32 rows
+            data[row, 0] = data[row, 0] * 0.5 + 0.25
+        elif dataset == "inverted/post_values":
+            data[data.shape[0] // 2] = data[data.shape[0] // 2] * 0.5 + 0.125
+        elif data.ndim == 2:
+            data[0, row] = data[0, row] * 1.5 + 0.01
+        else:
+            data[row] = data[row] * 1.5
+    _reseal(path, segment)
+    report = SobolevIndex.verify_path(path, sample=sample)
+    assert not report["ok"]
+    assert any(word in problem for problem in report["problems"]
+               for word in ("inverted file", "row norm", "normalising factor")), report["problems"]
 
 
 def test_a_merge_refuses_a_segment_that_disagrees_with_the_catalog(tmp_path):

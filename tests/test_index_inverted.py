@@ -160,6 +160,13 @@ def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
     ("norm_low", "nan"),
     ("norm_high", "wrong-shape"),
     ("norm_p", "below-1"),
+    ("ptr", "float-nan"),
+    ("dense_columns", "float"),
+    ("block_start", "float"),
+    ("norm_low", "float32"),
+    ("norm_high", "int"),
+    ("norm_p", "nan-with-norms"),
+    ("block_rows", "not-a-divisor"),
 ])
 def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damage):
     # Arrays read from a file reach unchecked loops; a malformed one must be
@@ -201,6 +208,20 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
             arrays[array][0, 7] = np.nan
         elif damage == "below-1":
             arrays[array][0] = 0.5
+        elif damage == "float-nan":
+            arrays[array] = arrays[array].astype(np.float64)
+            arrays[array][5] = np.nan
+        elif damage == "float":
+            arrays[array] = arrays[array].astype(np.float64)
+        elif damage == "float32":
+            arrays[array] = arrays[array].astype(np.float32)
+        elif damage == "int":
+            arrays[array] = arrays[array].astype(np.int64)
+        elif damage == "nan-with-norms":
+            # No p for the stored norms, yet norms are there: not what build writes.
+            arrays[array][0] = np.nan
+        elif damage == "not-a-divisor":
+            arrays[array][0] = 3000
         else:
             arrays["dense_columns"][0] = 40
         segment.data.inverted = arrays
@@ -302,3 +323,68 @@ def test_searches_in_python_threads_at_once_agree_with_one_at_a_time(topic_index
     for a, b in zip(alone, together):
         assert a.keys == b.keys
         assert np.array_equal(a.distances, b.distances)
+
+
+@pytest.mark.parametrize("p", [1, 2, np.inf])
+def test_search_stats_count_what_was_read(topic_index, p):
+    index, measures, keys = topic_index
+    index.delete(keys[:10])
+    queries = measures[20:26]
+    result = index.search(queries, k=5, p=p)
+    stats = result.stats
+    assert stats["rows"] == len(index) * len(queries)
+    # Every result was computed exactly, from rows read in full.
+    assert len(queries) * 5 <= stats["exact"] <= stats["rows_read"] <= stats["rows"]
+    if np.isinf(p):
+        assert stats["exact"] == stats["rows_read"] == stats["rows"]
+    one_label = index.search(queries, k=5, p=p, where={"label": "2"})
+    assert one_label.stats["rows"] == sum(1 for i in range(10, len(keys)) if i % 6 == 2) * 6
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_float32_rounding_of_tiny_values_in_the_row_is_allowed_for(tmp_path, p):
+    # Below float32's normal range its rounding error is absolute: two rows
+    # whose only difference from the query is a value of about 1e-45 swap
+    # places when rounded (1.55 * 2^-149 -> 2 * 2^-149, 1.45 * 2^-149 ->
+    # 2^-149). The row norms are sums of the rounded values, so the
+    # allowance must cover the row's tiny values, not only the query's.
+    rng = np.random.default_rng(0)
+    graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=40, seed=1)
+    tiny = 2.0 ** -149
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=1, seed=0) as index:
+        tree = index.trees[0]
+        root = int(tree.root)
+        height = tree.distance
+        pairs = [(a, b) for a in range(40) for b in range(40)
+                 if root not in (a, b) and 0.55 < height[a] / height[b] < 0.9]
+        b1, b2 = pairs[0]
+        measures = [([root, b1], [1.0, 1.55 * tiny]), ([root, b2], [1.0, 1.45 * tiny])]
+        keys = index.add(measures, keys=["x1", "x2"])
+        query = [([root], [1.0])]
+        D = brute_force(index, measures, np.ones(2, bool), query, p, [0])
+        assert D[0, 0] < D[0, 1]  # x1 is the nearer, by a hair
+        assert index.search(query, k=1, p=p).keys == [["x1"]]
+        check(index.search(query, k=2, p=p), D, keys, np.ones(2, bool), 2)
+
+
+def test_row_scratch_comes_back_clean_and_per_node_count(tmp_path, topic_index):
+    # The pool lends each search per-node buffers; the query buffer must be
+    # all zeros again when they come back, and indexes on graphs of
+    # different sizes get buffers of their own size.
+    from sobolev_index.index import _inverted_search
+
+    index, measures, _ = topic_index
+    rng = np.random.default_rng(2)
+    small = Graph.from_points(rng.normal(size=(100, 3)), n_nodes=20, seed=0)
+    with SobolevIndex.create(tmp_path / "small", small, seed=0) as other:
+        other.add([(rng.choice(20, 4), None) for _ in range(50)])
+        for p in (1, 2):
+            index.search(measures[:30], k=5, p=p, n_threads=2)
+            other.search([(np.array([1, 2]), None)], k=3, p=p, n_threads=2)
+            index.search(measures[:1], k=5, p=p, n_threads=2)
+    pools = _inverted_search._POOL
+    assert {index.graph.n_nodes, 20} <= set(pools)
+    for n_nodes, scratches in pools.items():
+        for scratch in scratches:
+            assert scratch.query.shape == (max(1, n_nodes),)
+            assert not scratch.query.any()

@@ -104,7 +104,8 @@ def test_a_format_2_index_is_read_as_it_is(v2_path):
         assert "d0-003" not in index and "d0-004" in index
         contents = _contents(index)
         assert contents["d0-001"][2] == "beta" and contents["d0-002"][2] is None
-        for p in (1, 2, 3.5):
+        # (p = inf and p > 16 scan features rebuilt from the measures.)
+        for p in (1, 2, 3.5, 20, np.inf):
             _assert_search_is_exact(index, contents, p)
         assert index.verify()["ok"]
     assert_unchanged(before, str(v2_path), "reading a format-2 index")
@@ -148,37 +149,69 @@ def test_upgrade_rewrites_every_segment_and_keeps_what_readers_see(v2_path):
     assert again["from_version"] == 3 and again["segments_rewritten"] == 0
 
 
-def test_an_interrupted_upgrade_leaves_a_working_index_and_can_be_finished(v2_path,
-                                                                          monkeypatch):
+class _Stop(BaseException):
+    """Stands for a crash or a Ctrl-C at a chosen point of an upgrade."""
+
+
+def _stop_at(monkeypatch, where):
+    """Make the upgrade stop at ``where``: after the catalog's version is
+    raised ("catalog"), after the first segment's commit ("first commit"),
+    or inside the second rewrite, after its file is written and before its
+    commit ("before a commit")."""
+    from sobolev_index.index import catalog as catalog_module
+
+    if where == "catalog":
+        def stop(self, segments):
+            raise _Stop
+        monkeypatch.setattr(SobolevIndex, "_merge", stop)
+        return
+    merges = []
+    original_merge = SobolevIndex._merge
+
+    def merge(self, segments):
+        if merges and where == "first commit":
+            raise _Stop
+        merges.append(segments)
+        return original_merge(self, segments)
+
+    monkeypatch.setattr(SobolevIndex, "_merge", merge)
+    if where == "before a commit":
+        original_replace = catalog_module.Catalog.replace_segments
+
+        def replace(self, *args, **kwargs):
+            if len(merges) == 2:
+                raise _Stop
+            return original_replace(self, *args, **kwargs)
+
+        monkeypatch.setattr(catalog_module.Catalog, "replace_segments", replace)
+
+
+@pytest.mark.parametrize("where,rewritten", [
+    ("catalog", 0), ("first commit", 1), ("before a commit", 1)])
+def test_an_interrupted_upgrade_leaves_a_working_index_and_can_be_finished(
+        v2_path, monkeypatch, where, rewritten):
     with SobolevIndex.open(v2_path, "r") as index:
         contents = _contents(index)
-    calls = []
-    original = SobolevIndex._merge
-
-    def merge_once(self, segments):
-        if calls:
-            raise KeyboardInterrupt
-        calls.append(segments)
-        return original(self, segments)
-
-    monkeypatch.setattr(SobolevIndex, "_merge", merge_once)
-    with pytest.raises(KeyboardInterrupt):
+    _stop_at(monkeypatch, where)
+    with pytest.raises(_Stop):
         SobolevIndex.upgrade(v2_path)
     monkeypatch.undo()
-    # The catalog is format 3 (older releases refuse it), one segment is
-    # rewritten, and the others are still format 2: readable and writable.
+    # The catalog is format 3 (older releases refuse it), the segments
+    # rewritten so far are format 3, the others still format 2, and no file
+    # of an unfinished rewrite is left: readable and writable.
     assert _catalog_version(v2_path) == 3
-    assert sorted(_segment_versions(v2_path)) == [2, 2, 3]
+    assert sorted(_segment_versions(v2_path)) == [2] * (3 - rewritten) + [3] * rewritten
     with SobolevIndex.open(v2_path, "a") as index:
         assert _contents(index) == contents
         _assert_search_is_exact(index, contents, 1)
         assert index.verify()["ok"]
     result = run("upgrade", v2_path, "--json")
     report = json.loads(result.output)
-    assert report["segments_rewritten"] == 2 and report["from_version"] == 3
+    assert report["segments_rewritten"] == 3 - rewritten and report["from_version"] == 3
     assert _segment_versions(v2_path) == [3, 3, 3]
     with SobolevIndex.open(v2_path, "r") as index:
         assert _contents(index) == contents
+        assert index.verify()["ok"]
 
 
 def test_cli_upgrade_says_what_it_did(v2_path):

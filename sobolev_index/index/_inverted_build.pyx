@@ -1,8 +1,9 @@
 """Building the inverted file over edges that _inverted_search reads.
 
 Private: the index's Python layer (``inverted.py``, ``csr.py``) checks
-every array before calling in here, check_csr and check_postings below
-among its checks, so these loops trust their inputs.
+every array before calling in here, check_csr, check_block_postings (and,
+for the format-2 files of earlier releases, check_postings) below among its
+checks, so these loops trust their inputs.
 
 For one root, the columns of a segment's rows (raw edge masses) are split
 in two (see _inverted_search for why):
@@ -121,21 +122,14 @@ def block_offsets(const int32_t[::1] rows):
 
 
 def to_float32(const float64_t[::1] values):
-    """values as float32, with the smallest and largest value, in one pass
-    (written so that a NaN makes both NaN)."""
+    """values as float32 (the nearest float32 of each)."""
     cdef Py_ssize_t n = values.shape[0], e
     out_arr = np.empty(n, dtype=np.float32)
     cdef float32_t[::1] out = out_arr
-    cdef float64_t low = INFINITY, high = -INFINITY, x
     with nogil:
         for e in range(n):
-            x = values[e]
-            out[e] = <float32_t> x
-            if not (x >= low):
-                low = x
-            if not (x <= high):
-                high = x
-    return out_arr, low, high
+            out[e] = <float32_t> values[e]
+    return out_arr
 
 
 def group_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,

@@ -26,13 +26,13 @@ allowance ERR_RTOL * (|q| + |x|). A row becomes a candidate when its lower
 value (D - allowance) is at most the threshold: the k-th smallest upper
 value (D + allowance) or exact value found so far, in its own row range or
 in any other range searched for the same query. Candidates still within
-the threshold at the end get their exact value by merging the two rows'
-sorted columns (no cancellation), so results are exact.
+the threshold at the end get their exact value (no cancellation), the
+row's features rebuilt from its stored measure, so results are exact.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport fabs, pow, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, INT64_MAX
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport qsort
 from libc.string cimport memset
 
 import numpy as np
@@ -84,14 +84,15 @@ cdef float64_t ERR_RTOL = 1e-11
 # 2^-24 of its float64 value (relative), or 2^-149 (absolute) below
 # float32's normal range. The row norms |x|_L and |x|_H are sums over these
 # float32 values too, so the identity gives the value of the rounded row x';
-# features lie in [0, 1], and | |q_c - x'_c|^p - |q_c - x_c|^p | <=
-# p 2^-24 max(q_c, x_c)^p (plus p 2^-149 w_c below the normal range), so
-# the posted part moves by at most p 2^-24 (|q|_L + |x|_L) plus
-# p 2^-149 sum_{c in q} w_c. The dense part, and each group-norm bound
-# summed over groups, moves by at most p 2^-24 (|q|_H + |x|_H) plus p 2^-149
-# times the root's dense weight (a group norm is at most the 1/p power of
-# its weight). The allowance takes at least twice each (four times the
-# relative part).
+# features lie in [0, 1], and w_c | |q_c - x'_c|^p - |q_c - x_c|^p | <=
+# p 2^-24 w_c max(q_c, x_c)^p, plus p 2^-149 w_c for a value below the
+# normal range. Summed over the edges of q or x, the posted part moves by
+# at most p 2^-24 (|q|_L + |x|_L), the dense part, and each group-norm bound
+# summed over groups, by at most p 2^-24 (|q|_H + |x|_H); the absolute
+# parts together by at most p 2^-149 times the sum of the root's weights
+# (a row's own tiny values count as well as the query's, and a group norm
+# is at most the 1/p power of its weight). The allowance takes at least
+# twice each.
 cdef float64_t VALUE_RTOL = 2.0 ** -22
 cdef float64_t VALUE_ATOL = 2.0 ** -146
 # Doubles per cache line (64 bytes).
@@ -172,11 +173,12 @@ cdef struct SegmentView:
     const float32_t* post_values
     const int32_t* col_slot
     const float64_t* weight
-    # float32, like the posting values; weight sums of each root's columns.
+    # float32, like the posting values.
     const float32_t* dense
     const offset_t* dense_ptr
     const float64_t* dense_weight
-    const float64_t* dense_weight_sum
+    # The sum of the weights of each root's columns (all of them).
+    const float64_t* root_weight
     const int64_t* group_slots
     const int64_t* group_ptr
     const int64_t* root_groups
@@ -239,6 +241,8 @@ cdef struct Scratch:
     float64_t* f_acc
     node_t* f_touched
     float64_t* f_query
+    # Rows whose dense part was read, and exact values computed.
+    int64_t n_read, n_exact
 
 
 cdef class SegmentArrays:
@@ -249,7 +253,7 @@ cdef class SegmentArrays:
     cdef Py_ssize_t n_roots
 
     def __cinit__(self, ptr, post_rows, post_values, col_slot, weight, dense, dense_ptr,
-                  dense_weight, dense_weight_sum, group_slots, group_ptr, root_groups,
+                  dense_weight, root_weight, group_slots, group_ptr, root_groups,
                   coarse_of, doc_ids,
                   measures, row_scale, Py_ssize_t n_roots,
                   Py_ssize_t n_cols,
@@ -269,7 +273,7 @@ cdef class SegmentArrays:
         self.view.dense = <const float32_t*> self._pointer(dense, np.float32)
         self.view.dense_ptr = <const offset_t*> self._pointer(dense_ptr, np.int64)
         self.view.dense_weight = <const float64_t*> self._pointer(dense_weight, np.float64)
-        self.view.dense_weight_sum = <const float64_t*> self._pointer(dense_weight_sum,
+        self.view.root_weight = <const float64_t*> self._pointer(root_weight,
                                                                       np.float64)
         self.view.group_slots = <const int64_t*> self._pointer(group_slots, np.int64)
         self.view.group_ptr = <const int64_t*> self._pointer(group_ptr, np.int64)
@@ -513,7 +517,7 @@ cdef Py_ssize_t _keep_within(int64_t* rows, float64_t* lows, Py_ssize_t count,
 
 
 cdef void _settle(const Search* se, const SegmentView* sg, Py_ssize_t segment, Py_ssize_t i,
-                  const Scratch* sc, Py_ssize_t count, float64_t threshold,
+                  Scratch* sc, Py_ssize_t count, float64_t threshold,
                   Found* heap, Py_ssize_t* n_found) noexcept nogil:
     """Exact values of the candidates still within ``threshold``, offered
     to the unit's results."""
@@ -521,6 +525,7 @@ cdef void _settle(const Search* se, const SegmentView* sg, Py_ssize_t segment, P
     cdef Found item
     for t in range(count):
         if sc.cand_lows[t] <= threshold:
+            sc.n_exact += 1
             item.value = _exact_value(se, sg, sc, i, sc.cand_rows[t])
             item.doc = sg.doc_ids[sc.cand_rows[t]]
             item.segment = segment
@@ -538,7 +543,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     cdef bint new_block, chunk_ends
     cdef Py_ssize_t n_found = 0, n_upper = 0, count = 0
     cdef int kind = se.kind
-    cdef float64_t p = se.p, v, c, x, lb, thr, lo, up, other, q_weight
+    cdef float64_t p = se.p, v, c, x, lb, thr, lo, up, other
     cdef Tagged seed
     cdef offset_t e, e_end, e_stop, slot
     cdef float64_t* acc = sc.acc
@@ -564,7 +569,6 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
         r = se.positions[s]
         sc.norms[3 * s] = 0.0
         sc.norms[3 * s + 1] = 0.0
-        q_weight = 0.0
         for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
             slot = r * n_cols + se.q_indices[t]
             h = sg.col_slot[slot]
@@ -572,7 +576,6 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                 sc.qh[h] = se.q_data[t]
             else:
                 sc.norms[3 * s] += weight[slot] * abs_pow(se.q_data[t], p, kind)
-                q_weight += weight[slot]
                 if row_lo == 0:
                     sc.cursor[q_entry] = sg.ptr[slot]
                 else:
@@ -598,7 +601,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             sc.qc_root[s * N_COARSE + cg] = pth_root(sc.qc_root[s * N_COARSE + cg], p, kind)
         # The part of the row's allowance that depends on the query only.
         sc.norms[3 * s + 2] = ((ERR_RTOL + se.value_rtol) * (sc.norms[3 * s] + sc.norms[3 * s + 1])
-                               + se.value_atol * (q_weight + sg.dense_weight_sum[r]))
+                               + se.value_atol * sg.root_weight[r])
 
     j0 = row_lo
     while j0 < row_hi:
@@ -711,6 +714,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             if n_groups and _bound_groups(se, sg, sc, j) > thr:
                 continue
             _value(se, sg, sc, j, &lo, &up)
+            sc.n_read += 1
             if lo > thr:
                 continue
             if count == sc.cap:
@@ -763,7 +767,7 @@ cdef class _RowScratch:
     one slot per node. Kept between searches (see _take_scratch): clearing
     them at every search would cost a small search as much as its own
     work."""
-    cdef object stamp, last, acc, touched, query
+    cdef readonly object stamp, last, acc, touched, query
 
     def __cinit__(self, Py_ssize_t n_nodes):
         n = max(1, n_nodes)
@@ -832,11 +836,14 @@ def search_segments(
     segment g goes to ``out_segment[i, t] = g``, ``out_row[i, t] = j`` and
     ``out_doc[i, t]`` (its document id) with its value in
     ``out_value[i, t]``, best first; unused places hold inf and -1.
+    Returns (rows whose dense part was read, exact values computed), summed
+    over the queries.
     """
     cdef Py_ssize_t n_segments = len(segments)
     cdef Py_ssize_t n_sel = positions.shape[0]
     cdef int n_workers = effective_threads(n_threads)
     cdef Py_ssize_t g, i, s, t, u, n_units, n_ranges, n_blocks, offset = 0
+    cdef int64_t n_read, n_exact
     cdef Py_ssize_t max_dense = 1, max_groups = 1, max_entries = 1, work = 0, cap
     cdef SegmentArrays arrays
     cdef RowNorms row_norms
@@ -848,7 +855,7 @@ def search_segments(
         out_segment[:, :] = -1
         out_row[:, :] = -1
         out_doc[:, :] = -1
-        return
+        return 0, 0
 
     views_mem = np.zeros(n_segments * sizeof(SegmentView), dtype=np.uint8)
     cdef SegmentView* views = <SegmentView*> <size_t> views_mem.ctypes.data
@@ -975,6 +982,8 @@ def search_segments(
         scratch.cand_rows = <int64_t*> _take(&free_at, cap * sizeof(int64_t))
         scratch.cand_lows = <float64_t*> _take(&free_at, cap * sizeof(float64_t))
         scratch.cap = cap
+        scratch.n_read = 0
+        scratch.n_exact = 0
     # One cache line per query, for the same reason.
     shared_arr = np.full(n_q * SHARED_STRIDE, INFINITY)
     found_mem = np.zeros(n_q * n_units * k * sizeof(Found), dtype=np.uint8)
@@ -989,6 +998,11 @@ def search_segments(
              found, shared, out_value, out_segment, out_row, out_doc)
     finally:
         _give_back(n_nodes, row_scratch)
+    n_read = n_exact = 0
+    for t in range(n_workers):
+        n_read += (<Scratch*> (scratch_base + t * scratch_stride)).n_read
+        n_exact += (<Scratch*> (scratch_base + t * scratch_stride)).n_exact
+    return n_read, n_exact
 
 
 cdef void _run(const Search* se, SegmentView* views, const int64_t[:, ::1] units,

@@ -1,14 +1,17 @@
 """A segment's inverted file over edges: how it is built, checked and searched.
 
-Each segment stores, next to its feature rows, the same values column by
-column (posting lists) for every root, except for the few columns present in
-most rows, which are kept as a dense block (see ``_inverted_search.pyx`` for the
-bounds this allows). A query then reads the postings of its own edges only,
+Each segment stores its rows' features column by column (posting lists) for
+every root, except for the few columns present in most rows, which are kept
+as a dense block (see ``_inverted_search.pyx`` for the bounds this allows);
+the features themselves are not stored, but rebuilt from the measures
+where exact values need them. A query then reads the postings of its own edges only,
 and the dense block only for rows whose lower bound can still reach the top k.
 
 This module knows nothing of files or SQLite: ``storage.py`` writes and reads
 the arrays, ``search.py`` decides which segments to search and with what.
 """
+import threading
+
 import numpy as np
 
 from ..errors import CorruptIndexError
@@ -31,7 +34,8 @@ CHUNK = 8192
 # rows, that threads search at once; a smaller range would spend more on its
 # own start and top k than it saves (tuned with bench/bench_index.py).
 # Segments of more than one block keep where each posting list enters each
-# block, so that a range finds its start at once.
+# block, so that a range finds its start at once; each segment records the
+# block size it was written with, so a later change applies to new segments.
 RANGE_BLOCK_ROWS = 8192
 # Candidate places per row range (at least 4 k): rows that may reach the top
 # k wait there, and only those still in reach when the range is done get an
@@ -44,8 +48,8 @@ DENSE_GROUPS = 16
 
 # The arrays a segment file stores (format 3): the search's own forms, so a
 # reader maps them and searches at once (see InvertedFile).
-ARRAYS = ("ptr", "post_rows", "post_values", "block_start", "dense", "dense_columns",
-          "dense_ptr", "norm_p", "norm_low", "norm_high")
+ARRAYS = ("ptr", "post_rows", "post_values", "block_rows", "block_start", "dense",
+          "dense_columns", "dense_ptr", "norm_p", "norm_low", "norm_high")
 # What format 2 stored: int32 rows, float64 values and dense block.
 ARRAYS_V2 = ("ptr", "rows", "values", "dense", "dense_columns", "dense_ptr")
 
@@ -57,8 +61,8 @@ def build(features, n_cols, weight, p):
     Column c of root r is slot r * n_cols + c; its postings are
     ``post_rows[ptr[slot]:ptr[slot + 1]]`` (offsets within 65,536-row
     blocks, see _inverted_build.block_offsets) with their float32 values.
-    ``block_start`` is where each list enters each range of
-    RANGE_BLOCK_ROWS rows (no columns for a segment of one range). ``dense``
+    ``block_start`` is where each list enters each range of ``block_rows``
+    (RANGE_BLOCK_ROWS) rows (no columns for a segment of one range). ``dense``
     (float32) holds the dense columns of all roots side by side, root r's
     being ``dense_columns[dense_ptr[r]:dense_ptr[r + 1]]``. ``norm_low`` and
     ``norm_high`` are each row's sum_c w_c x_c^p over its posted and its
@@ -93,9 +97,10 @@ def build(features, n_cols, weight, p):
     arrays = {
         "ptr": ptr,
         "post_rows": _inverted_build.block_offsets(rows),
-        "post_values": _inverted_build.to_float32(values)[0],
+        "post_values": _inverted_build.to_float32(values),
+        "block_rows": np.array([RANGE_BLOCK_ROWS], dtype=np.int64),
         "block_start": _block_start(ptr, rows, n_rows),
-        "dense": _inverted_build.to_float32(dense.reshape(-1))[0].reshape(dense.shape),
+        "dense": _inverted_build.to_float32(dense.reshape(-1)).reshape(dense.shape),
         "dense_columns": (np.concatenate(columns).astype(np.int32) if columns
                           else np.zeros(0, np.int32)),
         "dense_ptr": dense_ptr,
@@ -121,7 +126,8 @@ def power_sums(arrays, n_rows, n_roots, n_cols, weight, p):
     _inverted_build.posted_power_sums(
         np.ascontiguousarray(arrays["ptr"], dtype=np.int64),
         np.ascontiguousarray(arrays["post_rows"], dtype=np.uint16),
-        np.ascontiguousarray(arrays["block_start"], dtype=np.int64), n_rows, RANGE_BLOCK_ROWS,
+        np.ascontiguousarray(arrays["block_start"], dtype=np.int64), n_rows,
+        int(arrays["block_rows"][0]),
         np.ascontiguousarray(arrays["post_values"], dtype=np.float32), weight, n_cols, p, low)
     _inverted_build.dense_power_sums(
         np.ascontiguousarray(arrays["dense"], dtype=np.float32),
@@ -162,7 +168,8 @@ def from_v2(arrays, n_rows, name):
     return {
         "ptr": ptr,
         "post_rows": _inverted_build.block_offsets(rows),
-        "post_values": _inverted_build.to_float32(values)[0],
+        "post_values": _inverted_build.to_float32(values),
+        "block_rows": np.array([RANGE_BLOCK_ROWS], dtype=np.int64),
         "block_start": _block_start(ptr, rows, n_rows),
         "dense": np.ascontiguousarray(dense, dtype=np.float32),
         "dense_columns": arrays["dense_columns"],
@@ -266,8 +273,10 @@ class InvertedFile:
         self.post_values = np.ascontiguousarray(arrays["post_values"], dtype=np.float32)
         self.dense = np.ascontiguousarray(arrays["dense"], dtype=np.float32)
         block_start = np.ascontiguousarray(arrays["block_start"], dtype=np.int64)
+        self.block_rows = int(arrays["block_rows"][0])
         self.norm_p = float(np.asarray(arrays["norm_p"])[0])
-        self._stored_norms = (arrays["norm_low"], arrays["norm_high"])
+        # Each row's norms for norm_p, as the file stores them (see build).
+        self.stored_norms = (arrays["norm_low"], arrays["norm_high"])
         self._arrays = {name: arrays[name] for name in ARRAYS if not name.startswith("norm_")}
         self.dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
         dense_columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
@@ -278,8 +287,7 @@ class InvertedFile:
             for r in range(self.n_roots)])
         self.col_slot[slots] = np.arange(len(slots), dtype=np.int32)
         self.dense_weight = np.ascontiguousarray(self.weight[slots])
-        self.dense_weight_sum = np.array(
-            [self.dense_weight[a:b].sum() for a, b in zip(self.dense_ptr[:-1], self.dense_ptr[1:])])
+        self.root_weight = self.weight.reshape(self.n_roots, self.n_cols).sum(axis=1)
         # Dense slots listed group by group (group g of the segment is
         # group_slots[group_ptr[g]:group_ptr[g + 1]]; root r has groups
         # root_groups[r]:root_groups[r + 1]).
@@ -308,14 +316,14 @@ class InvertedFile:
         self.group_ptr = np.asarray(group_ptr, dtype=np.int64)
         self.root_groups = np.asarray(root_groups, dtype=np.int64)
         self._norms = {}
+        self._norms_lock = threading.Lock()
         # The table of range starts, None for a segment of one range.
         self.block_start = block_start if block_start.shape[1] else None
         self.kernel = _inverted_search.SegmentArrays(
             self.ptr, self.post_rows, self.post_values, self.col_slot, self.weight, self.dense,
-            self.dense_ptr, self.dense_weight, self.dense_weight_sum, self.group_slots,
-            self.group_ptr,
-            self.root_groups, self.coarse_of, doc_ids,
-            measures, row_scale, self.n_roots, self.n_cols, self.block_start, RANGE_BLOCK_ROWS)
+            self.dense_ptr, self.dense_weight, self.root_weight, self.group_slots,
+            self.group_ptr, self.root_groups, self.coarse_of, doc_ids,
+            measures, row_scale, self.n_roots, self.n_cols, self.block_start, self.block_rows)
 
     def _check(self, arrays, name):
         # The arrays come from a file: an inconsistent one would send the
@@ -327,27 +335,41 @@ class InvertedFile:
         if missing:
             fail(f"missing {', '.join(missing)}")
         n_roots, n_cols, n_rows = self.n_roots, self.n_cols, self.n_rows
-        ptr, rows = np.asarray(arrays["ptr"]), np.asarray(arrays["post_rows"])
-        values, dense = np.asarray(arrays["post_values"]), np.asarray(arrays["dense"])
-        columns, dense_ptr = np.asarray(arrays["dense_columns"]), np.asarray(arrays["dense_ptr"])
-        if rows.dtype != np.uint16 or values.dtype != np.float32 or dense.dtype != np.float32:
-            fail(f"postings of types {rows.dtype}/{values.dtype} and a dense block of type "
-                 f"{dense.dtype}; expected uint16/float32 and float32")
+        given = {a: np.asarray(arrays[a]) for a in ARRAYS}
+        # Types first: a float pointer array could hold NaN, which passes
+        # every comparison below and becomes a huge negative integer.
+        kinds = {"ptr": "i", "block_rows": "i", "block_start": "i", "dense_columns": "i",
+                 "dense_ptr": "i", "post_rows": np.uint16, "post_values": np.float32,
+                 "dense": np.float32, "norm_p": np.float64, "norm_low": np.float64,
+                 "norm_high": np.float64}
+        for a, kind in kinds.items():
+            dtype = given[a].dtype
+            if (dtype.kind not in "iu") if kind == "i" else (dtype != kind):
+                fail(f"{a} holds {dtype} values; expected "
+                     + ("integers" if kind == "i" else np.dtype(kind).name))
+        ptr, rows = given["ptr"], given["post_rows"]
+        values, dense = given["post_values"], given["dense"]
+        columns, dense_ptr = given["dense_columns"], given["dense_ptr"]
         if ptr.shape != (n_roots * n_cols + 1,) or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
                 or ptr[-1] != len(rows) or values.shape != rows.shape or rows.ndim != 1:
             fail("posting pointers do not match the postings")
-        block_start = np.asarray(arrays["block_start"])
+        block_rows = given["block_rows"]
+        if block_rows.shape != (1,) or not 1 <= block_rows[0] <= 1 << 16 \
+                or (1 << 16) % int(block_rows[0]):
+            fail(f"the rows per range are {block_rows.tolist()}; expected a divisor of 65536")
+        block_rows = int(block_rows[0])
+        block_start = given["block_start"]
         if block_start.ndim != 2:
             fail(f"the table of range starts has {block_start.ndim} dimensions; expected 2")
+        if (n_rows > block_rows) != (block_start.shape[1] > 0):
+            fail(f"a segment of {n_rows} rows with a table of {block_start.shape[1]} range "
+                 "starts per list")
         try:
             _inverted_build.check_block_postings(
                 np.ascontiguousarray(ptr, dtype=np.int64), np.ascontiguousarray(rows),
-                np.ascontiguousarray(block_start, dtype=np.int64), n_rows, RANGE_BLOCK_ROWS)
+                np.ascontiguousarray(block_start, dtype=np.int64), n_rows, block_rows)
         except ValueError as exc:
             fail(str(exc))
-        if (n_rows > RANGE_BLOCK_ROWS) != (block_start.shape[1] > 0):
-            fail(f"a segment of {n_rows} rows with a table of {block_start.shape[1]} range "
-                 "starts per list")
         for what, array in (("posting", values), ("dense", dense)):
             low, high = _inverted_build.float32_range(np.ascontiguousarray(array).reshape(-1))
             # (NaN fails both comparisons.)
@@ -367,41 +389,44 @@ class InvertedFile:
             # A dense column keeps no postings.
             if len(own) and np.any(ptr[r * n_cols + own + 1] != ptr[r * n_cols + own]):
                 fail(f"root {r} has postings for a dense column")
-        norm_p = np.asarray(arrays["norm_p"])
-        low, high = np.asarray(arrays["norm_low"]), np.asarray(arrays["norm_high"])
+        norm_p = given["norm_p"]
+        low, high = given["norm_low"], given["norm_high"]
         if norm_p.shape != (1,) or not (np.isnan(norm_p[0]) or 1.0 <= norm_p[0] < np.inf):
             fail(f"the p of the stored row norms is {norm_p.tolist()}; expected one p >= 1")
-        if not np.isnan(norm_p[0]) and not (
-                low.shape == high.shape == (n_roots, n_rows)
+        expected = (0, 0) if np.isnan(norm_p[0]) else (n_roots, n_rows)
+        if not (low.shape == high.shape == expected
                 and (low.size == 0 or (np.isfinite(low).all() and np.isfinite(high).all()
                                        and low.min() >= 0 and high.min() >= 0))):
-            fail("row norms that are not finite and >= 0, one per root and row")
+            fail(f"row norms of shapes {low.shape} and {high.shape}, or not finite and >= 0; "
+                 f"expected {expected} each")
 
     def row_norms(self, p):
         """The row norms for this p, as the kernel takes them (RowNorms of
         low, high, coarse_root, group_root): per root and row the posted and
         dense norms; the 1/p power of each group norm, per coarse group and
         row, and per row and dense group. The two most recent p values are
-        kept."""
-        if p not in self._norms:
-            if len(self._norms) >= 2:
-                del self._norms[next(iter(self._norms))]
-            if p == self.norm_p:
-                low, high = self._stored_norms
-            else:
-                low, high = self._computed_norms(p)
-            n_groups = len(self.group_ptr) - 1
-            group_root = np.zeros((self.n_rows, n_groups))
-            _inverted_build.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
-                                        group_root)
-            coarse_root = np.zeros((self.n_roots * _inverted_build.COARSE_GROUPS, self.n_rows))
-            _inverted_build.coarse_norms(self.dense, self.dense_weight, self.coarse_of, p, coarse_root)
-            self._norms[p] = _inverted_search.RowNorms(low, high, coarse_root, group_root)
-        return self._norms[p]
+        kept (searches in several threads may ask at once)."""
+        with self._norms_lock:
+            if p not in self._norms:
+                if len(self._norms) >= 2:
+                    del self._norms[next(iter(self._norms))]
+                self._norms[p] = self._row_norms(p)
+            return self._norms[p]
 
-    def _computed_norms(self, p):
-        """norm_low and norm_high (see build) for a p other than the stored one."""
+    def power_sums(self, p):
+        """(low, high) as :func:`build` stores them, for any finite p,
+        computed from the stored values."""
         return power_sums(self._arrays, self.n_rows, self.n_roots, self.n_cols, self.weight, p)
+
+    def _row_norms(self, p):
+        low, high = self.stored_norms if p == self.norm_p else self.power_sums(p)
+        n_groups = len(self.group_ptr) - 1
+        group_root = np.zeros((self.n_rows, n_groups))
+        _inverted_build.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
+                                    group_root)
+        coarse_root = np.zeros((self.n_roots * _inverted_build.COARSE_GROUPS, self.n_rows))
+        _inverted_build.coarse_norms(self.dense, self.dense_weight, self.coarse_of, p, coarse_root)
+        return _inverted_search.RowNorms(low, high, coarse_root, group_root)
 
 
 def _check_constants():
@@ -425,7 +450,8 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
     (values, segments, rows, docs), each (n_queries, k): query i's t-th best
     is row ``rows[i, t]`` of ``files[segments[i, t]]``, document
     ``docs[i, t]``; unused places hold inf and -1. Ties go to the lower
-    document id.
+    document id. Also returns (rows whose dense part was read, exact values
+    computed), summed over the queries.
     """
     _check_constants()
     n_q = len(queries[0][0]) - 1
@@ -434,12 +460,12 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
     rows = np.empty((n_q, k), dtype=np.int64)
     docs = np.empty((n_q, k), dtype=np.int64)
     indptr, indices, data = queries[0] if len(queries) == 1 else stack_rows(queries)
-    _inverted_search.search_segments(
+    n_read, n_exact = _inverted_search.search_segments(
         [f.kernel for f in files], [f.row_norms(p) for f in files], mask,
         np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int32),
         np.ascontiguousarray(data, dtype=np.float64), n_q, np.asarray(positions, dtype=np.int64),
         np.ascontiguousarray(eta, dtype=np.float64), k, p, CHUNK, MIN_CANDIDATES,
         values, segments, rows, docs, [tree.parent32 for tree in trees],
         np.array([tree.root for tree in trees], dtype=np.int32), n_threads=n_threads)
-    return values, segments, rows, docs
+    return values, segments, rows, docs, (int(n_read), int(n_exact))
 

@@ -45,13 +45,20 @@ class SearchResult:
     insertion order); ``distances[i, j]`` is S_p to ``keys[i][j]``.
     ``distances`` has min(k, N) columns for N live documents, and inf where
     fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``.
+    ``stats`` says how much of the index the search read, summed over the
+    queries: ``rows`` (the documents it could return, per query),
+    ``rows_read`` (rows whose stored values were read in full, after their
+    bounds could not rule them out) and ``exact`` (rows whose distance was
+    computed exactly); a search that reads every row (p = inf, or p > 16)
+    reads and computes them all.
     """
 
-    def __init__(self, keys, distances, labels, p):
+    def __init__(self, keys, distances, labels, p, stats=None):
         self.keys = keys
         self.distances = distances
         self.labels = labels
         self.p = p
+        self.stats = stats
 
     def __len__(self):
         return len(self.keys)
@@ -111,10 +118,13 @@ class SearchMixin:
         keys = [[] for _ in range(n_queries)]
         labels = [[] for _ in range(n_queries)]
         distances = np.full((n_queries, k), np.inf)
+        stats = {"rows": scope.n_rows * n_queries, "rows_read": 0, "exact": 0}
         for start in range(0, n_queries, QUERY_CHUNK):
             stop = min(n_queries, start + QUERY_CHUNK)
-            found = self._search_chunk(query_features, start, stop, k, p, positions, eta,
-                                       scope, n_threads)
+            found, (n_read, n_exact) = self._search_chunk(
+                query_features, start, stop, k, p, positions, eta, scope, n_threads)
+            stats["rows_read"] += n_read
+            stats["exact"] += n_exact
             named = self._documents_named([doc for _, _, _, docs in found for doc in docs])
             for i, (dist, _, _, docs) in enumerate(found):
                 q = start + i
@@ -125,7 +135,7 @@ class SearchMixin:
                                         and isinstance(queries[0], str)):
             self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
                                 distances, labels, scope.masks)
-        return SearchResult(keys, distances[:, :n_columns], labels, p)
+        return SearchResult(keys, distances[:, :n_columns], labels, p, stats)
 
     def _documents_named(self, doc_ids):
         """{doc id: (key, label)} from the catalog, for ids a search found."""
@@ -266,18 +276,21 @@ class SearchMixin:
 
     def _search_chunk(self, query_features, start, stop, k, p, positions, eta, scope,
                       n_threads):
-        """Per query: (distances, segment positions, rows, doc ids), best first."""
+        """Per query: (distances, segment positions, rows, doc ids), best
+        first; and (rows read in full, exact values computed)."""
         searched = scope.searched
         if math.isinf(p) or p > LARGE_P:
-            return self._scan_chunk(query_features, start, stop, k, p, positions, eta,
-                                    scope.masks, searched, n_threads)
+            found = self._scan_chunk(query_features, start, stop, k, p, positions, eta,
+                                     scope.masks, searched, n_threads)
+            n_rows = scope.n_rows * (stop - start)
+            return found, (n_rows, n_rows)
         queries = [row_range((F.indptr, F.indices, F.data), start, stop)
                    for F in query_features]
         if scope.mask is None:
             scope.mask = np.concatenate(
                 [np.asarray(scope.masks[s], dtype=bool) for s in searched]
                 or [np.zeros(0, dtype=bool)]).view(np.uint8)
-        values, segs, rows, docs = inverted.search(
+        values, segs, rows, docs, stats = inverted.search(
             [self._segments[s].inverted_file(self.trees, self._edge_weight) for s in searched],
             scope.mask, queries, positions, eta, k, p, self.trees, n_threads=n_threads)
         if len(positions) == 1 and p != 1.0:
@@ -287,7 +300,7 @@ class SearchMixin:
             n = int(np.count_nonzero(segs[i] >= 0))
             found.append((values[i, :n], [searched[g] for g in segs[i, :n].tolist()],
                           rows[i, :n].tolist(), docs[i, :n].tolist()))
-        return found
+        return found, stats
 
     def _scan_chunk(self, query_features, start, stop, k, p, positions, eta, masks, searched,
                     n_threads):
@@ -398,13 +411,15 @@ class SearchMixin:
 class _SearchScope:
     """What a search may return: per segment, a mask of the rows
     (``masks``); the positions of the segments with any such row
-    (``searched``); and, made when first needed, those segments' masks one
-    after the other as uint8 (``mask``), as the kernel takes them."""
+    (``searched``); their number of rows (``n_rows``); and, made when first
+    needed, those segments' masks one after the other as uint8 (``mask``),
+    as the kernel takes them."""
 
     def __init__(self, masks, searched, mask):
         self.masks = masks
         self.searched = searched
         self.mask = mask
+        self.n_rows = sum(int(np.count_nonzero(masks[s])) for s in searched)
 
 
 class _FeatureRows(NamedTuple):

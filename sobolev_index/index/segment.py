@@ -8,7 +8,7 @@ added.
 import numpy as np
 
 from ..errors import CorruptIndexError
-from ..measures import MeasureBatch
+from ..measures import checked_batch
 from . import inverted
 from .csr import gather_rows
 
@@ -24,7 +24,8 @@ class Segment:
         self.live = live
         # Built on a segment's first search.
         self._inverted = None
-        # Feature arrays per root position, once checked.
+        # Arrays checked once (measures, row factors) and features rebuilt
+        # for a scan (per root position).
         self._checked = {}
 
     @property
@@ -55,11 +56,7 @@ class Segment:
             rows = np.asarray(rows, dtype=np.int64)
             indptr, nodes, masses = gather_rows(indptr, (nodes, masses), rows)
             scale = scale[rows]
-        batch = MeasureBatch(indptr=np.ascontiguousarray(indptr, dtype=np.int64),
-                             nodes=np.ascontiguousarray(nodes, dtype=np.int32),
-                             masses=np.ascontiguousarray(masses, dtype=np.float64),
-                             row_scale=np.ascontiguousarray(scale, dtype=np.float64))
-        return tree.feature_arrays_of_batch(batch)
+        return tree.feature_arrays_of_batch(checked_batch(indptr, nodes, masses, scale))
 
     def row_scale(self, n_nodes):
         """What each row's masses are multiplied by to sum to 1: stored by
@@ -71,6 +68,9 @@ class Segment:
                 with np.errstate(divide="ignore"):
                     scale = 1.0 / (np.add.reduceat(masses, indptr[:-1]) if self.rows
                                    else np.zeros(0))
+            elif np.asarray(self.data.row_scale).dtype != np.float64:
+                raise self._corrupt(f"normalising factors of type "
+                                    f"{np.asarray(self.data.row_scale).dtype}; expected float64")
             else:
                 scale = np.ascontiguousarray(self.data.row_scale, dtype=np.float64)
             if scale.shape != (self.rows,) or not (np.isfinite(scale).all()
@@ -85,10 +85,15 @@ class Segment:
         copies them by these pointers)."""
         if "measures" not in self._checked:
             data = self.data
-            indptr = np.asarray(data.indptr, dtype=np.int64)
-            nodes, masses = np.asarray(data.nodes), np.asarray(data.masses)
+            indptr, nodes, masses = (np.asarray(a) for a in (data.indptr, data.nodes, data.masses))
+            if indptr.dtype.kind not in "iu" or nodes.dtype.kind not in "iu" \
+                    or masses.dtype != np.float64:
+                raise self._corrupt(f"measures of types {indptr.dtype}/{nodes.dtype}/"
+                                    f"{masses.dtype}; expected integers/integers/float64")
+            indptr = indptr.astype(np.int64, copy=False)
+            # (Every measure has at least one support.)
             if (indptr.shape != (self.rows + 1,) or (len(indptr) and indptr[0] != 0)
-                    or np.any(np.diff(indptr) < 0) or indptr[-1] != len(nodes)
+                    or np.any(np.diff(indptr) <= 0) or indptr[-1] != len(nodes)
                     or len(masses) != len(nodes)):
                 raise self._corrupt("malformed measure pointers")
             if len(nodes) and (nodes.min() < 0 or nodes.max() >= n_nodes):

@@ -27,7 +27,7 @@ from ..errors import (
     SobolevIndexError,
 )
 from ..graph import Graph
-from ..measures import MeasureBatch, as_measure_batch
+from ..measures import MeasureBatch, as_measure_batch, checked_batch
 from . import inverted, storage
 from .catalog import Catalog, checked_heads
 from .csr import gather_rows, stack_rows
@@ -527,16 +527,21 @@ class SobolevIndex(SearchMixin):
             row_scale=batch.row_scale,
             features=[tree.feature_arrays_of_batch(batch) for tree in self.trees],
         )
-        data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight, self.p)
+        data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight,
+                                       self.p)
         segment_id = self._new_segment_id()
         row_of = np.arange(n)
+        nnz = data.nnz
         file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
         # From here to the end of the commit, any exception (a Ctrl-C
         # included) removes the file unless the commit landed, and releases
         # the claim.
         try:
+            # Searched from here on as a reader would: mapped from the file,
+            # not held in this process's memory.
+            data = storage.read_segment(self.path, file, len(self.roots))
             now = storage.utc_now()
-            segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": data.nnz,
+            segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": nnz,
                            "bytes": nbytes, "checksum": checksum, "created_at": now}
             sizes = np.diff(batch.indptr)
             documents = [
@@ -694,7 +699,9 @@ class SobolevIndex(SearchMixin):
         new_segment = None
         if len(doc_ids):
             data = _concat_rows(parts, order, self.trees)
-            data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight, self.p)
+            data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight,
+                                           self.p)
+            nnz = data.nnz
             file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
         else:
             file, claim = None, storage.SegmentClaim()
@@ -702,8 +709,10 @@ class SobolevIndex(SearchMixin):
         # removes the new file unless the commit landed.
         try:
             if file is not None:
+                # Mapped from the file from here on, as in _write.
+                data = storage.read_segment(self.path, file, len(self.roots))
                 segment_row = {"id": segment_id, "file": file, "rows": data.rows,
-                               "nnz": data.nnz, "bytes": nbytes, "checksum": checksum,
+                               "nnz": nnz, "bytes": nbytes, "checksum": checksum,
                                "created_at": storage.utc_now()}
                 new_segment = Segment(segment_row, data, np.ones(data.rows, dtype=bool))
                 moved = list(zip(data.doc_ids.tolist(), range(data.rows)))
@@ -752,9 +761,11 @@ class SobolevIndex(SearchMixin):
         Checks the catalog (SQLite's integrity check, text that does not
         decode, agreement between its tables and with the segments), the
         graph file and every segment's checksum, that each document points
-        at its own row and each segment row is a listed document, and
-        rebuilds the features of up to ``sample`` rows per segment from the
-        stored measures (bit for bit).
+        at its own row and each segment row is a listed document; that every
+        row's stored normalising factor, row norms and count of postings
+        agree with its measure; and that the inverted file holds the
+        features of up to ``sample`` rows per segment, rebuilt from their
+        measures (format 2: also the stored features, bit for bit).
 
         Temporary files and the files of segments a merge replaced are
         listed as ``orphans``. Other segment files no commit lists are
@@ -832,10 +843,7 @@ def _concat_rows(parts, order, trees):
     indptr, nodes, masses = stack_rows([segment.measure_rows(n_cols) for segment, _ in parts])
     scale = np.concatenate([segment.row_scale(n_cols) for segment, _ in parts])[selected]
     indptr, nodes, masses = gather_rows(indptr, (nodes, masses), selected)
-    batch = MeasureBatch(indptr=np.ascontiguousarray(indptr, dtype=np.int64),
-                         nodes=np.ascontiguousarray(nodes, dtype=np.int32),
-                         masses=np.ascontiguousarray(masses, dtype=np.float64),
-                         row_scale=np.ascontiguousarray(scale, dtype=np.float64))
+    batch = checked_batch(indptr, nodes, masses, scale)
     doc_ids = np.concatenate([np.asarray(segment.data.doc_ids) for segment, _ in parts])
     return storage.SegmentData(
         doc_ids=doc_ids[selected], indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,

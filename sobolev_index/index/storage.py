@@ -382,6 +382,8 @@ class SegmentData:
 
     @property
     def nnz(self):
+        """Nonzero features over all roots: known while the segment is
+        written (format 3 does not store the features)."""
         return int(sum(len(f[1]) for f in self.features))
 
 

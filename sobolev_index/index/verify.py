@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import CorruptIndexError
 from ..measures import as_measure_batch
-from . import inverted, storage
+from . import storage
 from .catalog import Catalog, checked_heads
 from .csr import gather_rows
 from .segment import Segment
@@ -86,9 +86,8 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
             except CorruptIndexError as exc:
                 problems.append(str(exc))
                 continue
-            problems += _inverted_problems(row["file"], inverted_file, picks, fresh,
-                                           [segment.features_of_rows(None, tree)
-                                            for tree in trees])
+            problems += _inverted_problems(row["file"], segment, inverted_file, trees, picks,
+                                           fresh)
         in_segment = snapshot.segment_of == row["id"]
         for doc_id, doc_row in zip(snapshot.doc_ids[in_segment], snapshot.row_of[in_segment]):
             if doc_row >= data.rows or data.doc_ids[doc_row] != doc_id:
@@ -250,14 +249,6 @@ def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
         # pointing past the stored nodes (IndexError).
         problems.append(f"segment {name} stores an invalid measure: {exc}")
         return None
-    if data.row_scale is not None:
-        stored = np.asarray(data.row_scale)
-        if stored.shape != (data.rows,):
-            problems.append(f"segment {name} has {stored.shape} row factors for {data.rows} rows")
-            return None
-        for j in np.flatnonzero(stored[picks] != batch.row_scale):
-            problems.append(f"segment {name} row {picks[j]}: its stored normalising factor "
-                            f"{stored[picks[j]]!r} is not 1 / the sum of its masses")
     rebuilt = []
     for r, tree in enumerate(trees):
         fresh = tree.features_of_batch(batch)
@@ -276,26 +267,52 @@ def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
     return picks, rebuilt
 
 
-def _inverted_problems(name, inverted_file, picks, fresh, features):
-    """Compare a segment's (checked) inverted file with the features of
-    rows ``picks`` rebuilt from their measures (``fresh``, a CSR matrix per
-    root): each feature must be in its column's postings or in the dense
-    block as its float32 value, the dense block must hold nothing else for
-    these rows, each root must have as many postings as its rows have
-    posted features (``features``: every row's, per root), and the stored
-    row norms must be those of the rows' features as stored (float32). What
-    the structural checks cannot see: plausible values that are wrong."""
+# Rows per pass when every row's features are rebuilt (to count postings).
+VERIFY_CHUNK = 65536
+
+
+def _inverted_problems(name, segment, inverted_file, trees, picks, fresh):
+    """Compare a segment's (checked) inverted file with its measures. For
+    every row: the stored normalising factors are 1 / the sum of the row's
+    masses, each root has as many postings as the rows have posted
+    features, and the stored row norms are those of the stored values. For
+    rows ``picks``, whose features rebuilt from their measures are
+    ``fresh`` (a CSR matrix per root): each feature is in its column's
+    postings or in the dense block as its float32 value, and the dense
+    block holds nothing else for them. What the structural checks cannot
+    see: plausible values that are wrong."""
     inv = inverted_file
     problems = []
+    n_nodes = trees[0].n_nodes
+    if segment.data.row_scale is not None and segment.rows:
+        indptr, _, masses = segment.measure_rows(n_nodes)
+        stored = segment.row_scale(n_nodes)
+        with np.errstate(divide="ignore"):
+            wrong = np.flatnonzero(stored != 1.0 / np.add.reduceat(masses, indptr[:-1]))
+        if len(wrong):
+            problems.append(f"segment {name}: {len(wrong)} row(s) (the first: row {wrong[0]}) "
+                            "have a stored normalising factor that is not 1 / the sum of "
+                            "their masses")
+    if np.isfinite(inv.norm_p):
+        expected = inv.power_sums(inv.norm_p)
+        for what, stored, again in zip(("posted", "dense"), inv.stored_norms, expected):
+            wrong = np.argwhere(~np.isclose(stored, again, rtol=1e-12, atol=0.0))
+            if len(wrong):
+                problems.append(f"segment {name}: {len(wrong)} stored {what} row norm(s) "
+                                f"(the first: root {wrong[0][0]}, row {wrong[0][1]}) differ "
+                                "from those of the stored values")
     for r, rows in enumerate(fresh):
         slots = r * inv.n_cols + np.arange(inv.n_cols)
-        posted = int(np.count_nonzero(inv.col_slot[r * inv.n_cols + features[r][1]] < 0))
+        posted = 0
+        for start in range(0, segment.rows, VERIFY_CHUNK):
+            chunk = np.arange(start, min(segment.rows, start + VERIFY_CHUNK))
+            _, indices, _ = segment.features_of_rows(chunk, trees[r])
+            posted += int(np.count_nonzero(inv.col_slot[r * inv.n_cols + indices] < 0))
         n_postings = int(inv.ptr[slots[-1] + 1] - inv.ptr[slots[0]])
         if posted != n_postings:
             problems.append(f"segment {name}: root {r} has {n_postings} postings for "
                             f"{posted} posted features")
         dense_slots = np.arange(inv.dense_ptr[r], inv.dense_ptr[r + 1])
-        weight = inv.weight[slots]
         for j, i in enumerate(picks):
             columns = rows.indices[rows.indptr[j]:rows.indptr[j + 1]]
             values = rows.data[rows.indptr[j]:rows.indptr[j + 1]]
@@ -308,14 +325,6 @@ def _inverted_problems(name, inverted_file, picks, fresh, features):
             if not ok:
                 problems.append(f"segment {name} row {i}: its inverted file for root {r} does "
                                 "not hold the features rebuilt from its measure")
-            if np.isfinite(inv.norm_p) and len(inv._stored_norms[0]):
-                p = inv.norm_p
-                terms = weight[columns] * values.astype(np.float32).astype(np.float64) ** p
-                expected = (terms[slot_of < 0].sum(), terms[slot_of >= 0].sum())
-                stored = (inv._stored_norms[0][r, i], inv._stored_norms[1][r, i])
-                if not np.allclose(stored, expected, rtol=1e-9, atol=1e-300):
-                    problems.append(f"segment {name} row {i}: its stored norms for root {r} "
-                                    f"are {stored}; its features give {expected}")
     return problems
 
 
@@ -324,7 +333,7 @@ def _posting_of(inv, slot, row):
     lo, hi = int(inv.ptr[slot]), int(inv.ptr[slot + 1])
     starts = inv.block_start
     if starts is not None:
-        block = row // inverted.RANGE_BLOCK_ROWS
+        block = row // inv.block_rows
         lo, hi = int(starts[slot, block]), int(starts[slot, block + 1])
     offsets = inv.post_rows[lo:hi]
     at = int(np.searchsorted(offsets, row & 0xFFFF))
