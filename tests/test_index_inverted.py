@@ -388,3 +388,28 @@ def test_row_scratch_comes_back_clean_and_per_node_count(tmp_path, topic_index):
         for scratch in scratches:
             assert scratch.query.shape == (max(1, n_nodes),)
             assert not scratch.query.any()
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e40])
+def test_group_norms_beyond_float32_are_exact(tmp_path, monkeypatch, scale):
+    # The rows' group norms are kept as float32: edge lengths so small or
+    # so large that they fall below its normal range or above its largest
+    # value (where they are held at it) must still give exact results.
+    _apply(monkeypatch, "dense-small-chunks")
+    rng = np.random.default_rng(8)
+    base = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=40, seed=2)
+    graph = Graph.from_edges(base.n_nodes, base.edges, base.lengths * scale)
+    measures = [(rng.choice(40, size=5), rng.random(5) + 0.1) for _ in range(200)]
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=2, seed=0) as index:
+        keys = index.add(measures)
+        assert index._segments[0].data.inverted["dense_ptr"][-1] > 0
+        queries = measures[:6]
+        for p in (1, 2, 3):
+            for positions in ([0], [0, 1]):
+                D = brute_force(index, measures, np.ones(200, bool), queries, p, positions)
+                result = index.search(queries, k=5, p=p, roots=positions)
+                for i in range(len(queries)):
+                    expected = np.sort(D[i])[:5]
+                    np.testing.assert_allclose(result.distances[i], expected, rtol=1e-9)
+                    for key, dist in zip(result.keys[i], result.distances[i]):
+                        assert D[i, keys.index(key)] == pytest.approx(dist, rel=1e-9)

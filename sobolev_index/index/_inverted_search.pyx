@@ -30,7 +30,7 @@ the threshold at the end get their exact value (no cancellation), the
 row's features rebuilt from its stored measure, so results are exact.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport fabs, pow, INFINITY
+from libc.math cimport fabs, fmin, pow, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, INT64_MAX
 from libc.stdlib cimport qsort
 from libc.string cimport memset
@@ -91,10 +91,18 @@ cdef float64_t ERR_RTOL = 1e-11
 # summed over groups, by at most p 2^-24 (|q|_H + |x|_H); the absolute
 # parts together by at most p 2^-149 times the sum of the root's weights
 # (a row's own tiny values count as well as the query's, and a group norm
-# is at most the 1/p power of its weight). The allowance takes at least
-# twice each.
+# is at most the 1/p power of its weight). The rows' group norms (coarse
+# and fine) are kept as float32 too, rounded from their float64 values:
+# that moves a group bound by at most p 2^-24 (|q|_H + |x|_H) again, plus
+# p 2^-150 per group whose norms are below 1 (under float32's normal
+# range the rounding is absolute), which the allowance covers with a term
+# for each group of the root. Norms above float32's range are held at its
+# largest value, the query's too: |min(a, M) - min(b, M)| <= |a - b|. The
+# allowance takes at least twice each.
 cdef float64_t VALUE_RTOL = 2.0 ** -22
 cdef float64_t VALUE_ATOL = 2.0 ** -146
+# The largest float32 (group norms are held at most at it).
+cdef float64_t FLOAT32_MAX = 3.4028234663852886e38
 # Doubles per cache line (64 bytes).
 cdef Py_ssize_t SHARED_STRIDE = 8
 # Posting values are prefetched this many entries ahead of the loop.
@@ -196,8 +204,8 @@ cdef struct SegmentView:
     const float64_t* m_scale
     const float64_t* x_low
     const float64_t* x_high
-    const float64_t* x_coarse
-    const float64_t* x_group_root
+    const float32_t* x_coarse
+    const float32_t* x_group_root
     const uint8_t* mask
 
 
@@ -305,19 +313,20 @@ cdef class RowNorms:
     """A segment's row norms for one p (see InvertedFile.norms), kept alive."""
     cdef const float64_t* low
     cdef const float64_t* high
-    cdef const float64_t* coarse_root
-    cdef const float64_t* group_root
+    cdef const float32_t* coarse_root
+    cdef const float32_t* group_root
     cdef tuple _keep
 
     def __cinit__(self, low, high, coarse_root, group_root):
-        arrays = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in
-                       (low, high, coarse_root, group_root))
-        arrays = tuple(a if a.size else np.zeros(1) for a in arrays)
+        arrays = tuple(np.ascontiguousarray(a, dtype=dtype) for a, dtype in
+                       ((low, np.float64), (high, np.float64), (coarse_root, np.float32),
+                        (group_root, np.float32)))
+        arrays = tuple(a if a.size else np.zeros(1, a.dtype) for a in arrays)
         self._keep = arrays
         self.low = <const float64_t*> <size_t> arrays[0].ctypes.data
         self.high = <const float64_t*> <size_t> arrays[1].ctypes.data
-        self.coarse_root = <const float64_t*> <size_t> arrays[2].ctypes.data
-        self.group_root = <const float64_t*> <size_t> arrays[3].ctypes.data
+        self.coarse_root = <const float32_t*> <size_t> arrays[2].ctypes.data
+        self.group_root = <const float32_t*> <size_t> arrays[3].ctypes.data
 
 
 cdef inline float64_t _combine(const Search* se, Py_ssize_t s, float64_t total,
@@ -343,7 +352,7 @@ cdef float64_t _bound_norm(const Search* se, const SegmentView* sg, const Scratc
     """Lower bound from the dense part's coarse group norms."""
     cdef Py_ssize_t s, c
     cdef float64_t total = 0.0, err, part
-    cdef const float64_t* x_coarse
+    cdef const float32_t* x_coarse
     for s in range(se.n_sel):
         part = _low_part(se, sg, sc, s, j, &err) - err
         x_coarse = sg.x_coarse + se.positions[s] * N_COARSE * sg.n_rows + j
@@ -354,12 +363,12 @@ cdef float64_t _bound_norm(const Search* se, const SegmentView* sg, const Scratc
     return total
 
 
-cdef inline void _prefetch_row(const float64_t* row, Py_ssize_t n) noexcept nogil:
+cdef inline void _prefetch_row(const float32_t* row, Py_ssize_t n) noexcept nogil:
     """Ask for every cache line of row[0:n]."""
     cdef Py_ssize_t h
     if n == 0:
         return
-    for h in range(0, n, 8):
+    for h in range(0, n, 16):
         SI_PREFETCH(row + h)
     SI_PREFETCH(row + n - 1)
 
@@ -381,10 +390,10 @@ cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc
     cdef float64_t d, d0, d1, d2, d3
     # The coarse groups' norms, one array each (written for N_COARSE = 4).
     base = se.positions[0] * N_COARSE * sg.n_rows + j0
-    cdef const float64_t* x0 = sg.x_coarse + base
-    cdef const float64_t* x1 = x0 + sg.n_rows
-    cdef const float64_t* x2 = x1 + sg.n_rows
-    cdef const float64_t* x3 = x2 + sg.n_rows
+    cdef const float32_t* x0 = sg.x_coarse + base
+    cdef const float32_t* x1 = x0 + sg.n_rows
+    cdef const float32_t* x2 = x1 + sg.n_rows
+    cdef const float32_t* x3 = x2 + sg.n_rows
     cdef float64_t q0 = sc.qc_root[0], q1 = sc.qc_root[1], q2 = sc.qc_root[2], q3 = sc.qc_root[3]
     if se.n_sel != 1:
         for j in range(n):
@@ -393,7 +402,8 @@ cdef void _bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc
     if se.kind == 0:
         for j in range(n):
             d = q_low + x_low[j] - acc[j] - (err_q + low_rtol * (x_low[j] + x_high[j]))
-            d = d + (fabs(q0 - x0[j]) + fabs(q1 - x1[j])) + (fabs(q2 - x2[j]) + fabs(q3 - x3[j]))
+            d = d + ((fabs(q0 - x0[j]) + fabs(q1 - x1[j]))
+                     + (fabs(q2 - x2[j]) + fabs(q3 - x3[j])))
             bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
     elif se.kind == 1:
         for j in range(n):
@@ -417,7 +427,7 @@ cdef float64_t _bound_groups(const Search* se, const SegmentView* sg, const Scra
     """Lower bound from the norms of groups of dense columns: tighter."""
     cdef Py_ssize_t s, r, g
     cdef float64_t total = 0.0, err, part
-    cdef const float64_t* row = sg.x_group_root + j * sg.n_groups
+    cdef const float32_t* row = sg.x_group_root + j * sg.n_groups
     for s in range(se.n_sel):
         r = se.positions[s]
         part = _low_part(se, sg, sc, s, j, &err) - err
@@ -590,7 +600,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             for t in range(sg.group_ptr[gg], sg.group_ptr[gg + 1]):
                 h = sg.group_slots[t]
                 v = v + sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind)
-            sc.qg_root[gg] = pth_root(v, p, kind)
+            sc.qg_root[gg] = fmin(pth_root(v, p, kind), FLOAT32_MAX)
             sc.norms[3 * s + 1] += v
         for cg in range(N_COARSE):
             sc.qc_root[s * N_COARSE + cg] = 0.0
@@ -598,10 +608,12 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             sc.qc_root[s * N_COARSE + sg.coarse_of[h] - r * N_COARSE] += (
                 sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind))
         for cg in range(N_COARSE):
-            sc.qc_root[s * N_COARSE + cg] = pth_root(sc.qc_root[s * N_COARSE + cg], p, kind)
+            sc.qc_root[s * N_COARSE + cg] = fmin(
+                pth_root(sc.qc_root[s * N_COARSE + cg], p, kind), FLOAT32_MAX)
         # The part of the row's allowance that depends on the query only.
         sc.norms[3 * s + 2] = ((ERR_RTOL + se.value_rtol) * (sc.norms[3 * s] + sc.norms[3 * s + 1])
-                               + se.value_atol * sg.root_weight[r])
+                               + se.value_atol * (sg.root_weight[r] + N_COARSE
+                                                  + sg.root_groups[r + 1] - sg.root_groups[r]))
 
     j0 = row_lo
     while j0 < row_hi:

@@ -420,13 +420,19 @@ class InvertedFile:
 
     def _row_norms(self, p):
         low, high = self.stored_norms if p == self.norm_p else self.power_sums(p)
+        # The group norms are kept as float32 (the kernel allows for it):
+        # they are most of what a reader holds per row and p.
         n_groups = len(self.group_ptr) - 1
         group_root = np.zeros((self.n_rows, n_groups))
         _inverted_build.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
                                     group_root)
         coarse_root = np.zeros((self.n_roots * _inverted_build.COARSE_GROUPS, self.n_rows))
         _inverted_build.coarse_norms(self.dense, self.dense_weight, self.coarse_of, p, coarse_root)
-        return _inverted_search.RowNorms(low, high, coarse_root, group_root)
+        # (Held at float32's largest value, as the kernel holds the query's.)
+        top = np.finfo(np.float32).max
+        return _inverted_search.RowNorms(low, high,
+                                         np.minimum(coarse_root, top).astype(np.float32),
+                                         np.minimum(group_root, top).astype(np.float32))
 
 
 def _check_constants():
