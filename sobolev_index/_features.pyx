@@ -8,6 +8,7 @@ subtree under ``v``. Each support's mass is added to every edge on its path to
 the root, so the work is the total root-path length of the supports.
 """
 from cython.parallel cimport prange, threadid
+from libc.float cimport DBL_MAX
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t
 from libc.stdlib cimport qsort
@@ -226,3 +227,28 @@ def check_batch(const offset_t[::1] indptr, const int64_t[::1] nodes,
     if first_small >= 0:
         return BATCH_TOO_SMALL, first_small
     return BATCH_OK, -1
+
+
+def check_stored_rows(const node_t[::1] nodes, const float64_t[::1] masses,
+                      Py_ssize_t n_nodes, n_threads=None):
+    """(a node outside 0..n_nodes-1, a mass that is not finite and >= 0):
+    whether the arrays of stored measures hold either, in one parallel pass
+    (``nodes`` and ``masses`` of the same length)."""
+    cdef Py_ssize_t n = nodes.shape[0], n_chunks, c, e, lo, hi
+    cdef Py_ssize_t chunk = 1 << 16
+    cdef int n_workers = effective_threads(n_threads, n)
+    if masses.shape[0] != n:
+        raise ValueError("nodes and masses differ in length")
+    n_chunks = (n + chunk - 1) // chunk
+    flags_arr = np.zeros((max(n_chunks, 1), 2), dtype=np.uint8)
+    cdef unsigned char[:, ::1] flags = flags_arr
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=n_workers):
+        lo = c * chunk
+        hi = min(n, lo + chunk)
+        for e in range(lo, hi):
+            if nodes[e] < 0 or nodes[e] >= n_nodes:
+                flags[c, 0] = 1
+            # (NaN fails the comparison.)
+            if not (masses[e] >= 0.0 and masses[e] <= DBL_MAX):
+                flags[c, 1] = 1
+    return bool(flags_arr[:, 0].any()), bool(flags_arr[:, 1].any())

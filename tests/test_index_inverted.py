@@ -167,6 +167,7 @@ def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
     ("norm_high", "int"),
     ("norm_p", "nan-with-norms"),
     ("block_rows", "not-a-divisor"),
+    ("block_start", "past-the-list"),
 ])
 def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damage):
     # Arrays read from a file reach unchecked loops; a malformed one must be
@@ -222,6 +223,11 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
             arrays[array][0] = np.nan
         elif damage == "not-a-divisor":
             arrays[array][0] = 3000
+        elif damage == "past-the-list":
+            # A range said to end far past its list's postings (and past
+            # every posting): its postings must not be read before the
+            # table is found wrong.
+            arrays[array][0, 1] = arrays["ptr"][-1] + 10**6
         else:
             arrays["dense_columns"][0] = 40
         segment.data.inverted = arrays

@@ -14,16 +14,16 @@ in two (see _inverted_search for why):
   enters each range of rows that search splits off (block_starts);
 * dense columns, the few present in most rows, form a dense row-major
   block, summarised per row by the norms of groups of its columns
-  (group_norms, coarse_norms): |x|_G = (sum_{c in G} w_c x_c^p)^(1/p).
+  (group_norms): |x|_G = (sum_{c in G} w_c x_c^p)^(1/p).
 
 posted_power_sums and dense_power_sums give each row's |x|_L^p and |x|_H^p
 over the posted and the dense columns, from the stored (float32) values:
 the bounds of _inverted_search then treat a row as its float32-rounded
 self, which its allowance covers. These functions serve finite p only.
 """
-from cython.parallel cimport prange
-from libc.math cimport INFINITY
-from libc.stdint cimport int32_t, int64_t, uint16_t
+from cython.parallel cimport prange, threadid
+from libc.math cimport INFINITY, fmin
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t
 
 import numpy as np
 
@@ -132,42 +132,46 @@ def to_float32(const float64_t[::1] values):
     return out_arr
 
 
+# The largest float32: group norms above it are held at it (the search
+# kernel holds the query's the same way).
+cdef float64_t FLOAT32_MAX = 3.4028234663852886e38
+
+
 def group_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,
-                const int64_t[::1] group_of, Py_ssize_t n_groups, float64_t p,
-                float64_t[:, ::1] out):
-    """out[j, g] = (sum over dense slots h of group g of w_h |dense[j, h]|^p)^(1/p)."""
-    cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], j, h, g
+                const int64_t[::1] group_of, const int64_t[::1] coarse_of, float64_t p,
+                float32_t[:, ::1] out, float32_t[:, ::1] out_coarse):
+    """The norms of each row's groups of dense columns, in one pass over the
+    dense block: out[j, g] = (sum over dense slots h of group g of
+    w_h |dense[j, h]|^p)^(1/p), and out_coarse[c, j] the same over coarse
+    group c (one row per coarse group, so that a scan over rows reads each
+    group's norms in order). Summed in float64, stored as float32, at most
+    FLOAT32_MAX."""
+    cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1]
+    cdef Py_ssize_t n_groups = out.shape[1], n_coarse = out_coarse.shape[0]
+    cdef Py_ssize_t j, h, g
     cdef int kind = power_kind(p)
     cdef int n_workers = effective_threads(None, n * n_dense)
-    if n_groups == 0 or n == 0:
+    cdef float64_t term
+    cdef float64_t* sums
+    cdef float64_t* coarse
+    if n == 0 or n_groups + n_coarse == 0:
         return
+    # One row of sums per thread: the groups', then the coarse groups'.
+    sums_arr = np.zeros((n_workers, n_groups + n_coarse))
+    cdef float64_t[:, ::1] all_sums = sums_arr
     for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
-        for g in range(n_groups):
-            out[j, g] = 0.0
+        sums = &all_sums[threadid(), 0]
+        coarse = sums + n_groups
+        for g in range(n_groups + n_coarse):
+            sums[g] = 0.0
         for h in range(n_dense):
-            out[j, group_of[h]] += dense_weight[h] * abs_pow(dense[j, h], p, kind)
+            term = dense_weight[h] * abs_pow(dense[j, h], p, kind)
+            sums[group_of[h]] += term
+            coarse[coarse_of[h]] += term
         for g in range(n_groups):
-            out[j, g] = pth_root(out[j, g], p, kind)
-
-
-def coarse_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,
-                 const int64_t[::1] coarse_of, float64_t p, float64_t[:, ::1] out):
-    """out[c, j] = (sum over dense slots h of coarse group c of
-    w_h |dense[j, h]|^p)^(1/p): one row per group, so that a scan over
-    rows reads each group's norms in order."""
-    cdef Py_ssize_t n = dense.shape[0], n_dense = dense.shape[1], n_groups = out.shape[0]
-    cdef Py_ssize_t j, h, c
-    cdef int kind = power_kind(p)
-    cdef int n_workers = effective_threads(None, n * n_dense)
-    for c in range(n_groups):
-        out[c, :] = 0.0
-    if n == 0:
-        return
-    for j in prange(n, nogil=True, schedule="static", num_threads=n_workers):
-        for h in range(n_dense):
-            out[coarse_of[h], j] += dense_weight[h] * abs_pow(dense[j, h], p, kind)
-        for c in range(n_groups):
-            out[c, j] = pth_root(out[c, j], p, kind)
+            out[j, g] = <float32_t> fmin(pth_root(sums[g], p, kind), FLOAT32_MAX)
+        for g in range(n_coarse):
+            out_coarse[g, j] = <float32_t> fmin(pth_root(coarse[g], p, kind), FLOAT32_MAX)
 
 
 def posted_power_sums(
@@ -267,6 +271,32 @@ def check_postings(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t 
                          "or is not in ascending row order")
 
 
+cdef bint _list_ok(const offset_t* ptr, const uint16_t* offsets, const offset_t* starts,
+                   Py_ssize_t c, Py_ssize_t n_blocks, bint one_range, Py_ssize_t n_rows,
+                   Py_ssize_t block_rows) noexcept nogil:
+    """check_block_postings for posting list c (``starts``: its row of the
+    table, NULL for one range)."""
+    cdef Py_ssize_t b, lo, hi, base, row, last = -1
+    cdef offset_t e
+    for b in range(n_blocks):
+        if one_range:
+            lo, hi, base = ptr[c], ptr[c + 1], 0
+        else:
+            lo, hi = starts[b], starts[b + 1]
+            # Every range within the list's postings, before any is read.
+            if (b == 0 and lo != ptr[c]) or lo > hi or hi > ptr[c + 1] or (
+                    b == n_blocks - 1 and hi != ptr[c + 1]):
+                return False
+            base = ((b * block_rows) >> BLOCK_SHIFT) << BLOCK_SHIFT
+        for e in range(lo, hi):
+            row = base + offsets[e]
+            if row <= last or row >= n_rows or (
+                    not one_range and (row < b * block_rows or row >= (b + 1) * block_rows)):
+                return False
+            last = row
+    return True
+
+
 def check_block_postings(const offset_t[::1] ptr, const uint16_t[::1] offsets,
                          const offset_t[:, ::1] starts, Py_ssize_t n_rows,
                          Py_ssize_t block_rows):
@@ -276,13 +306,12 @@ def check_block_postings(const offset_t[::1] ptr, const uint16_t[::1] offsets,
     block, ``starts`` where each list enters each range of ``block_rows``
     rows. ``starts`` has no columns when the segment is one range (then
     the offsets are the rows). ``ptr`` is already known to be
-    non-decreasing and to end at len(offsets)."""
-    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, c, b
+    non-decreasing and to end at len(offsets). Lists are checked in
+    parallel."""
+    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, c
     cdef Py_ssize_t n_blocks = (n_rows + block_rows - 1) // block_rows
-    cdef Py_ssize_t one_range = starts.shape[1] == 0
-    cdef Py_ssize_t lo, hi, base, row, last
-    cdef offset_t e
-    cdef Py_ssize_t bad = -1
+    cdef bint one_range = starts.shape[1] == 0
+    cdef int n_workers = effective_threads(None, offsets.shape[0])
     if one_range:
         if n_rows > BLOCK_ROWS:
             raise ValueError(f"a segment of {n_rows} rows has no table of range starts")
@@ -291,34 +320,21 @@ def check_block_postings(const offset_t[::1] ptr, const uint16_t[::1] offsets,
         raise ValueError(f"the table of range starts has shape "
                          f"({starts.shape[0]}, {starts.shape[1]}); expected "
                          f"({n_lists}, {n_blocks + 1})")
-    with nogil:
-        for c in range(n_lists):
-            last = -1
-            for b in range(n_blocks):
-                if one_range:
-                    lo, hi, base = ptr[c], ptr[c + 1], 0
-                else:
-                    lo, hi = starts[c, b], starts[c, b + 1]
-                    if (b == 0 and lo != ptr[c]) or lo > hi or (
-                            b == n_blocks - 1 and hi != ptr[c + 1]):
-                        bad = c
-                        break
-                    base = ((b * block_rows) >> BLOCK_SHIFT) << BLOCK_SHIFT
-                for e in range(lo, hi):
-                    row = base + offsets[e]
-                    if row <= last or row >= n_rows or (
-                            not one_range and (row < b * block_rows
-                                               or row >= (b + 1) * block_rows)):
-                        bad = c
-                        break
-                    last = row
-                if bad >= 0:
-                    break
-            if bad >= 0:
-                break
-    if bad >= 0:
-        raise ValueError(f"posting list {bad} names a row outside 0..{n_rows - 1}, is not in "
-                         "ascending row order, or disagrees with its table of range starts")
+    if n_lists <= 0:
+        return
+    bad_arr = np.zeros(n_lists, dtype=np.uint8)
+    cdef uint8_t[::1] bad = bad_arr
+    cdef const offset_t* table = NULL if one_range else &starts[0, 0]
+    cdef const uint16_t* offset_ptr = &offsets[0] if offsets.shape[0] else NULL
+    for c in prange(n_lists, nogil=True, schedule="dynamic", chunksize=64,
+                    num_threads=n_workers):
+        if not _list_ok(&ptr[0], offset_ptr, NULL if one_range else table + c * (n_blocks + 1),
+                        c, n_blocks, one_range, n_rows, block_rows):
+            bad[c] = 1
+    if bad_arr.any():
+        raise ValueError(f"posting list {int(np.argmax(bad_arr))} names a row outside "
+                         f"0..{n_rows - 1}, is not in ascending row order, or disagrees with "
+                         "its table of range starts")
 
 
 def float32_range(const float32_t[::1] values):

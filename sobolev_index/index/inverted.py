@@ -420,19 +420,15 @@ class InvertedFile:
 
     def _row_norms(self, p):
         low, high = self.stored_norms if p == self.norm_p else self.power_sums(p)
-        # The group norms are kept as float32 (the kernel allows for it):
-        # they are most of what a reader holds per row and p.
+        # The group norms are kept as float32, at most its largest value
+        # (the kernel allows for both): most of what a reader holds per row.
         n_groups = len(self.group_ptr) - 1
-        group_root = np.zeros((self.n_rows, n_groups))
-        _inverted_build.group_norms(self.dense, self.dense_weight, self.group_of, n_groups, p,
-                                    group_root)
-        coarse_root = np.zeros((self.n_roots * _inverted_build.COARSE_GROUPS, self.n_rows))
-        _inverted_build.coarse_norms(self.dense, self.dense_weight, self.coarse_of, p, coarse_root)
-        # (Held at float32's largest value, as the kernel holds the query's.)
-        top = np.finfo(np.float32).max
-        return _inverted_search.RowNorms(low, high,
-                                         np.minimum(coarse_root, top).astype(np.float32),
-                                         np.minimum(group_root, top).astype(np.float32))
+        group_root = np.zeros((self.n_rows, n_groups), dtype=np.float32)
+        coarse_root = np.zeros((self.n_roots * _inverted_build.COARSE_GROUPS, self.n_rows),
+                               dtype=np.float32)
+        _inverted_build.group_norms(self.dense, self.dense_weight, self.group_of,
+                                    self.coarse_of, p, group_root, coarse_root)
+        return _inverted_search.RowNorms(low, high, coarse_root, group_root)
 
 
 def _check_constants():

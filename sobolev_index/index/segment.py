@@ -7,6 +7,7 @@ added.
 """
 import numpy as np
 
+from .. import _features
 from ..errors import CorruptIndexError
 from ..measures import checked_batch
 from . import inverted
@@ -96,9 +97,12 @@ class Segment:
                     or np.any(np.diff(indptr) <= 0) or indptr[-1] != len(nodes)
                     or len(masses) != len(nodes)):
                 raise self._corrupt("malformed measure pointers")
-            if len(nodes) and (nodes.min() < 0 or nodes.max() >= n_nodes):
+            bad_node, bad_mass = _features.check_stored_rows(
+                np.ascontiguousarray(nodes, dtype=np.int32) if nodes.dtype.itemsize <= 4
+                else np.clip(nodes, -1, n_nodes).astype(np.int32), masses, n_nodes)
+            if bad_node:
                 raise self._corrupt(f"a measure node outside 0..{n_nodes - 1}")
-            if len(masses) and not (np.isfinite(masses).all() and masses.min() >= 0):
+            if bad_mass:
                 raise self._corrupt("a measure mass that is not finite and >= 0")
             self._checked["measures"] = (indptr, nodes, masses)
         return self._checked["measures"]
