@@ -168,6 +168,8 @@ def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
     ("norm_p", "nan-with-norms"),
     ("block_rows", "not-a-divisor"),
     ("block_start", "past-the-list"),
+    ("ptr", "unsigned-nonmonotone"),
+    ("dense_ptr", "unsigned"),
 ])
 def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damage):
     # Arrays read from a file reach unchecked loops; a malformed one must be
@@ -224,10 +226,18 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
         elif damage == "not-a-divisor":
             arrays[array][0] = 3000
         elif damage == "past-the-list":
-            # A range said to end far past its list's postings (and past
-            # every posting): its postings must not be read before the
-            # table is found wrong.
-            arrays[array][0, 1] = arrays["ptr"][-1] + 10**6
+            # The last list with postings in its first range, said to end
+            # that range far past every posting: nothing may be read before
+            # the table is found wrong.
+            c = int(np.flatnonzero(arrays[array][:, 1] > arrays[array][:, 0])[-1])
+            arrays[array][c, 1] = arrays["ptr"][-1] + 10**6
+        elif damage == "unsigned-nonmonotone":
+            # Unsigned pointers never have a negative difference: a list
+            # said to start 2^40 postings in must not be read.
+            arrays[array] = arrays[array].astype(np.uint64)
+            arrays[array][5], arrays[array][6] = 2**40, 2**40 + 10
+        elif damage == "unsigned":
+            arrays[array] = arrays[array].astype(np.uint64)
         else:
             arrays["dense_columns"][0] = 40
         segment.data.inverted = arrays

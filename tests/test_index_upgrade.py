@@ -231,6 +231,20 @@ def test_a_newer_format_is_refused_with_a_clear_message(v2_path):
         SobolevIndex.open(v2_path, "r")
 
 
+def test_a_format_2_segment_with_unsigned_pointers_is_corruption(v2_path):
+    # The format-2 reader checks its postings before converting them: an
+    # unsigned pointer array would pass an order check by wrapping around.
+    name = sorted(os.listdir(v2_path / "segments"))[0]
+    with h5py.File(v2_path / "segments" / name, "r+") as f:
+        ptr = f["inverted/ptr"][...].astype(np.uint64)
+        ptr[5], ptr[6] = 2**40, 2**40 + 10
+        del f["inverted/ptr"]
+        f["inverted/ptr"] = ptr
+    with SobolevIndex.open(v2_path, "r") as index:
+        with pytest.raises(CorruptIndexError, match="signed integers"):
+            index.search([([1, 2], None)], k=3)
+
+
 def test_a_segment_file_of_an_unknown_format_is_corruption(v2_path):
     SobolevIndex.upgrade(v2_path)
     name = sorted(os.listdir(v2_path / "segments"))[0]

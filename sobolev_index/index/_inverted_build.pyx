@@ -271,13 +271,17 @@ def check_postings(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t 
                          "or is not in ascending row order")
 
 
-cdef bint _list_ok(const offset_t* ptr, const uint16_t* offsets, const offset_t* starts,
-                   Py_ssize_t c, Py_ssize_t n_blocks, bint one_range, Py_ssize_t n_rows,
-                   Py_ssize_t block_rows) noexcept nogil:
+cdef bint _list_ok(const offset_t* ptr, const uint16_t* offsets, Py_ssize_t n_offsets,
+                   const offset_t* starts, Py_ssize_t c, Py_ssize_t n_blocks, bint one_range,
+                   Py_ssize_t n_rows, Py_ssize_t block_rows) noexcept nogil:
     """check_block_postings for posting list c (``starts``: its row of the
     table, NULL for one range)."""
     cdef Py_ssize_t b, lo, hi, base, row, last = -1
     cdef offset_t e
+    # (The caller checked the pointers; a list outside the postings is
+    # refused here too, before anything is read.)
+    if not (0 <= ptr[c] <= ptr[c + 1] <= n_offsets):
+        return False
     for b in range(n_blocks):
         if one_range:
             lo, hi, base = ptr[c], ptr[c + 1], 0
@@ -328,7 +332,8 @@ def check_block_postings(const offset_t[::1] ptr, const uint16_t[::1] offsets,
     cdef const uint16_t* offset_ptr = &offsets[0] if offsets.shape[0] else NULL
     for c in prange(n_lists, nogil=True, schedule="dynamic", chunksize=64,
                     num_threads=n_workers):
-        if not _list_ok(&ptr[0], offset_ptr, NULL if one_range else table + c * (n_blocks + 1),
+        if not _list_ok(&ptr[0], offset_ptr, offsets.shape[0],
+                        NULL if one_range else table + c * (n_blocks + 1),
                         c, n_blocks, one_range, n_rows, block_rows):
             bad[c] = 1
     if bad_arr.any():

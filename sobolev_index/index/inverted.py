@@ -150,6 +150,10 @@ def from_v2(arrays, n_rows, name):
     if missing:
         _fail(name, f"missing {', '.join(missing)}")
     ptr, rows = np.asarray(arrays["ptr"]), np.asarray(arrays["rows"])
+    if ptr.dtype.kind != "i" or rows.dtype.kind != "i":
+        _fail(name, f"posting pointers and rows of types {ptr.dtype}/{rows.dtype}; expected "
+                    "signed integers")
+    ptr = ptr.astype(np.int64, copy=False)
     if ptr.ndim != 1 or len(ptr) < 1 or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
             or ptr[-1] != len(rows) or len(arrays["values"]) != len(rows):
         _fail(name, "posting pointers do not match the postings")
@@ -337,16 +341,20 @@ class InvertedFile:
         n_roots, n_cols, n_rows = self.n_roots, self.n_cols, self.n_rows
         given = {a: np.asarray(arrays[a]) for a in ARRAYS}
         # Types first: a float pointer array could hold NaN, which passes
-        # every comparison below and becomes a huge negative integer.
+        # every comparison below and becomes a huge negative integer, and an
+        # unsigned one never has a negative difference. Pointers are signed
+        # integers, compared as int64.
         kinds = {"ptr": "i", "block_rows": "i", "block_start": "i", "dense_columns": "i",
                  "dense_ptr": "i", "post_rows": np.uint16, "post_values": np.float32,
                  "dense": np.float32, "norm_p": np.float64, "norm_low": np.float64,
                  "norm_high": np.float64}
         for a, kind in kinds.items():
             dtype = given[a].dtype
-            if (dtype.kind not in "iu") if kind == "i" else (dtype != kind):
+            if (dtype.kind != "i") if kind == "i" else (dtype != kind):
                 fail(f"{a} holds {dtype} values; expected "
-                     + ("integers" if kind == "i" else np.dtype(kind).name))
+                     + ("signed integers" if kind == "i" else np.dtype(kind).name))
+            if kind == "i":
+                given[a] = given[a].astype(np.int64, copy=False)
         ptr, rows = given["ptr"], given["post_rows"]
         values, dense = given["post_values"], given["dense"]
         columns, dense_ptr = given["dense_columns"], given["dense_ptr"]

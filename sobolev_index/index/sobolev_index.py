@@ -761,9 +761,10 @@ class SobolevIndex(SearchMixin):
         Checks the catalog (SQLite's integrity check, text that does not
         decode, agreement between its tables and with the segments), the
         graph file and every segment's checksum, that each document points
-        at its own row and each segment row is a listed document; that every
-        row's stored normalising factor, row norms and count of postings
-        agree with its measure; and that the inverted file holds the
+        at its own row and each segment row is a listed document; every
+        row's stored normalising factor (against its masses) and row norms
+        (against the stored values), and each root's count of postings
+        (against the rows' features); and that the inverted file holds the
         features of up to ``sample`` rows per segment, rebuilt from their
         measures (format 2: also the stored features, bit for bit).
 
