@@ -281,8 +281,7 @@ cdef class SegmentArrays:
         self.view.dense = <const float32_t*> self._pointer(dense, np.float32)
         self.view.dense_ptr = <const offset_t*> self._pointer(dense_ptr, np.int64)
         self.view.dense_weight = <const float64_t*> self._pointer(dense_weight, np.float64)
-        self.view.root_weight = <const float64_t*> self._pointer(root_weight,
-                                                                      np.float64)
+        self.view.root_weight = <const float64_t*> self._pointer(root_weight, np.float64)
         self.view.group_slots = <const int64_t*> self._pointer(group_slots, np.int64)
         self.view.group_ptr = <const int64_t*> self._pointer(group_ptr, np.int64)
         self.view.root_groups = <const int64_t*> self._pointer(root_groups, np.int64)
