@@ -643,6 +643,10 @@ def info(index, as_json):
             ["segments", out["segments"]], ["nodes", f"{out['nodes']:,}"],
             ["edges", f"{out['edges']:,}"], ["roots", ", ".join(map(str, out["roots"]))],
             ["default p", out["p"]], ["bytes", f"{out['bytes']:,}"]]
+    older = out.get("segments_in_older_format", 0)
+    if older:
+        rows.append(["format", f"{out['format_version']}, {older} segment(s) in an older "
+                               "format: `sobolev-index upgrade INDEX` rewrites them"])
     if out.get("words") is not None:
         rows += [["words", f"{out['words']:,}"], ["weighting", out["weighting"]],
                  ["tokens", out["token_pattern"]]]

@@ -100,6 +100,7 @@ def test_a_format_2_index_is_read_as_it_is(v2_path):
     before = snapshot(str(v2_path))
     with SobolevIndex.open(v2_path, "r") as index:
         assert index.info()["format_version"] == 2
+        assert index.info()["segments_in_older_format"] == 3
         assert len(index) == LIVE
         assert "d0-003" not in index and "d0-004" in index
         contents = _contents(index)
@@ -201,7 +202,11 @@ def test_an_interrupted_upgrade_leaves_a_working_index_and_can_be_finished(
     # of an unfinished rewrite is left: readable and writable.
     assert _catalog_version(v2_path) == 3
     assert sorted(_segment_versions(v2_path)) == [2] * (3 - rewritten) + [3] * rewritten
+    shown = run("info", v2_path).output
+    assert f"3, {3 - rewritten} segment(s) in an older format" in shown
+    assert "sobolev-index upgrade INDEX" in shown
     with SobolevIndex.open(v2_path, "a") as index:
+        assert index.info()["segments_in_older_format"] == 3 - rewritten
         assert _contents(index) == contents
         _assert_search_is_exact(index, contents, 1)
         assert index.verify()["ok"]
@@ -209,9 +214,11 @@ def test_an_interrupted_upgrade_leaves_a_working_index_and_can_be_finished(
     report = json.loads(result.output)
     assert report["segments_rewritten"] == 3 - rewritten and report["from_version"] == 3
     assert _segment_versions(v2_path) == [3, 3, 3]
+    assert "older format" not in run("info", v2_path).output
     with SobolevIndex.open(v2_path, "r") as index:
         assert _contents(index) == contents
         assert index.verify()["ok"]
+        assert index.info()["segments_in_older_format"] == 0
 
 
 def test_cli_upgrade_says_what_it_did(v2_path):

@@ -447,7 +447,9 @@ class SobolevIndex(SearchMixin):
 
     def info(self):
         """Counts and sizes: documents (live), deleted, segments, nodes,
-        edges, roots, p, bytes on disk, and the graph's parameters."""
+        edges, roots, p, bytes on disk, and the graph's parameters; the
+        format version, and how many segments are still in an older one
+        (an index of an older release, or an interrupted upgrade)."""
         self._check_open()
         deleted = sum(int((~s.live).sum()) for s in self._segments)
         size = 0
@@ -470,6 +472,8 @@ class SobolevIndex(SearchMixin):
             "bytes": size,
             "graph": self.graph.params,
             "format_version": int(self._meta["format_version"]),
+            "segments_in_older_format": sum(
+                1 for s in self._segments if s.data.version < storage.FORMAT_VERSION),
             "created_at": self._meta.get("created_at"),
         }
 
