@@ -46,6 +46,22 @@ from .._openmp_helpers import effective_threads
 
 cdef extern from *:
     """
+    #if defined(__SSE2__) || defined(__x86_64__) || defined(_M_X64)
+    #include <xmmintrin.h>
+    /* Whether this thread's SSE unit flushes subnormal results to zero or
+       reads subnormal inputs as zero (MXCSR bits FTZ and DAZ). */
+    static inline int si_subnormals_flushed(void) {
+        return (_mm_getcsr() & 0x8040u) != 0;
+    }
+    static inline int si_set_subnormal_flush(int on) {
+        unsigned int csr = _mm_getcsr();
+        _mm_setcsr(on ? (csr | 0x8040u) : (csr & ~0x8040u));
+        return (csr & 0x8040u) != 0;
+    }
+    #else
+    static inline int si_subnormals_flushed(void) { return 0; }
+    static inline int si_set_subnormal_flush(int on) { (void) on; return 0; }
+    #endif
     #if defined(__GNUC__) || defined(__clang__)
     #define SI_PREFETCH(address) __builtin_prefetch(address)
     static inline double si_load(const double* target) {
@@ -73,6 +89,8 @@ cdef extern from *:
     #endif
     """
     void SI_PREFETCH(const void* address) noexcept nogil
+    int si_subnormals_flushed() noexcept nogil
+    int si_set_subnormal_flush(int on) noexcept nogil
     float64_t si_load(const float64_t* target) noexcept nogil
     void si_lower(float64_t* target, float64_t value) noexcept nogil
 
@@ -101,6 +119,11 @@ cdef float64_t ERR_RTOL = 1e-11
 # allowance takes at least twice each.
 cdef float64_t VALUE_RTOL = 2.0 ** -22
 cdef float64_t VALUE_ATOL = 2.0 ** -146
+# A thread that flushes subnormal numbers to zero (FTZ/DAZ, which a library
+# built for speed may turn on) reads a subnormal float32 value as 0: an
+# error of up to 2^-126 rather than 2^-149, so its absolute allowance is
+# this many times larger. (Checked on x86 only.)
+cdef float64_t FLUSHED_ATOL_FACTOR = 2.0 ** 23
 # The largest float32 (group norms are held at most at it).
 cdef float64_t FLOAT32_MAX = 3.4028234663852886e38
 # Doubles per cache line (64 bytes).
@@ -553,6 +576,9 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     cdef Py_ssize_t n_found = 0, n_upper = 0, count = 0
     cdef int kind = se.kind
     cdef float64_t p = se.p, v, c, x, lb, thr, lo, up, other
+    # Each unit looks at the mode of the thread that runs it.
+    cdef float64_t atol = se.value_atol * (
+        FLUSHED_ATOL_FACTOR if si_subnormals_flushed() else 1.0)
     cdef Tagged seed
     cdef offset_t e, e_end, e_stop, slot
     cdef float64_t* acc = sc.acc
@@ -611,8 +637,8 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                 pth_root(sc.qc_root[s * N_COARSE + cg], p, kind), FLOAT32_MAX)
         # The part of the row's allowance that depends on the query only.
         sc.norms[3 * s + 2] = ((ERR_RTOL + se.value_rtol) * (sc.norms[3 * s] + sc.norms[3 * s + 1])
-                               + se.value_atol * (sg.root_weight[r] + N_COARSE
-                                                  + sg.root_groups[r + 1] - sg.root_groups[r]))
+                               + atol * (sg.root_weight[r] + N_COARSE
+                                         + sg.root_groups[r + 1] - sg.root_groups[r]))
 
     j0 = row_lo
     while j0 < row_hi:
@@ -818,6 +844,12 @@ def _take_scratch(Py_ssize_t n_nodes, Py_ssize_t count):
 def _give_back(Py_ssize_t n_nodes, list scratches):
     pool = _POOL.setdefault(n_nodes, [])
     pool.extend(scratches[:max(0, _POOL_MAX - len(pool))])
+
+
+def _set_subnormal_flush(bint on):
+    """Turn flushing of subnormal numbers (FTZ and DAZ) on or off for the
+    calling thread; returns whether it was on. For tests of the allowance."""
+    return bool(si_set_subnormal_flush(on))
 
 
 def search_segments(
