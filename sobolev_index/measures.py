@@ -363,14 +363,25 @@ def as_measure_batch(measures=None, *, indptr=None, nodes=None, masses=None,
             f"{name(pos)} has masses that sum to {total:g}, below {TOTAL_MIN:g}, "
             "too small to normalise exactly; multiply its masses by a common factor"
         )
-    totals = np.add.reduceat(masses, indptr[:-1]) if len(indptr) > 1 else np.zeros(0)
-    row_scale = 1.0 / totals if normalize else np.ones(len(totals))
+    row_scale = (normalising_factors(indptr, masses) if normalize
+                 else np.ones(max(len(indptr) - 1, 0)))
     return MeasureBatch(
         indptr=indptr,
         nodes=nodes32,
         masses=masses,
         row_scale=np.ascontiguousarray(row_scale, dtype=np.float64),
     )
+
+
+def normalising_factors(indptr, masses):
+    """1 / the sum of each row's masses (CSR rows given by ``indptr``), the
+    one computation of it: an index rebuilds features from stored measures
+    to the same bits only if it computes these factors the same way. A row
+    without mass gets inf."""
+    if len(indptr) <= 1:
+        return np.zeros(0)
+    with np.errstate(divide="ignore"):
+        return 1.0 / np.add.reduceat(masses, indptr[:-1])
 
 
 def checked_batch(indptr, nodes, masses, row_scale):

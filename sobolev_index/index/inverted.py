@@ -94,17 +94,8 @@ def build(features, n_cols, weight, p):
     rows = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
     values = np.concatenate(values) if values else np.zeros(0)
     dense = np.ascontiguousarray(np.hstack(denses)) if denses else np.zeros((n_rows, 0))
-    arrays = {
-        "ptr": ptr,
-        "post_rows": _inverted_build.block_offsets(rows),
-        "post_values": _inverted_build.to_float32(values),
-        "block_rows": np.array([RANGE_BLOCK_ROWS], dtype=np.int64),
-        "block_start": _block_start(ptr, rows, n_rows),
-        "dense": _inverted_build.to_float32(dense.reshape(-1)).reshape(dense.shape),
-        "dense_columns": (np.concatenate(columns).astype(np.int32) if columns
-                          else np.zeros(0, np.int32)),
-        "dense_ptr": dense_ptr,
-    }
+    columns = np.concatenate(columns).astype(np.int32) if columns else np.zeros(0, np.int32)
+    arrays = _stored_form(ptr, rows, values, dense, columns, dense_ptr, n_rows)
     finite = not np.isinf(p)
     low, high = (power_sums(arrays, n_rows, n_roots, n_cols, weight, float(p)) if finite
                  else (np.zeros((0, 0)), np.zeros((0, 0))))
@@ -135,11 +126,26 @@ def power_sums(arrays, n_rows, n_roots, n_cols, weight, p):
     return low, high
 
 
-def _block_start(ptr, rows, n_rows):
-    # Segments of one row range (see RANGE_BLOCK_ROWS) need no table.
+def _stored_form(ptr, rows, values, dense, dense_columns, dense_ptr, n_rows):
+    """Postings (int64 ``ptr``, int32 ``rows``, float64 ``values``) and the
+    dense block as format 3 stores them, without the norms: 6-byte
+    postings, the table of range starts (none for a segment of one range),
+    a float32 dense block."""
     if n_rows <= RANGE_BLOCK_ROWS:
-        return np.zeros((len(ptr) - 1, 0), dtype=np.int64)
-    return _inverted_build.block_starts(ptr, rows, n_rows, RANGE_BLOCK_ROWS)
+        block_start = np.zeros((len(ptr) - 1, 0), dtype=np.int64)
+    else:
+        block_start = _inverted_build.block_starts(ptr, rows, n_rows, RANGE_BLOCK_ROWS)
+    dense = np.ascontiguousarray(dense, dtype=np.float64)
+    return {
+        "ptr": ptr,
+        "post_rows": _inverted_build.block_offsets(rows),
+        "post_values": _inverted_build.to_float32(values),
+        "block_rows": np.array([RANGE_BLOCK_ROWS], dtype=np.int64),
+        "block_start": block_start,
+        "dense": _inverted_build.to_float32(dense.reshape(-1)).reshape(dense.shape),
+        "dense_columns": dense_columns,
+        "dense_ptr": dense_ptr,
+    }
 
 
 def from_v2(arrays, n_rows, name):
@@ -157,7 +163,7 @@ def from_v2(arrays, n_rows, name):
     if ptr.ndim != 1 or len(ptr) < 1 or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
             or ptr[-1] != len(rows) or len(arrays["values"]) != len(rows):
         _fail(name, "posting pointers do not match the postings")
-    ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+    ptr = np.ascontiguousarray(ptr)
     rows = np.ascontiguousarray(rows, dtype=np.int32)
     try:
         _inverted_build.check_postings(ptr, rows, n_rows)
@@ -169,19 +175,11 @@ def from_v2(arrays, n_rows, name):
     dense = np.asarray(arrays["dense"])
     if not np.isfinite(dense).all():
         _fail(name, "a dense value is not finite")
-    return {
-        "ptr": ptr,
-        "post_rows": _inverted_build.block_offsets(rows),
-        "post_values": _inverted_build.to_float32(values),
-        "block_rows": np.array([RANGE_BLOCK_ROWS], dtype=np.int64),
-        "block_start": _block_start(ptr, rows, n_rows),
-        "dense": np.ascontiguousarray(dense, dtype=np.float32),
-        "dense_columns": arrays["dense_columns"],
-        "dense_ptr": arrays["dense_ptr"],
-        "norm_p": np.array([np.nan]),
-        "norm_low": np.zeros((0, 0)),
-        "norm_high": np.zeros((0, 0)),
-    }
+    stored = _stored_form(ptr, rows, values, dense, arrays["dense_columns"],
+                          arrays["dense_ptr"], n_rows)
+    stored.update(norm_p=np.array([np.nan]), norm_low=np.zeros((0, 0)),
+                  norm_high=np.zeros((0, 0)))
+    return stored
 
 
 def _fail(name, what):

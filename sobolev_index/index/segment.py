@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _features
 from ..errors import CorruptIndexError
-from ..measures import checked_batch
+from ..measures import checked_batch, normalising_factors
 from . import inverted
 from .csr import gather_rows
 
@@ -66,9 +66,7 @@ class Segment:
         if "row_scale" not in self._checked:
             indptr, _, masses = self.measure_rows(n_nodes)
             if self.data.row_scale is None:
-                with np.errstate(divide="ignore"):
-                    scale = 1.0 / (np.add.reduceat(masses, indptr[:-1]) if self.rows
-                                   else np.zeros(0))
+                scale = normalising_factors(indptr, masses)
             elif np.asarray(self.data.row_scale).dtype != np.float64:
                 raise self._corrupt(f"normalising factors of type "
                                     f"{np.asarray(self.data.row_scale).dtype}; expected float64")

@@ -20,7 +20,7 @@ import sqlite3
 import numpy as np
 
 from ..errors import CorruptIndexError
-from ..measures import as_measure_batch
+from ..measures import as_measure_batch, normalising_factors
 from . import storage
 from .catalog import Catalog, checked_heads
 from .csr import gather_rows
@@ -287,8 +287,7 @@ def _inverted_problems(name, segment, inverted_file, trees, picks, fresh):
     if segment.data.row_scale is not None and segment.rows:
         indptr, _, masses = segment.measure_rows(n_nodes)
         stored = segment.row_scale(n_nodes)
-        with np.errstate(divide="ignore"):
-            wrong = np.flatnonzero(stored != 1.0 / np.add.reduceat(masses, indptr[:-1]))
+        wrong = np.flatnonzero(stored != normalising_factors(indptr, masses))
         if len(wrong):
             problems.append(f"segment {name}: {len(wrong)} row(s) (the first: row {wrong[0]}) "
                             "have a stored normalising factor that is not 1 / the sum of "
