@@ -547,7 +547,10 @@ def delete(index, keys, as_json, wait):
 @_json_option
 @_wait_option
 def compact(index, as_json, wait):
-    """Merge all segments into one and drop deleted documents."""
+    """Merge the segments and drop deleted documents.
+
+    One segment, or for an index of more than 2^27 nonzero features as few
+    as that per-segment cap allows (it bounds a merge's memory)."""
     started = time.perf_counter()
     with _open(index, "a", timeout=wait) as opened:
         before = opened.info()

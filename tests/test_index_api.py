@@ -581,6 +581,54 @@ def test_many_small_adds_are_merged(tmp_path, spec, roots1):
         _ref_check(idx, model, dict(zip(list(idx), docs)), _docs(33, 3), 5, 1, [1.0])
 
 
+def test_merges_stop_at_the_segment_size_cap(tmp_path, spec, roots1, monkeypatch):
+    """No merge, by tier or by compact, writes a segment of more than
+    MAX_SEGMENT_NNZ live nonzeros (the writer's memory bound); results stay
+    exact and compact still drops every deleted document."""
+    from sobolev_index.index import sobolev_index as module
+
+    docs = _docs(34, 96)
+    path = tmp_path / "idx"
+    model = RefModel(spec, roots1)
+    with _create(path, spec, roots1) as idx:
+        idx.add(docs[:8])
+        idx.add(docs[8:16])
+        per_doc = sum(s.nnz for s in idx._segments) / 16
+        # About 24 documents' worth: tiers of one-document segments merge,
+        # then two or three of the 8-row results, never more; compact
+        # cannot make one segment.
+        cap = int(24 * per_doc)
+        monkeypatch.setattr(module, "MAX_SEGMENT_NNZ", cap)
+        for m in docs[16:]:
+            idx.add([m])
+        keys = list(idx)
+        live = dict(zip(keys, docs))
+        sizes = [s.nnz for s in idx._segments]
+        merged = [s for s in idx._segments if s.rows > 8]
+        assert len(idx) == len(docs)
+        assert merged, f"no merge happened: segment rows {[s.rows for s in idx._segments]}"
+        assert max(sizes) <= cap, (sizes, cap)
+        _ref_check(idx, model, live, _docs(35, 3), 10, 1, [1.0], what="after capped merges")
+        gone = keys[::7]
+        idx.delete(gone)
+        for key in gone:
+            del live[key]
+        before = len(idx._segments)
+        idx.compact()
+        after = [s.nnz for s in idx._segments]
+        assert 1 < len(after) < before, (before, after)
+        # With deleted rows the policy estimates a segment's live nonzeros
+        # from its share of live rows: about, not at most, the cap.
+        assert max(after) <= 1.25 * cap, (after, cap)
+        assert all(s.live.all() for s in idx._segments), "compact left deleted rows"
+        assert list(idx) == [k for k in keys if k not in set(gone)]
+        for p in (1, 2):
+            _ref_check(idx, model, live, _docs(36, 3), 20, p, [1.0], what="after capped compact")
+    with SobolevIndex.open(str(path), "r") as r:
+        assert len(r) == len(live)
+        assert r.verify()["ok"] is True
+
+
 def test_orphan_segment_ignored_and_repaired(tmp_path, spec, roots1):
     """An uncommitted segment file (what a crash leaves) is invisible to readers;
     verify(repair=True) removes it and nothing else."""

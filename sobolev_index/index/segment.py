@@ -21,6 +21,9 @@ class Segment:
     def __init__(self, row, data, live):
         self.id = int(row["id"])
         self.file = row["file"]
+        # Nonzero features over all roots, as the catalog counts them
+        # (for the merge policy only).
+        self.nnz = max(0, int(row["nnz"]))
         self.data = data
         self.live = live
         # Built on a segment's first search.

@@ -41,6 +41,13 @@ __all__ = ["SobolevIndex", "SearchResult"]
 # holding TIER segments is merged into one, so a corpus of N rows has
 # O(TIER * log N) segments however it was added.
 TIER = 8
+# A merge holds the merged rows' features and builds their inverted file in
+# memory, about 55 bytes per nonzero feature (measured). Merges stop at this
+# many live nonzeros, about 7 GB of writer memory and 1.7 GB on disk, so a
+# writer's memory stays bounded however large the index grows; a segment
+# holding more than half of it is left out of tier merges (two of them
+# would not fit).
+MAX_SEGMENT_NNZ = 2 ** 27
 # How often a reader retries a snapshot whose files a writer just replaced.
 SNAPSHOT_RETRIES = 5
 
@@ -652,20 +659,31 @@ class SobolevIndex(SearchMixin):
         self._changed()
 
     def compact(self):
-        """Merge every segment into one and drop deleted documents."""
+        """Drop deleted documents and merge the segments into one; an index
+        of more than ``MAX_SEGMENT_NNZ`` nonzero features into as few
+        segments as that cap allows (one commit per merged group)."""
         self._check_writable()
-        if len(self._segments) > 1 or any(not s.live.all() for s in self._segments):
-            self._merge(list(self._segments))
+        for group in _compact_groups(list(self._segments)):
+            if len(group) > 1 or not group[0].live.all():
+                self._merge(group)
 
     def _merge_tiers(self):
         while True:
             tiers = {}
             for segment in self._segments:
-                tiers.setdefault(_tier(int(segment.live.sum())), []).append(segment)
+                if 2 * _live_nnz(segment) <= MAX_SEGMENT_NNZ:
+                    tiers.setdefault(_tier(int(segment.live.sum())), []).append(segment)
             full = [group for group in tiers.values() if len(group) >= TIER]
             if not full:
                 return
-            self._merge(full[0][:TIER])
+            # Smallest first, as many as fit under the cap: at least two,
+            # since each holds at most half of it.
+            group = sorted(full[0][:TIER], key=_live_nnz)
+            total, take = 0, 0
+            while take < len(group) and total + _live_nnz(group[take]) <= MAX_SEGMENT_NNZ:
+                total += _live_nnz(group[take])
+                take += 1
+            self._merge(group[:max(take, 2)])
 
     def _check_agrees_with_catalog(self, segment):
         """CorruptIndexError unless the catalog lists exactly the segment's
@@ -837,6 +855,27 @@ def _check_sample_size(sample):
 
 def _tier(rows):
     return int(math.log(max(rows, 1), TIER))
+
+
+def _live_nnz(segment):
+    """The segment's nonzero features (from the catalog) times its share of
+    live rows: exact when none is deleted, an estimate otherwise."""
+    return segment.nnz * int(segment.live.sum()) // max(segment.rows, 1)
+
+
+def _compact_groups(segments):
+    """``segments`` cut into runs of at most MAX_SEGMENT_NNZ live nonzeros
+    (a segment above it on its own)."""
+    groups, total = [], 0
+    for segment in segments:
+        nnz = _live_nnz(segment)
+        if groups and total + nnz <= MAX_SEGMENT_NNZ:
+            groups[-1].append(segment)
+            total += nnz
+        else:
+            groups.append([segment])
+            total = nnz
+    return groups
 
 
 def _concat_rows(parts, order, trees):
