@@ -226,6 +226,27 @@ def test_small_search_is_the_same_with_1_and_2_threads(small, p, parallel_everyw
         _same_results((one.keys, one.distances), (two.keys, two.distances), what)
 
 
+@pytest.mark.parametrize("p", [math.inf, 20.0])
+def test_scans_past_the_feature_cache_give_the_same_results(small, p, monkeypatch):
+    """A p = inf (or p > 16) scan over segments whose features do not fit
+    the cache rebuilds them in chunks of rows: same results, nothing kept."""
+    from sobolev_index.index import search as module
+
+    with SobolevIndex.open(str(small["path3"]), "r") as idx:
+        cached = idx.search(small["queries"], k=6, p=p)
+        assert sum(s.cached_feature_bytes() for s in idx._segments) > 0
+    monkeypatch.setattr(module, "SCAN_CACHE_BYTES", 0)
+    monkeypatch.setattr(module, "SCAN_CHUNK_ROWS", 7)
+    with SobolevIndex.open(str(small["path3"]), "r") as idx:
+        assert max(s.rows for s in idx._segments) > 7, "no segment is cut into chunks"
+        streamed = idx.search(small["queries"], k=6, p=p)
+        assert sum(s.cached_feature_bytes() for s in idx._segments) == 0
+    _check_ref(streamed.keys, streamed.distances, small["m3"], small["q3"], small["a3"], p,
+               small["eta"], 6, what=f"streamed scan p={p}")
+    _same_results((cached.keys, cached.distances), (streamed.keys, streamed.distances),
+                  f"cached and streamed scans, p={p}")
+
+
 @pytest.mark.parametrize("p", [1.5, math.inf])
 def test_sliced_omp_threads_in_child_processes(small, p, tmp_path, parallel_everywhere):
     got = [_child_search(small["path3"], small["queries"], 6, p, t, tmp_path) for t in (1, 2)]

@@ -34,6 +34,13 @@ __all__ = ["SearchMixin", "SearchResult"]
 # Queries searched together; bounds the (queries x rows) distance buffer of
 # a p = inf scan.
 QUERY_CHUNK = 64
+# A p = inf scan reads every row's features, rebuilt from the stored
+# measures (about 12 bytes per nonzero). An index keeps them for later scans
+# up to this many bytes over all its segments; the other segments' features
+# are rebuilt for each scan, SCAN_CHUNK_ROWS rows at a time, so a reader's
+# memory stays bounded at any size.
+SCAN_CACHE_BYTES = 2 ** 30
+SCAN_CHUNK_ROWS = 65_536
 # A k above this is surely a mistake (it exceeds any index's size).
 MAX_K = 2**53
 
@@ -327,16 +334,30 @@ class SearchMixin:
         for r, position in enumerate(positions):
             tree, F = self.trees[position], query_features[r]
             q = row_range((F.indptr, F.indices, F.data), start, stop)
-            rows = segment.feature_rows(position, tree)
             out = np.empty((stop - start, segment.rows))
             # S_inf needs no edge weights (w^0 = 1): the kernel reads none then.
             scale = np.empty(0) if math.isinf(p) else tree.length ** (1.0 / p)
-            _pairwise.pairwise_lp(*q, *rows, scale, p, False, out, n_threads=n_threads)
+            rows = segment.cached_feature_rows(position)
+            if rows is None and self._scan_cache_room() >= segment.feature_bytes(len(self.roots)):
+                rows = segment.feature_rows(position, tree)
+            if rows is not None:
+                _pairwise.pairwise_lp(*q, *rows, scale, p, False, out, n_threads=n_threads)
+            else:
+                for a in range(0, segment.rows, SCAN_CHUNK_ROWS):
+                    b = min(a + SCAN_CHUNK_ROWS, segment.rows)
+                    part = np.empty((stop - start, b - a))
+                    _pairwise.pairwise_lp(*q, *segment.features_of_rows(np.arange(a, b), tree),
+                                          scale, p, False, part, n_threads=n_threads)
+                    out[:, a:b] = part
             if len(positions) == 1:
                 return out
             out *= eta[r]
             total = out if total is None else np.add(total, out, out=total)
         return total
+
+    def _scan_cache_room(self):
+        """Bytes the p = inf scans may still keep (see SCAN_CACHE_BYTES)."""
+        return SCAN_CACHE_BYTES - sum(s.cached_feature_bytes() for s in self._segments)
 
     # --------------------------------------------------- distances and labels
     def _features_of(self, item, positions):

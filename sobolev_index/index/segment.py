@@ -51,6 +51,19 @@ class Segment:
             self._checked[key] = self.features_of_rows(None, tree)
         return self._checked[key]
 
+    def cached_feature_rows(self, position):
+        """What :meth:`feature_rows` keeps for root ``position``, or None."""
+        return self._checked.get(("features", position))
+
+    def cached_feature_bytes(self):
+        """Bytes of the features kept by :meth:`feature_rows`."""
+        return sum(sum(a.nbytes for a in arrays) for key, arrays in list(self._checked.items())
+                   if isinstance(key, tuple) and key[0] == "features")
+
+    def feature_bytes(self, n_roots):
+        """About what :meth:`feature_rows` keeps for one of ``n_roots`` roots."""
+        return 12 * self.nnz // max(n_roots, 1) + 8 * (self.rows + 1)
+
     def features_of_rows(self, rows, tree):
         """Like :meth:`feature_rows` for the rows ``rows`` only (all for
         None), not kept."""
