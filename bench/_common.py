@@ -244,6 +244,56 @@ def fmt_seconds(s):
 
 
 # ------------------------------------------------------------------- corpus
+# Measures per chunk of :func:`synthetic_chunks` and :func:`uniform_chunks`.
+# Each chunk has its own random stream, so the chunk size is part of what
+# those corpora are: change it and they change.
+CHUNK_MEASURES = 100_000
+
+
+def _topic_words(rng, vocabulary, dim, n_topics):
+    """Word points around topic anchors and each word's topic, drawn from ``rng``."""
+    anchors = rng.normal(size=(n_topics, dim)) * 3.0
+    word_topic = rng.integers(0, n_topics, vocabulary)
+    points = anchors[word_topic] + rng.normal(size=(vocabulary, dim))
+    return points, word_topic
+
+
+def _topic_pools(word_topic, n_topics, topic_words):
+    """Each topic's vocabulary (its first ``topic_words`` words), concatenated:
+    (words, start of each topic's pool, length of each pool)."""
+    pools = [np.flatnonzero(word_topic == t)[:topic_words] for t in range(n_topics)]
+    lengths = np.array([len(pool) for pool in pools], dtype=np.int64)
+    starts = np.zeros(n_topics, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return np.concatenate(pools).astype(np.int64, copy=False), starts, lengths
+
+
+def _topic_measures(rng, n_measures, pools, n_topics, supports):
+    """(indptr, words, counts, topics) of ``n_measures`` topic measures drawn from ``rng``.
+
+    Measure i draws its words uniformly (with repetition) from its topic's pool.
+    One ``integers`` call with a per-word upper bound consumes ``rng`` exactly
+    as one call per measure with that measure's bound would (NumPy draws the
+    bounded integers one by one either way), so this equals the loop it
+    replaced, draw for draw.
+    """
+    flat, starts, lengths = pools
+    sizes = rng.integers(supports[0], supports[1] + 1, n_measures)
+    topics = rng.integers(0, n_topics, n_measures)
+    indptr = np.zeros(n_measures + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    topic_of_word = np.repeat(topics, sizes)
+    # Pools of one length (the usual case: every topic has >= topic_words
+    # words) need no per-word bound array.
+    if len(lengths) and (lengths == lengths[0]).all():
+        high = lengths[0]
+    else:
+        high = lengths[topic_of_word]
+    chosen = flat[starts[topic_of_word] + rng.integers(0, high, indptr[-1])]
+    counts = rng.geometric(0.5, indptr[-1]).astype(np.float64)
+    return indptr, chosen, counts, topics
+
+
 def synthetic_corpus(n_measures, n_nodes=10_000, vocabulary=50_000, dim=32, n_topics=100,
                      supports=(20, 150), topic_words=2_000, seed=0, n_threads=None):
     """A topic-clustered corpus of measures on a "log" graph.
@@ -252,28 +302,70 @@ def synthetic_corpus(n_measures, n_nodes=10_000, vocabulary=50_000, dim=32, n_to
     each measure draws its words from one topic's vocabulary with random counts.
     Returns (graph, indptr, words, counts, topics, graph_seconds); measure i's
     nodes are ``graph.assignment[words[indptr[i]:indptr[i+1]]]``.
+    :func:`synthetic_chunks` makes measures of the same kind chunk by chunk
+    (other measures: they come from other random streams).
     """
     from sobolev_index import Graph
 
     rng = np.random.default_rng(seed)
-    anchors = rng.normal(size=(n_topics, dim)) * 3.0
-    word_topic = rng.integers(0, n_topics, vocabulary)
-    words = anchors[word_topic] + rng.normal(size=(vocabulary, dim))
+    points, word_topic = _topic_words(rng, vocabulary, dim, n_topics)
     started = time.perf_counter()
-    graph = Graph.from_points(words, n_nodes=n_nodes, edges="log", seed=seed, n_threads=n_threads)
+    graph = Graph.from_points(points, n_nodes=n_nodes, edges="log", seed=seed, n_threads=n_threads)
     graph_seconds = time.perf_counter() - started
-    by_topic = [np.flatnonzero(word_topic == t) for t in range(n_topics)]
-    by_topic = [w[: topic_words] for w in by_topic]
-    sizes = rng.integers(supports[0], supports[1] + 1, n_measures)
-    topics = rng.integers(0, n_topics, n_measures)
+    pools = _topic_pools(word_topic, n_topics, topic_words)
+    indptr, chosen, counts, topics = _topic_measures(rng, n_measures, pools, n_topics, supports)
+    return graph, indptr, chosen, counts, topics, graph_seconds
+
+
+def _chunks(n_measures, seed, stream, chunk_measures, make):
+    """Yield (start, indptr, words, masses) of measures 0 .. n_measures-1 in
+    chunks of ``chunk_measures``; chunk c is ``make(rng, size)`` with
+    ``rng = default_rng([seed, stream, c])``, so any chunk can be made again
+    on its own, and the first n measures do not depend on ``n_measures``."""
+    for chunk, start in enumerate(range(0, n_measures, chunk_measures)):
+        rng = np.random.default_rng([seed, stream, chunk])
+        indptr, words, masses = make(rng, min(chunk_measures, n_measures - start))
+        yield start, indptr, words, masses
+
+
+def synthetic_chunks(n_measures, vocabulary=50_000, dim=32, n_topics=100, supports=(20, 150),
+                     topic_words=2_000, seed=0, stream=0, chunk_measures=CHUNK_MEASURES):
+    """The measures of a :func:`synthetic_corpus`-like corpus, chunk by chunk.
+
+    Yields ``(start, indptr, words, counts)`` for measures start .. start +
+    len(indptr) - 2, with indptr starting at 0 in each chunk; words are
+    vocabulary indices into the words (and so the graph) of
+    ``synthetic_corpus(..., vocabulary, dim, n_topics, topic_words, seed)``.
+    Measures of the same distribution, not the same measures: chunk c has its
+    own stream ``default_rng([seed, stream, c])``, so the chunks can be made
+    again one at a time without holding the others; a different ``stream``
+    (e.g. 1 for queries, 0 for the corpus) gives different measures.
+    """
+    _, word_topic = _topic_words(np.random.default_rng(seed), vocabulary, dim, n_topics)
+    pools = _topic_pools(word_topic, n_topics, topic_words)
+
+    def make(rng, size):
+        return _topic_measures(rng, size, pools, n_topics, supports)[:3]
+
+    return _chunks(n_measures, seed, stream, chunk_measures, make)
+
+
+def _uniform_measures(rng, n_measures, vocabulary, short, long, long_fraction, zipf_exponent):
+    """(indptr, words, masses, is_long) of ``n_measures`` measures of
+    :func:`uniform_corpus`, drawn from ``rng``."""
+    is_long = rng.random(n_measures) < long_fraction
+    sizes = np.where(is_long, rng.integers(long[0], long[1] + 1, n_measures),
+                     rng.integers(short[0], short[1] + 1, n_measures))
     indptr = np.zeros(n_measures + 1, dtype=np.int64)
     np.cumsum(sizes, out=indptr[1:])
-    chosen = np.empty(indptr[-1], dtype=np.int64)
-    for i in range(n_measures):
-        pool = by_topic[topics[i]]
-        chosen[indptr[i]:indptr[i + 1]] = pool[rng.integers(0, len(pool), sizes[i])]
-    counts = rng.geometric(0.5, indptr[-1]).astype(np.float64)
-    return graph, indptr, chosen, counts, topics, graph_seconds
+    words = rng.integers(0, vocabulary, indptr[-1])
+    rank = np.arange(indptr[-1], dtype=np.int64) - np.repeat(indptr[:-1], sizes) + 1
+    masses = rank.astype(np.float64) ** -float(zipf_exponent)
+    return indptr, words, masses, is_long
+
+
+def _uniform_vocabulary(vocabulary, n_nodes):
+    return vocabulary or max(20_000, 2 * n_nodes)
 
 
 def uniform_corpus(n_measures, n_nodes=1_000, vocabulary=None, dim=32, short=(5, 30),
@@ -294,10 +386,11 @@ def uniform_corpus(n_measures, n_nodes=1_000, vocabulary=None, dim=32, short=(5,
     to skip the clustering (the costly part for tens of thousands of nodes).
     Returns (graph, indptr, words, masses, is_long, graph_seconds) with the
     layout of :func:`synthetic_corpus`; graph_seconds is 0 for a reused graph.
+    :func:`uniform_chunks` makes measures of the same kind chunk by chunk.
     """
     from sobolev_index import Graph
 
-    vocabulary = vocabulary or max(20_000, 2 * n_nodes)
+    vocabulary = _uniform_vocabulary(vocabulary, n_nodes)
     rng = np.random.default_rng(seed)
     points = rng.normal(size=(vocabulary, dim))
     graph_seconds = 0.0
@@ -309,12 +402,25 @@ def uniform_corpus(n_measures, n_nodes=1_000, vocabulary=None, dim=32, short=(5,
     # The measures get their own stream, so they do not depend on whether the
     # graph was built here.
     rng = np.random.default_rng([seed, n_measures])
-    is_long = rng.random(n_measures) < long_fraction
-    sizes = np.where(is_long, rng.integers(long[0], long[1] + 1, n_measures),
-                     rng.integers(short[0], short[1] + 1, n_measures))
-    indptr = np.zeros(n_measures + 1, dtype=np.int64)
-    np.cumsum(sizes, out=indptr[1:])
-    words = rng.integers(0, vocabulary, indptr[-1])
-    rank = np.arange(indptr[-1], dtype=np.int64) - np.repeat(indptr[:-1], sizes) + 1
-    masses = rank.astype(np.float64) ** -float(zipf_exponent)
+    indptr, words, masses, is_long = _uniform_measures(
+        rng, n_measures, vocabulary, short, long, long_fraction, zipf_exponent)
     return graph, indptr, words, masses, is_long, graph_seconds
+
+
+def uniform_chunks(n_measures, n_nodes=1_000, vocabulary=None, short=(5, 30), long=(300, 1_000),
+                   long_fraction=0.05, zipf_exponent=1.0, seed=0, stream=0,
+                   chunk_measures=CHUNK_MEASURES):
+    """The measures of a :func:`uniform_corpus`-like corpus, chunk by chunk.
+
+    Yields ``(start, indptr, words, masses)`` as :func:`synthetic_chunks`
+    does, each chunk from its own stream ``default_rng([seed, stream, c])``;
+    words index the vocabulary of ``uniform_corpus(..., n_nodes, vocabulary,
+    seed=seed)`` (``n_nodes`` only sets the default vocabulary size).
+    """
+    vocabulary = _uniform_vocabulary(vocabulary, n_nodes)
+
+    def make(rng, size):
+        return _uniform_measures(rng, size, vocabulary, short, long, long_fraction,
+                                 zipf_exponent)[:3]
+
+    return _chunks(n_measures, seed, stream, chunk_measures, make)
