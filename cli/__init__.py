@@ -549,8 +549,8 @@ def delete(index, keys, as_json, wait):
 def compact(index, as_json, wait):
     """Merge the segments and drop deleted documents.
 
-    One segment, or for an index of more than 2^27 nonzero features as few
-    as that per-segment cap allows (it bounds a merge's memory)."""
+    Into one segment; past 2^27 nonzero features, runs of segments up to
+    that per-segment cap, which bounds a merge's memory."""
     started = time.perf_counter()
     with _open(index, "a", timeout=wait) as opened:
         before = opened.info()

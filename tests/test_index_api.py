@@ -582,9 +582,10 @@ def test_many_small_adds_are_merged(tmp_path, spec, roots1):
 
 
 def test_merges_stop_at_the_segment_size_cap(tmp_path, spec, roots1, monkeypatch):
-    """No merge, by tier or by compact, writes a segment of more than
-    MAX_SEGMENT_NNZ live nonzeros (the writer's memory bound); results stay
-    exact and compact still drops every deleted document."""
+    """No tier merge writes a segment of more than MAX_SEGMENT_NNZ nonzeros
+    (the writer's memory bound), nor compact past its estimate of the live
+    rows' nonzeros; results stay exact and compact still drops every
+    deleted document."""
     from sobolev_index.index import sobolev_index as module
 
     docs = _docs(34, 96)

@@ -558,6 +558,9 @@ CATALOG_DAMAGE = {
     "document row lost": "DELETE FROM documents WHERE key = 'gamma'",
     "document in an unlisted segment": "UPDATE documents SET segment = 99 WHERE key = 'eps'",
     "segment row count": "UPDATE segments SET rows = rows + 1 WHERE id = 1",
+    # the merge policy and the scan cache size segments by this count
+    "segment nonzero count": "UPDATE segments SET nnz = nnz + 1 WHERE id = 1",
+    "segment nonzero count missing": "UPDATE segments SET nnz = NULL WHERE id = 1",
     "id counter behind": "UPDATE meta SET value = '2' WHERE name = 'next_doc_id'",
 }
 
@@ -571,6 +574,13 @@ def test_verify_checks_the_catalog(tmp_path, damage):
         # found at open already, naming the segment and both counts
         with pytest.raises(CorruptIndexError, match="has 4 rows but the catalog says 5"):
             SobolevIndex.open(path)
+        return
+    if damage == "segment nonzero count missing":
+        with pytest.raises(CorruptIndexError, match="None nonzero features; expected an integer"):
+            SobolevIndex.open(path)
+        report = SobolevIndex.verify_path(path)
+        assert not report["ok"] and any("nonzero features" in p for p in report["problems"]), \
+            report
         return
     with SobolevIndex.open(path) as index:
         report = index.verify()

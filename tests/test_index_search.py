@@ -235,16 +235,27 @@ def test_scans_past_the_feature_cache_give_the_same_results(small, p, monkeypatc
     with SobolevIndex.open(str(small["path3"]), "r") as idx:
         cached = idx.search(small["queries"], k=6, p=p)
         assert sum(s.cached_feature_bytes() for s in idx._segments) > 0
-    monkeypatch.setattr(module, "SCAN_CACHE_BYTES", 0)
+    # Several chunks of rows and of queries.
     monkeypatch.setattr(module, "SCAN_CHUNK_ROWS", 7)
+    monkeypatch.setattr(module, "QUERY_CHUNK", 4)
+    assert len(small["queries"]) > 4
+    monkeypatch.setattr(module, "SCAN_CACHE_BYTES", 0)
     with SobolevIndex.open(str(small["path3"]), "r") as idx:
         assert max(s.rows for s in idx._segments) > 7, "no segment is cut into chunks"
         streamed = idx.search(small["queries"], k=6, p=p)
         assert sum(s.cached_feature_bytes() for s in idx._segments) == 0
-    _check_ref(streamed.keys, streamed.distances, small["m3"], small["q3"], small["a3"], p,
-               small["eta"], 6, what=f"streamed scan p={p}")
-    _same_results((cached.keys, cached.distances), (streamed.keys, streamed.distances),
-                  f"cached and streamed scans, p={p}")
+        # Room for one root's features of one segment: some kept, some rebuilt.
+        one = idx._segments[0].feature_bytes(len(idx.roots))
+        monkeypatch.setattr(module, "SCAN_CACHE_BYTES", int(1.5 * one))
+        mixed = idx.search(small["queries"], k=6, p=p)
+        kept = sum(s.cached_feature_bytes() for s in idx._segments)
+        full = sum(s.feature_bytes(len(idx.roots)) * len(idx.roots) for s in idx._segments)
+        assert 0 < kept < full / 2, (kept, full)
+    for what, result in (("streamed", streamed), ("partly kept", mixed)):
+        _check_ref(result.keys, result.distances, small["m3"], small["q3"], small["a3"], p,
+                   small["eta"], 6, what=f"{what} scan p={p}")
+        _same_results((cached.keys, cached.distances), (result.keys, result.distances),
+                      f"cached and {what} scans, p={p}")
 
 
 @pytest.mark.parametrize("p", [1.5, math.inf])

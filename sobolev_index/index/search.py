@@ -9,6 +9,7 @@ p = inf) and the merge of their top k into a :class:`SearchResult`; and
 lifecycle and writes are in ``sobolev_index.py``.
 """
 import math
+import threading
 import warnings
 from typing import NamedTuple
 
@@ -37,10 +38,13 @@ QUERY_CHUNK = 64
 # A p = inf scan reads every row's features, rebuilt from the stored
 # measures (about 12 bytes per nonzero). An index keeps them for later scans
 # up to this many bytes over all its segments; the other segments' features
-# are rebuilt for each scan, SCAN_CHUNK_ROWS rows at a time, so a reader's
-# memory stays bounded at any size.
+# are rebuilt by each search, SCAN_CHUNK_ROWS rows at a time, and distances
+# are computed in blocks of QUERY_CHUNK x SCAN_CHUNK_ROWS, so that what a
+# scan holds does not grow with the index.
 SCAN_CACHE_BYTES = 2 ** 30
 SCAN_CHUNK_ROWS = 65_536
+# Held while deciding whether to keep a segment's features and building them.
+_SCAN_CACHE_LOCK = threading.Lock()
 # A k above this is surely a mistake (it exceeds any index's size).
 MAX_K = 2**53
 
@@ -126,10 +130,19 @@ class SearchMixin:
         labels = [[] for _ in range(n_queries)]
         distances = np.full((n_queries, k), np.inf)
         stats = {"rows": scope.n_rows * n_queries, "rows_read": 0, "exact": 0}
+        # A scan (p = inf, p > 16) reads and computes every row.
+        scanned = None
+        if math.isinf(p) or p > LARGE_P:
+            scanned = self._scan(query_features, k, p, positions, eta, scope.masks,
+                                 scope.searched, n_threads)
         for start in range(0, n_queries, QUERY_CHUNK):
             stop = min(n_queries, start + QUERY_CHUNK)
-            found, (n_read, n_exact) = self._search_chunk(
-                query_features, start, stop, k, p, positions, eta, scope, n_threads)
+            if scanned is None:
+                found, (n_read, n_exact) = self._search_chunk(
+                    query_features, start, stop, k, p, positions, eta, scope, n_threads)
+            else:
+                found = scanned[start:stop]
+                n_read = n_exact = scope.n_rows * (stop - start)
             stats["rows_read"] += n_read
             stats["exact"] += n_exact
             named = self._documents_named([doc for _, _, _, docs in found for doc in docs])
@@ -286,11 +299,6 @@ class SearchMixin:
         """Per query: (distances, segment positions, rows, doc ids), best
         first; and (rows read in full, exact values computed)."""
         searched = scope.searched
-        if math.isinf(p) or p > LARGE_P:
-            found = self._scan_chunk(query_features, start, stop, k, p, positions, eta,
-                                     scope.masks, searched, n_threads)
-            n_rows = scope.n_rows * (stop - start)
-            return found, (n_rows, n_rows)
         queries = [row_range((F.indptr, F.indices, F.data), start, stop)
                    for F in query_features]
         if scope.mask is None:
@@ -309,46 +317,65 @@ class SearchMixin:
                           rows[i, :n].tolist(), docs[i, :n].tolist()))
         return found, stats
 
-    def _scan_chunk(self, query_features, start, stop, k, p, positions, eta, masks, searched,
-                    n_threads):
-        # No identity splits the max-norm over shared columns, so p = inf
-        # scans every row; so does a large finite p, whose p-th powers would
-        # underflow in the identity (see distances.LARGE_P).
-        best = [_TopK(k) for _ in range(stop - start)]
+    def _scan(self, query_features, k, p, positions, eta, masks, searched, n_threads):
+        """Per query: (distances, segment positions, rows, doc ids), best
+        first, from every row of the searched segments.
+
+        No identity splits the max-norm over shared columns, so p = inf
+        scans every row; so does a large finite p, whose p-th powers would
+        underflow in the identity (see distances.LARGE_P). Rows go by
+        SCAN_CHUNK_ROWS (their features rebuilt once per search unless
+        kept), queries by QUERY_CHUNK: the distance block stays small."""
+        n_queries = query_features[0].shape[0]
+        best = [_TopK(k) for _ in range(n_queries)]
         for s in searched:
             segment, mask = self._segments[s], masks[s]
-            total = self._scan_segment(segment, query_features, start, stop, p, positions,
-                                       eta, n_threads)
-            total[:, ~mask] = np.inf
-            kk = min(k, int(mask.sum()))
-            threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
-            for i in range(stop - start):
-                rows = np.flatnonzero(total[i] <= threshold[i])
-                best[i].offer(total[i, rows], segment.data.doc_ids[rows], s, rows)
+            for a, b, rows in self._scan_rows(segment, positions):
+                live = mask[a:b]
+                kk = min(k, int(live.sum()))
+                if kk == 0:
+                    continue
+                doc_ids = segment.data.doc_ids[a:b]
+                for start in range(0, n_queries, QUERY_CHUNK):
+                    stop = min(n_queries, start + QUERY_CHUNK)
+                    total = self._scan_block(rows, query_features, start, stop, p, positions,
+                                             eta, n_threads)
+                    total[:, ~live] = np.inf
+                    threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
+                    for i in range(stop - start):
+                        found = np.flatnonzero(total[i] <= threshold[i])
+                        best[start + i].offer(total[i, found], doc_ids[found], s, a + found)
         return [top.result() for top in best]
 
-    def _scan_segment(self, segment, query_features, start, stop, p, positions, eta, n_threads):
-        """sum_s eta_s S_p from every query to every row of a segment (p = inf,
-        or a finite p above LARGE_P)."""
+    def _scan_rows(self, segment, positions):
+        """(a, b, features of rows a..b-1 per selected root) over a
+        segment, SCAN_CHUNK_ROWS rows at a time: views of the features kept
+        for it, kept now if SCAN_CACHE_BYTES has room, else rebuilt."""
+        kept = []
+        with _SCAN_CACHE_LOCK:
+            for position in positions:
+                rows = segment.cached_feature_rows(position)
+                if rows is None and (self._scan_cache_room()
+                                     >= segment.feature_bytes(len(self.roots))):
+                    rows = segment.feature_rows(position, self.trees[position])
+                kept.append(rows)
+        for a in range(0, segment.rows, SCAN_CHUNK_ROWS):
+            b = min(a + SCAN_CHUNK_ROWS, segment.rows)
+            yield a, b, [row_range(rows, a, b) if rows is not None
+                         else segment.features_of_rows(np.arange(a, b), self.trees[position])
+                         for position, rows in zip(positions, kept)]
+
+    def _scan_block(self, rows, query_features, start, stop, p, positions, eta, n_threads):
+        """sum_s eta_s S_p from queries start..stop-1 to ``rows`` (features
+        per selected root, see _scan_rows)."""
         total = None
         for r, position in enumerate(positions):
             tree, F = self.trees[position], query_features[r]
             q = row_range((F.indptr, F.indices, F.data), start, stop)
-            out = np.empty((stop - start, segment.rows))
+            out = np.empty((stop - start, len(rows[r][0]) - 1))
             # S_inf needs no edge weights (w^0 = 1): the kernel reads none then.
             scale = np.empty(0) if math.isinf(p) else tree.length ** (1.0 / p)
-            rows = segment.cached_feature_rows(position)
-            if rows is None and self._scan_cache_room() >= segment.feature_bytes(len(self.roots)):
-                rows = segment.feature_rows(position, tree)
-            if rows is not None:
-                _pairwise.pairwise_lp(*q, *rows, scale, p, False, out, n_threads=n_threads)
-            else:
-                for a in range(0, segment.rows, SCAN_CHUNK_ROWS):
-                    b = min(a + SCAN_CHUNK_ROWS, segment.rows)
-                    part = np.empty((stop - start, b - a))
-                    _pairwise.pairwise_lp(*q, *segment.features_of_rows(np.arange(a, b), tree),
-                                          scale, p, False, part, n_threads=n_threads)
-                    out[:, a:b] = part
+            _pairwise.pairwise_lp(*q, *rows[r], scale, p, False, out, n_threads=n_threads)
             if len(positions) == 1:
                 return out
             out *= eta[r]

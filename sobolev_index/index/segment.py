@@ -21,9 +21,14 @@ class Segment:
     def __init__(self, row, data, live):
         self.id = int(row["id"])
         self.file = row["file"]
-        # Nonzero features over all roots, as the catalog counts them
-        # (for the merge policy only).
-        self.nnz = max(0, int(row["nnz"]))
+        # Nonzero features over all roots, as the catalog counts them: the
+        # merge policy and the scan cache size segments by it.
+        nnz = row["nnz"]
+        if isinstance(nnz, bool) or not isinstance(nnz, (int, np.integer)) or nnz < 0:
+            raise CorruptIndexError(
+                f"the catalog gives segment {self.file} {nnz!r} nonzero features; expected an "
+                "integer >= 0; run verify() and restore the catalog from a backup")
+        self.nnz = int(nnz)
         self.data = data
         self.live = live
         # Built on a segment's first search.
@@ -44,8 +49,8 @@ class Segment:
         """The features of every row for root ``position`` (whose tree is
         ``tree``), rebuilt from the stored measures as when they were added:
         (indptr, indices, data) as contiguous int64, int32 and float64
-        arrays, kept for later calls (a p = inf scan and a merge read them
-        all)."""
+        arrays, kept for later calls (the p = inf scan decides when to ask,
+        see search.SCAN_CACHE_BYTES)."""
         key = ("features", position)
         if key not in self._checked:
             self._checked[key] = self.features_of_rows(None, tree)

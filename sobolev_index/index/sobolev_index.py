@@ -38,8 +38,8 @@ from .verify import VERIFY_SAMPLE, verify_index, verify_path
 __all__ = ["SobolevIndex", "SearchResult"]
 
 # Segments whose row counts share floor(log_TIER(rows)) form a tier; a tier
-# holding TIER segments is merged into one, so a corpus of N rows has
-# O(TIER * log N) segments however it was added.
+# holding TIER segments is merged, so a corpus of N rows has O(TIER * log N)
+# segments however it was added, as long as merges stay below the cap next.
 TIER = 8
 # A merge holds the merged rows' features and builds their inverted file in
 # memory, about 55 bytes per nonzero feature (measured). Merges stop at this
@@ -659,9 +659,9 @@ class SobolevIndex(SearchMixin):
         self._changed()
 
     def compact(self):
-        """Drop deleted documents and merge the segments into one; an index
-        of more than ``MAX_SEGMENT_NNZ`` nonzero features into as few
-        segments as that cap allows (one commit per merged group)."""
+        """Drop deleted documents and merge the segments into one; past
+        ``MAX_SEGMENT_NNZ`` nonzero features, merge runs of consecutive
+        segments up to that cap instead (one commit per run)."""
         self._check_writable()
         for group in _compact_groups(list(self._segments)):
             if len(group) > 1 or not group[0].live.all():
@@ -676,9 +676,9 @@ class SobolevIndex(SearchMixin):
             full = [group for group in tiers.values() if len(group) >= TIER]
             if not full:
                 return
-            # Smallest first, as many as fit under the cap: at least two,
-            # since each holds at most half of it.
-            group = sorted(full[0][:TIER], key=_live_nnz)
+            # The tier's smallest, as many as fit under the cap (up to
+            # TIER): at least two, since each holds at most half of it.
+            group = sorted(full[0], key=_live_nnz)[:TIER]
             total, take = 0, 0
             while take < len(group) and total + _live_nnz(group[take]) <= MAX_SEGMENT_NNZ:
                 total += _live_nnz(group[take])

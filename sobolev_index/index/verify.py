@@ -300,12 +300,14 @@ def _inverted_problems(name, segment, inverted_file, trees, picks, fresh):
                 problems.append(f"segment {name}: {len(wrong)} stored {what} row norm(s) "
                                 f"(the first: root {wrong[0][0]}, row {wrong[0][1]}) differ "
                                 "from those of the stored values")
+    nnz = 0
     for r, rows in enumerate(fresh):
         slots = r * inv.n_cols + np.arange(inv.n_cols)
         posted = 0
         for start in range(0, segment.rows, VERIFY_CHUNK):
             chunk = np.arange(start, min(segment.rows, start + VERIFY_CHUNK))
             _, indices, _ = segment.features_of_rows(chunk, trees[r])
+            nnz += len(indices)
             posted += int(np.count_nonzero(inv.col_slot[r * inv.n_cols + indices] < 0))
         n_postings = int(inv.ptr[slots[-1] + 1] - inv.ptr[slots[0]])
         if posted != n_postings:
@@ -324,6 +326,9 @@ def _inverted_problems(name, segment, inverted_file, trees, picks, fresh):
             if not ok:
                 problems.append(f"segment {name} row {i}: its inverted file for root {r} does "
                                 "not hold the features rebuilt from its measure")
+    if nnz != segment.nnz:
+        problems.append(f"segment {name}: the catalog counts {segment.nnz} nonzero features, "
+                        f"its measures give {nnz}")
     return problems
 
 
