@@ -352,7 +352,13 @@ def test_search_stats_count_what_was_read(topic_index, p):
     # Every result was computed exactly, from rows read in full.
     assert len(queries) * 5 <= stats["exact"] <= stats["rows_read"] <= stats["rows"]
     if np.isinf(p):
-        assert stats["exact"] == stats["rows_read"] == stats["rows"]
+        # Every live row's dense values are read for its bound; the bound
+        # rules most of them out, unless there is no dense block.
+        assert stats["rows_read"] == stats["rows"]
+        if all(s.data.inverted["dense_ptr"][-1] > 0 for s in index._segments):
+            assert stats["exact"] < stats["rows"] / 4, stats
+        else:
+            assert stats["exact"] == stats["rows"], stats
     one_label = index.search(queries, k=5, p=p, where={"label": "2"})
     assert one_label.stats["rows"] == sum(1 for i in range(10, len(keys)) if i % 6 == 2) * 6
 

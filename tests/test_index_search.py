@@ -226,10 +226,38 @@ def test_small_search_is_the_same_with_1_and_2_threads(small, p, parallel_everyw
         _same_results((one.keys, one.distances), (two.keys, two.distances), what)
 
 
-@pytest.mark.parametrize("p", [math.inf, 20.0])
+def test_p_inf_orders_rows_closer_than_float32_resolves(tmp_path):
+    """The p = inf search bounds rows by their float32 dense values. Rows
+    whose distances to the query are about 1e-9 and differ by far less
+    than float32 can tell apart must still come back in exact order."""
+    spec = random_graph(31, 40, extra=40, kind="euclidean")
+    root = pick_roots(spec, 1, seed=2)[0]
+    rng = np.random.default_rng(32)
+    nodes = rng.choice(spec.n, 12, replace=False)
+    base = rng.uniform(0.2, 1.0, 12)
+
+    def near():
+        return (nodes, base * (1 + rng.uniform(-1e-8, 1e-8, 12)))
+
+    docs = [near() for _ in range(300)] + random_measures(rng, spec.n, 200)
+    queries = [near() for _ in range(12)]
+    model = RefModel(spec, [root])
+    with SobolevIndex.create(str(tmp_path / "idx"), spec.lib(), roots=[root]) as idx:
+        keys = idx.add(docs)
+        assert idx._segments[0].inverted_file(idx.trees, idx._edge_weight).dense.shape[1] > 0
+        res = idx.search(queries, k=5, p=math.inf)
+    alphas = {key: model.alphas(m) for key, m in zip(keys, docs)}
+    for qi, q in enumerate(queries):
+        exp = expected_dists(model, model.alphas(q), alphas, math.inf, [1.0])
+        assert 1e-12 < sorted(exp.values())[4] < 1e-7
+        # Distances this small carry the reference's own rounding (1e-16).
+        check_topk(res.keys[qi], res.distances[qi], exp, 5, atol=1e-14, what=f"query {qi}")
+
+
+@pytest.mark.parametrize("p", [20.0, 64.0])
 def test_scans_past_the_feature_cache_give_the_same_results(small, p, monkeypatch):
-    """A p = inf (or p > 16) scan over segments whose features do not fit
-    the cache rebuilds them in chunks of rows: same results, nothing kept."""
+    """A scan (finite p > 16) over segments whose features do not fit the
+    cache rebuilds them in chunks of rows: same results, nothing kept."""
     from sobolev_index.index import search as module
 
     with SobolevIndex.open(str(small["path3"]), "r") as idx:

@@ -28,6 +28,11 @@ value (D + allowance) or exact value found so far, in its own row range or
 in any other range searched for the same query. Candidates still within
 the threshold at the end get their exact value (no cancellation), the
 row's features rebuilt from its stored measure, so results are exact.
+
+p = inf (S_inf = max_c |q_c - x_c|, no weights) has no such identity, but
+the dense columns alone bound it from below: max over c in H of
+|q_c - x_c| <= S_inf(q, x). That bound is read for every row, from the
+dense block only, and the rows it cannot rule out get their exact value.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport fabs, fmin, pow, INFINITY
@@ -124,6 +129,10 @@ cdef float64_t VALUE_ATOL = 2.0 ** -146
 # error of up to 2^-126 rather than 2^-149, so its absolute allowance is
 # this many times larger. (Checked on x86 only.)
 cdef float64_t FLUSHED_ATOL_FACTOR = 2.0 ** 23
+# p = inf: a dense value is within 2^-24 of its float64 value (features
+# lie in [0, 1]), or 2^-126 where a thread reads subnormal values as 0, so
+# the largest dense difference, less this, is below that of the true row.
+cdef float64_t MAX_ALLOWANCE = 2.0 ** -22
 # The largest float32 (group norms are held at most at it).
 cdef float64_t FLOAT32_MAX = 3.4028234663852886e38
 # Doubles per cache line (64 bytes).
@@ -522,6 +531,134 @@ cdef float64_t _exact_value(const Search* se, const SegmentView* sg, const Scrat
     return total
 
 
+cdef float64_t _exact_max(const Search* se, const SegmentView* sg, const Scratch* sc,
+                          Py_ssize_t i, Py_ssize_t j) noexcept nogil:
+    """S_inf of query i and row j (sum_s eta_s S_inf over several roots),
+    row j's features rebuilt from its measure: the largest |q_c - x_c| over
+    the edges of either, with no rounding at all."""
+    cdef Py_ssize_t s, r
+    cdef offset_t a, a_end, t, n_touched
+    cdef node_t c
+    cdef offset_t row_stamp
+    cdef float64_t part, d, total = 0.0
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        a = se.q_indptr[s * se.n_q + i]
+        a_end = se.q_indptr[s * se.n_q + i + 1]
+        sc.f_last[0] += 1
+        row_stamp = sc.f_last[0]
+        n_touched = touch_row(se.parents[r], se.root_nodes[r], sg.m_nodes, sg.m_masses,
+                              sg.m_scale[j], sg.m_indptr[j], sg.m_indptr[j + 1],
+                              sc.f_stamp, row_stamp, sc.f_acc, sc.f_touched)
+        for t in range(a, a_end):
+            sc.f_query[se.q_indices[t]] = se.q_data[t]
+        part = 0.0
+        for t in range(n_touched):
+            c = sc.f_touched[t]
+            d = fabs(sc.f_query[c] - sc.f_acc[c])
+            if d > part:
+                part = d
+        for t in range(a, a_end):
+            c = se.q_indices[t]
+            if sc.f_stamp[c] != row_stamp and se.q_data[t] > part:
+                part = se.q_data[t]
+            sc.f_query[c] = 0.0
+        # In the order of the scan this replaces: the same value, bit for bit.
+        total = part if se.single else total + se.eta[s] * part
+    return total
+
+
+cdef float64_t _bound_max(const Search* se, const SegmentView* sg, const Scratch* sc,
+                          Py_ssize_t j) noexcept nogil:
+    """A lower bound of S_inf (sliced: of sum_s eta_s S_inf) for row j from
+    its dense columns; inf for a row not to be returned."""
+    cdef Py_ssize_t s, r, h
+    cdef float64_t part, d, total = 0.0
+    cdef const float32_t* row = sg.dense + j * sg.n_dense
+    if not sg.mask[j]:
+        return INFINITY
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        part = 0.0
+        for h in range(sg.dense_ptr[r], sg.dense_ptr[r + 1]):
+            d = fabs(sc.qh[h] - row[h])
+            if d > part:
+                part = d
+        part = part - MAX_ALLOWANCE
+        if part > 0.0:
+            total = part if se.single else total + se.eta[s] * part
+    return total
+
+
+cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t segment,
+                           Py_ssize_t i, Py_ssize_t row_lo, Py_ssize_t row_hi, Scratch* sc,
+                           Found* heap, float64_t* shared) noexcept nogil:
+    """_search_unit for p = inf: every row's dense bound, chunk by chunk;
+    while the unit's top k is not full the rows of smallest bound go
+    first; rows whose bound is within the k-th exact value get theirs."""
+    cdef Py_ssize_t k = se.k, n_cols = sg.n_cols
+    cdef Py_ssize_t s, r, t, h, j, j0, j1, seed_size
+    cdef Py_ssize_t n_found = 0
+    cdef float64_t lb, thr, other
+    cdef float64_t* bounds = sc.bounds
+    cdef Tagged seed
+    cdef Found item
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+            h = sg.col_slot[r * n_cols + se.q_indices[t]]
+            if h >= 0:
+                sc.qh[h] = se.q_data[t]
+    j0 = row_lo
+    while j0 < row_hi:
+        j1 = min(j0 + se.chunk, row_hi)
+        seed_size = 0
+        for j in range(j0, j1):
+            lb = _bound_max(se, sg, sc, j)
+            bounds[j - j0] = lb
+            if lb != INFINITY:
+                sc.n_read += 1
+                if n_found < k:
+                    seed.value = lb
+                    seed.tag = j
+                    heap_offer(sc.seed, &seed_size, k, &seed)
+        for t in range(seed_size + (j1 - j0)):
+            if t < seed_size:
+                j = sc.seed[t].tag
+            else:
+                j = j0 + t - seed_size
+            lb = bounds[j - j0]
+            other = si_load(shared)
+            thr = other
+            if n_found == k and heap[0].value < thr:
+                thr = heap[0].value
+            # Masked and already-seen rows carry an infinite bound, which an
+            # infinite threshold would not reject.
+            if lb > thr or lb == INFINITY:
+                continue
+            bounds[j - j0] = INFINITY
+            sc.n_exact += 1
+            item.value = _exact_max(se, sg, sc, i, j)
+            item.doc = sg.doc_ids[j]
+            item.segment = segment
+            item.row = j
+            heap_offer(heap, &n_found, k, &item)
+            if n_found == k and heap[0].value < other:
+                si_lower(shared, heap[0].value)
+        j0 = j1
+    for t in range(n_found, k):
+        heap[t].value = INFINITY
+        heap[t].doc = INT64_MAX
+        heap[t].segment = -1
+        heap[t].row = -1
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+            h = sg.col_slot[r * n_cols + se.q_indices[t]]
+            if h >= 0:
+                sc.qh[h] = 0.0
+
+
 cdef inline float64_t _threshold(const float64_t* upper, Py_ssize_t n_upper,
                                  const Found* heap, Py_ssize_t n_found, Py_ssize_t k,
                                  float64_t other) noexcept nogil:
@@ -587,6 +724,9 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     cdef const float32_t* post_values = sg.post_values
     cdef const float64_t* weight = sg.weight
 
+    if kind == 3:
+        _search_unit_max(se, sg, segment, i, row_lo, row_hi, sc, heap, shared)
+        return
     # The query's norms, its dense values and group norms, and where each of
     # its posting lists enters this row range. These reads go to a different
     # place for every column, mostly missing the cache: asked for all at
@@ -868,8 +1008,9 @@ def search_segments(
     other) that may be returned. Queries are CSR rows of raw edge masses,
     one block of ``n_q`` rows per selected root (``positions[s]`` is the
     root of block s). ``parents[r]`` (int32) and ``root_nodes[r]`` are the
-    parent pointers and root of the index's tree r. One selected root ranks by p-th powers, several by
-    sum_s eta_s S_p; ties go to the lower document id.
+    parent pointers and root of the index's tree r. One selected root
+    ranks by p-th powers (by S_inf at p = inf), several by sum_s eta_s S_p;
+    ties go to the lower document id.
 
     Work is cut into units of (query, segment, row range), in parallel; the
     k-th value a unit finds bounds every other unit of its query. A unit
@@ -891,8 +1032,6 @@ def search_segments(
     cdef SegmentArrays arrays
     cdef RowNorms row_norms
     cdef Search se
-    if power_kind(p) == 3:
-        raise ValueError("the inverted file serves finite p only")
     if n_q == 0 or n_segments == 0:
         out_value[:, :] = INFINITY
         out_segment[:, :] = -1
@@ -973,8 +1112,9 @@ def search_segments(
     se.kind = power_kind(p)
     se.single = n_sel == 1
     se.p = p
-    se.value_rtol = p * VALUE_RTOL
-    se.value_atol = p * VALUE_ATOL
+    # (Not used at p = inf: see MAX_ALLOWANCE.)
+    se.value_rtol = 0.0 if se.kind == 3 else p * VALUE_RTOL
+    se.value_atol = 0.0 if se.kind == 3 else p * VALUE_ATOL
     se.positions = &positions[0]
     se.eta = &eta[0]
     q_indices_arr = np.asarray(q_indices) if q_indices.shape[0] else np.zeros(1, np.int32)

@@ -10,6 +10,7 @@ and the dense block only for rows whose lower bound can still reach the top k.
 This module knows nothing of files or SQLite: ``storage.py`` writes and reads
 the arrays, ``search.py`` decides which segments to search and with what.
 """
+import math
 import threading
 
 import numpy as np
@@ -412,6 +413,9 @@ class InvertedFile:
         dense norms; the 1/p power of each group norm, per coarse group and
         row, and per row and dense group. The two most recent p values are
         kept (searches in several threads may ask at once)."""
+        if math.isinf(p):
+            # The p = inf search reads the dense block only.
+            return _NO_NORMS
         with self._norms_lock:
             if p not in self._norms:
                 if len(self._norms) >= 2:
@@ -437,6 +441,10 @@ class InvertedFile:
         return _inverted_search.RowNorms(low, high, coarse_root, group_root)
 
 
+_NO_NORMS = _inverted_search.RowNorms(np.zeros(0), np.zeros(0), np.zeros(0, np.float32),
+                                      np.zeros(0, np.float32))
+
+
 def _check_constants():
     # The kernel's chunks must not span two 65,536-row blocks of posting
     # offsets, and row ranges start at block-table boundaries.
@@ -454,7 +462,8 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
     ``queries``: raw query rows per selected root, as (indptr, indices,
     data) of the same number of rows; ``positions``: the selected roots;
     ``trees``: the index's trees (every root's, not only the selected).
-    Values are p-th powers for one root, else sum_s eta_s S_p. Returns
+    Values are p-th powers for one root (S_inf itself at p = inf), else
+    sum_s eta_s S_p. Returns
     (values, segments, rows, docs), each (n_queries, k): query i's t-th best
     is row ``rows[i, t]`` of ``files[segments[i, t]]``, document
     ``docs[i, t]``; unused places hold inf and -1. Ties go to the lower

@@ -3,8 +3,8 @@ distance conveniences on stored documents.
 
 ``SearchMixin`` holds the query side of the index: which rows a search may
 return (``where``), the query features, the search of each chunk of queries
-(the inverted files of ``inverted.py`` for finite p, a scan of every row for
-p = inf) and the merge of their top k into a :class:`SearchResult`; and
+(the inverted files of ``inverted.py`` for p up to 16 and p = inf, a scan
+of every row for a finite p above 16) and the merge of their top k into a :class:`SearchResult`; and
 ``distance``, ``pairwise``, ``gram`` and ``keys_with_labels``. The index's
 lifecycle and writes are in ``sobolev_index.py``.
 """
@@ -33,9 +33,9 @@ from .csr import row_range
 __all__ = ["SearchMixin", "SearchResult"]
 
 # Queries searched together; bounds the (queries x rows) distance buffer of
-# a p = inf scan.
+# a scan (finite p > 16).
 QUERY_CHUNK = 64
-# A p = inf scan reads every row's features, rebuilt from the stored
+# A scan reads every row's features, rebuilt from the stored
 # measures (about 12 bytes per nonzero). An index keeps them for later scans
 # up to this many bytes over all its segments; the other segments' features
 # are rebuilt by each search, SCAN_CHUNK_ROWS rows at a time, and distances
@@ -60,8 +60,8 @@ class SearchResult:
     queries: ``rows`` (the documents it could return, per query),
     ``rows_read`` (rows whose stored values were read in full, after their
     bounds could not rule them out) and ``exact`` (rows whose distance was
-    computed exactly); a search that reads every row (p = inf, or p > 16)
-    reads and computes them all.
+    computed exactly). At p = inf every row's dense values are read for its
+    bound; a search at a finite p > 16 reads and computes every row.
     """
 
     def __init__(self, keys, distances, labels, p, stats=None):
@@ -130,9 +130,9 @@ class SearchMixin:
         labels = [[] for _ in range(n_queries)]
         distances = np.full((n_queries, k), np.inf)
         stats = {"rows": scope.n_rows * n_queries, "rows_read": 0, "exact": 0}
-        # A scan (p = inf, p > 16) reads and computes every row.
+        # A scan (finite p > 16) reads and computes every row.
         scanned = None
-        if math.isinf(p) or p > LARGE_P:
+        if LARGE_P < p < math.inf:
             scanned = self._scan(query_features, k, p, positions, eta, scope.masks,
                                  scope.searched, n_threads)
         for start in range(0, n_queries, QUERY_CHUNK):
@@ -308,7 +308,7 @@ class SearchMixin:
         values, segs, rows, docs, stats = inverted.search(
             [self._segments[s].inverted_file(self.trees, self._edge_weight) for s in searched],
             scope.mask, queries, positions, eta, k, p, self.trees, n_threads=n_threads)
-        if len(positions) == 1 and p != 1.0:
+        if len(positions) == 1 and p != 1.0 and not math.isinf(p):
             values = values ** (1.0 / p)
         found = []
         for i in range(stop - start):
@@ -321,9 +321,9 @@ class SearchMixin:
         """Per query: (distances, segment positions, rows, doc ids), best
         first, from every row of the searched segments.
 
-        No identity splits the max-norm over shared columns, so p = inf
-        scans every row; so does a large finite p, whose p-th powers would
-        underflow in the identity (see distances.LARGE_P). Rows go by
+        A large finite p scans every row: its p-th powers would underflow
+        in the identity the inverted file relies on (see
+        distances.LARGE_P). Rows go by
         SCAN_CHUNK_ROWS (their features rebuilt once per search unless
         kept), queries by QUERY_CHUNK: the distance block stays small."""
         n_queries = query_features[0].shape[0]
@@ -383,7 +383,7 @@ class SearchMixin:
         return total
 
     def _scan_cache_room(self):
-        """Bytes the p = inf scans may still keep (see SCAN_CACHE_BYTES)."""
+        """Bytes the scans may still keep (see SCAN_CACHE_BYTES)."""
         return SCAN_CACHE_BYTES - sum(s.cached_feature_bytes() for s in self._segments)
 
     # --------------------------------------------------- distances and labels
