@@ -117,7 +117,7 @@ def test_near_duplicates_are_found_exactly(tmp_path, monkeypatch, layout):
     measures += [(rng.choice(80, size=6), rng.random(6) + 0.1) for _ in range(300)]
     with SobolevIndex.create(tmp_path / "idx", graph, roots=2, seed=0) as index:
         keys = index.add(measures)
-        for p in (1, 2, 3):
+        for p in (1, 2, 3, np.inf):
             for positions in ([0], [0, 1]):
                 result = index.search([(base_nodes, base_masses)], k=5, p=p, roots=positions)
                 D = brute_force(index, measures, np.ones(600, bool),
@@ -127,7 +127,7 @@ def test_near_duplicates_are_found_exactly(tmp_path, monkeypatch, layout):
                 assert all(keys.index(k) < 300 for k in result.keys[0])
 
 
-@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("p", [1, 2, 3, np.inf])
 def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
     # 200 identical rows tie at distance 0, far more than the 28 candidate
     # places a row range has (4 k): the full list is settled at once, again

@@ -105,7 +105,8 @@ def test_a_format_2_index_is_read_as_it_is(v2_path):
         assert "d0-003" not in index and "d0-004" in index
         contents = _contents(index)
         assert contents["d0-001"][2] == "beta" and contents["d0-002"][2] is None
-        # (p = inf and p > 16 scan features rebuilt from the measures.)
+        # (p = inf computes exact values, and p > 16 scans, from features
+        # rebuilt from the measures.)
         for p in (1, 2, 3.5, 20, np.inf):
             _assert_search_is_exact(index, contents, p)
         assert index.verify()["ok"]

@@ -1,4 +1,5 @@
-"""Exact top-k search for finite p through an inverted file over edges.
+"""Exact top-k search through an inverted file over edges, for p up to 16
+and for p = inf (a finite p above 16 is scanned elsewhere).
 
 Private: the index's Python layer (``inverted.py``) checks every array
 before calling in here, so these loops trust their inputs. The arrays are
@@ -613,6 +614,9 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
     while j0 < row_hi:
         j1 = min(j0 + se.chunk, row_hi)
         seed_size = 0
+        # Read once per chunk and per exact value, not per row: other
+        # threads write it.
+        other = si_load(shared)
         for j in range(j0, j1):
             lb = _bound_max(se, sg, sc, j)
             bounds[j - j0] = lb
@@ -628,7 +632,6 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
             else:
                 j = j0 + t - seed_size
             lb = bounds[j - j0]
-            other = si_load(shared)
             thr = other
             if n_found == k and heap[0].value < thr:
                 thr = heap[0].value
@@ -643,8 +646,10 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
             item.segment = segment
             item.row = j
             heap_offer(heap, &n_found, k, &item)
+            other = si_load(shared)
             if n_found == k and heap[0].value < other:
                 si_lower(shared, heap[0].value)
+                other = heap[0].value
         j0 = j1
     for t in range(n_found, k):
         heap[t].value = INFINITY
@@ -1016,7 +1021,9 @@ def search_segments(
     k-th value a unit finds bounds every other unit of its query. A unit
     keeps up to max(4 k, ``min_candidates``) rows whose lower value is
     within its threshold, and computes exact values for those still within
-    it at the end (or at once, when ties fill the list). Row j of
+    it at the end (or at once, when ties fill the list); at p = inf it
+    computes the exact value of every row whose dense bound is within it
+    at once. Row j of
     segment g goes to ``out_segment[i, t] = g``, ``out_row[i, t] = j`` and
     ``out_doc[i, t]`` (its document id) with its value in
     ``out_value[i, t]``, best first; unused places hold inf and -1.
@@ -1054,6 +1061,9 @@ def search_segments(
         max_dense = max(max_dense, views[g].n_dense)
         max_groups = max(max_groups, views[g].n_groups)
         work += views[g].ptr[views[g].n_cols * arrays.n_roots]
+        if power_kind(p) == 3:
+            # Every row's dense values are read too.
+            work += views[g].n_rows * views[g].n_dense
     if offset != mask.shape[0]:
         raise ValueError(f"the mask has {mask.shape[0]} rows; the segments have {offset}")
     cdef Py_ssize_t n_nodes = views[0].n_cols

@@ -4,8 +4,10 @@ Each segment stores its rows' features column by column (posting lists) for
 every root, except for the few columns present in most rows, which are kept
 as a dense block (see ``_inverted_search.pyx`` for the bounds this allows);
 the features themselves are not stored, but rebuilt from the measures
-where exact values need them. A query then reads the postings of its own edges only,
-and the dense block only for rows whose lower bound can still reach the top k.
+where exact values need them. A query then reads the postings of its own
+edges only, and the dense block only for rows whose lower bound can still
+reach the top k; at p = inf it reads every row's dense values instead,
+which bound S_inf from below.
 
 This module knows nothing of files or SQLite: ``storage.py`` writes and reads
 the arrays, ``search.py`` decides which segments to search and with what.

@@ -60,8 +60,9 @@ class SearchResult:
     queries: ``rows`` (the documents it could return, per query),
     ``rows_read`` (rows whose stored values were read in full, after their
     bounds could not rule them out) and ``exact`` (rows whose distance was
-    computed exactly). At p = inf every row's dense values are read for its
-    bound; a search at a finite p > 16 reads and computes every row.
+    computed exactly). At p = inf, ``rows_read`` counts every row, since each
+    row's dense values are read for its bound; a search at a finite p > 16
+    reads and computes every row.
     """
 
     def __init__(self, keys, distances, labels, p, stats=None):
@@ -373,8 +374,7 @@ class SearchMixin:
             tree, F = self.trees[position], query_features[r]
             q = row_range((F.indptr, F.indices, F.data), start, stop)
             out = np.empty((stop - start, len(rows[r][0]) - 1))
-            # S_inf needs no edge weights (w^0 = 1): the kernel reads none then.
-            scale = np.empty(0) if math.isinf(p) else tree.length ** (1.0 / p)
+            scale = tree.length ** (1.0 / p)
             _pairwise.pairwise_lp(*q, *rows[r], scale, p, False, out, n_threads=n_threads)
             if len(positions) == 1:
                 return out
