@@ -242,8 +242,41 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
             arrays["dense_columns"][0] = 40
         segment.data.inverted = arrays
         segment._inverted = None
+        # Every stored measure as a query: every posting list is read (a
+        # search checks the lists it reads, at first use).
         with pytest.raises(CorruptIndexError, match="inverted file"):
-            index.search(measures[:2], k=3, p=1)
+            index.search(measures, k=3, p=1)
+
+
+def test_a_damaged_posting_list_is_found_when_a_search_reads_it(tmp_path):
+    """Posting lists are checked when a search first reads them: a search
+    that does not read the damaged list gives the undamaged answer, one
+    that reads it raises, and verify() reports it."""
+    rng = np.random.default_rng(5)
+    graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=40, seed=1)
+    measures = [(rng.choice(40, size=3, replace=False), None) for _ in range(100)]
+    with SobolevIndex.create(tmp_path / "idx", graph, seed=0) as index:
+        index.add(measures)
+        inv = index._segments[0].inverted_file(index.trees, index._edge_weight)
+        # A posted column (root 0), and a query that avoids it.
+        lengths = np.diff(inv.ptr[:inv.n_cols + 1])
+        column = int(np.flatnonzero((lengths > 0) & (inv.col_slot[:inv.n_cols] < 0))[-1])
+        features = index.trees[0].features_of(measures)
+        avoiding = [m for m, row in zip(measures, features) if column not in row.indices]
+        reading = [m for m, row in zip(measures, features) if column in row.indices]
+        assert avoiding and reading
+        before = index.search(avoiding[:5], k=4, p=1)
+        arrays = {name: np.array(values) for name, values in index._segments[0].data.inverted.items()}
+        arrays["post_values"][inv.ptr[column]] = 7.5
+        index._segments[0].data.inverted = arrays
+        index._segments[0]._inverted = None
+        after = index.search(avoiding[:5], k=4, p=1)
+        assert after.keys == before.keys
+        assert np.array_equal(after.distances, before.distances)
+        with pytest.raises(CorruptIndexError, match=f"posting list {column} "):
+            index.search(reading[:1], k=4, p=1)
+        with pytest.raises(CorruptIndexError, match="inverted file"):
+            index._segments[0].inverted_file(index.trees, index._edge_weight).check_lists()
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -462,3 +495,32 @@ def test_a_thread_that_flushes_subnormals_still_finds_the_exact_nearest(tmp_path
             _inverted_search._set_subnormal_flush(was)
         assert result.keys == [["same"]]
         assert result.distances[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("p", [1, 2, np.inf])
+@pytest.mark.parametrize("damage", ["node", "mass"])
+def test_a_damaged_measure_is_found_when_a_search_rebuilds_it(tmp_path, p, damage):
+    """A search checks the stored measures of its candidates before
+    rebuilding their features (not every measure at its first search):
+    a damaged one is a CorruptIndexError naming the row."""
+    rng = np.random.default_rng(9)
+    graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=40, seed=1)
+    measures = [(rng.choice(40, size=4, replace=False), rng.random(4) + 0.1)
+                for _ in range(100)]
+    with SobolevIndex.create(tmp_path / "idx", graph, seed=0) as index:
+        index.add(measures)
+        segment = index._segments[0]
+        at = int(segment.data.indptr[7]) + 1
+        if damage == "node":
+            nodes = np.array(segment.data.nodes)
+            nodes[at] = 10**6
+            segment.data.nodes = nodes
+        else:
+            masses = np.array(segment.data.masses)
+            masses[at] = np.nan
+            segment.data.masses = masses
+        segment._checked.clear()
+        segment._inverted = None
+        # Row 7's own measure as the query: row 7 is a candidate.
+        with pytest.raises(CorruptIndexError, match=r"stored measure \(row 7\)"):
+            index.search([measures[7]], k=3, p=p)

@@ -273,15 +273,22 @@ def check_postings(const offset_t[::1] ptr, const int32_t[::1] rows, Py_ssize_t 
 
 cdef bint _list_ok(const offset_t* ptr, const uint16_t* offsets, Py_ssize_t n_offsets,
                    const offset_t* starts, Py_ssize_t c, Py_ssize_t n_blocks, bint one_range,
-                   Py_ssize_t n_rows, Py_ssize_t block_rows) noexcept nogil:
+                   Py_ssize_t n_rows, Py_ssize_t block_rows, const float32_t* values,
+                   float64_t max_value) noexcept nogil:
     """check_block_postings for posting list c (``starts``: its row of the
     table, NULL for one range)."""
     cdef Py_ssize_t b, lo, hi, base, row, last = -1
     cdef offset_t e
+    cdef float64_t v
     # (The caller checked the pointers; a list outside the postings is
     # refused here too, before anything is read.)
     if not (0 <= ptr[c] <= ptr[c + 1] <= n_offsets):
         return False
+    for e in range(ptr[c], ptr[c + 1]):
+        v = values[e]
+        # (NaN fails both comparisons.)
+        if not (v >= 0.0 and v <= max_value):
+            return False
     for b in range(n_blocks):
         if one_range:
             lo, hi, base = ptr[c], ptr[c + 1], 0
@@ -303,19 +310,25 @@ cdef bint _list_ok(const offset_t* ptr, const uint16_t* offsets, Py_ssize_t n_of
 
 def check_block_postings(const offset_t[::1] ptr, const uint16_t[::1] offsets,
                          const offset_t[:, ::1] starts, Py_ssize_t n_rows,
-                         Py_ssize_t block_rows):
-    """Raise ValueError unless stored postings are what block_offsets and
-    block_starts make of posting lists whose rows lie in 0..n_rows-1,
-    strictly ascending: ``offsets`` are the rows within their BLOCK_ROWS-row
-    block, ``starts`` where each list enters each range of ``block_rows``
-    rows. ``starts`` has no columns when the segment is one range (then
-    the offsets are the rows). ``ptr`` is already known to be
-    non-decreasing and to end at len(offsets). Lists are checked in
-    parallel."""
-    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, c
+                         Py_ssize_t block_rows, const float32_t[::1] values,
+                         float64_t max_value, const int64_t[::1] lists):
+    """Raise ValueError unless the posting lists ``lists`` are what
+    block_offsets and block_starts make of lists whose rows lie in
+    0..n_rows-1, strictly ascending, with values in [0, ``max_value``]:
+    ``offsets`` are the rows within their BLOCK_ROWS-row block, ``starts``
+    where each list enters each range of ``block_rows`` rows. ``starts`` has
+    no columns when the segment is one range (then the offsets are the
+    rows). The table's shape is checked whatever ``lists`` holds. ``ptr`` is
+    already known to be non-decreasing and to end at len(offsets), and
+    ``values`` to be as long as ``offsets``; ``lists`` to lie in
+    0..len(ptr)-2. Lists are checked in parallel."""
+    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, c, t, n_todo = lists.shape[0]
     cdef Py_ssize_t n_blocks = (n_rows + block_rows - 1) // block_rows
     cdef bint one_range = starts.shape[1] == 0
-    cdef int n_workers = effective_threads(None, offsets.shape[0])
+    cdef int64_t work = 0
+    for t in range(n_todo):
+        work += ptr[lists[t] + 1] - ptr[lists[t]]
+    cdef int n_workers = effective_threads(None, work)
     if one_range:
         if n_rows > BLOCK_ROWS:
             raise ValueError(f"a segment of {n_rows} rows has no table of range starts")
@@ -324,22 +337,26 @@ def check_block_postings(const offset_t[::1] ptr, const uint16_t[::1] offsets,
         raise ValueError(f"the table of range starts has shape "
                          f"({starts.shape[0]}, {starts.shape[1]}); expected "
                          f"({n_lists}, {n_blocks + 1})")
-    if n_lists <= 0:
+    if n_lists <= 0 or n_todo == 0:
         return
-    bad_arr = np.zeros(n_lists, dtype=np.uint8)
+    if values.shape[0] != offsets.shape[0]:
+        raise ValueError(f"{values.shape[0]} posting values for {offsets.shape[0]} postings")
+    bad_arr = np.zeros(n_todo, dtype=np.uint8)
     cdef uint8_t[::1] bad = bad_arr
     cdef const offset_t* table = NULL if one_range else &starts[0, 0]
     cdef const uint16_t* offset_ptr = &offsets[0] if offsets.shape[0] else NULL
-    for c in prange(n_lists, nogil=True, schedule="dynamic", chunksize=64,
+    cdef const float32_t* value_ptr = &values[0] if values.shape[0] else NULL
+    for t in prange(n_todo, nogil=True, schedule="dynamic", chunksize=64,
                     num_threads=n_workers):
+        c = lists[t]
         if not _list_ok(&ptr[0], offset_ptr, offsets.shape[0],
                         NULL if one_range else table + c * (n_blocks + 1),
-                        c, n_blocks, one_range, n_rows, block_rows):
-            bad[c] = 1
+                        c, n_blocks, one_range, n_rows, block_rows, value_ptr, max_value):
+            bad[t] = 1
     if bad_arr.any():
-        raise ValueError(f"posting list {int(np.argmax(bad_arr))} names a row outside "
-                         f"0..{n_rows - 1}, is not in ascending row order, or disagrees with "
-                         "its table of range starts")
+        raise ValueError(f"posting list {int(lists[int(np.argmax(bad_arr))])} names a row "
+                         f"outside 0..{n_rows - 1}, is not in ascending row order, disagrees "
+                         "with its table of range starts, or holds a value outside [0, 1]")
 
 
 def float32_range(const float32_t[::1] values):

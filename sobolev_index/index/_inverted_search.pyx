@@ -284,6 +284,8 @@ cdef struct Scratch:
     float64_t* f_query
     # Rows whose dense part was read, and exact values computed.
     int64_t n_read, n_exact
+    # A candidate whose stored measure is not one (see _row_ok), or -1.
+    int64_t bad_segment, bad_row
 
 
 cdef class SegmentArrays:
@@ -494,6 +496,34 @@ cdef void _value(const Search* se, const SegmentView* sg, const Scratch* sc, Py_
     upper[0] = up
 
 
+cdef bint _row_ok(const SegmentView* sg, Py_ssize_t j) noexcept nogil:
+    """Whether stored measure j has node ids in 0..n_nodes-1 and finite
+    masses >= 0. The Python layer checks the measures' pointers when a
+    segment is first searched, and each candidate's supports here, before
+    its features are rebuilt from them: a search then reads only the
+    measures of its candidates."""
+    cdef offset_t t
+    cdef node_t v
+    cdef float64_t m
+    for t in range(sg.m_indptr[j], sg.m_indptr[j + 1]):
+        v = sg.m_nodes[t]
+        m = sg.m_masses[t]
+        # (NaN fails both comparisons.)
+        if v < 0 or v >= sg.n_cols or not (m >= 0.0 and m < INFINITY):
+            return False
+    return True
+
+
+cdef inline bint _candidate_ok(const SegmentView* sg, Py_ssize_t segment, Scratch* sc,
+                               Py_ssize_t j) noexcept nogil:
+    """_row_ok, noting a bad row in the thread's scratch."""
+    if _row_ok(sg, j):
+        return True
+    sc.bad_segment = segment
+    sc.bad_row = j
+    return False
+
+
 cdef float64_t _exact_value(const Search* se, const SegmentView* sg, const Scratch* sc,
                             Py_ssize_t i, Py_ssize_t j) noexcept nogil:
     """The value of query i and row j, row j's features rebuilt from its
@@ -640,6 +670,8 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
             if lb > thr or lb == INFINITY:
                 continue
             bounds[j - j0] = INFINITY
+            if not _candidate_ok(sg, segment, sc, j):
+                continue
             sc.n_exact += 1
             item.value = _exact_max(se, sg, sc, i, j)
             item.doc = sg.doc_ids[j]
@@ -699,6 +731,8 @@ cdef void _settle(const Search* se, const SegmentView* sg, Py_ssize_t segment, P
     cdef Found item
     for t in range(count):
         if sc.cand_lows[t] <= threshold:
+            if not _candidate_ok(sg, segment, sc, sc.cand_rows[t]):
+                continue
             sc.n_exact += 1
             item.value = _exact_value(se, sg, sc, i, sc.cand_rows[t])
             item.doc = sg.doc_ids[sc.cand_rows[t]]
@@ -991,6 +1025,11 @@ def _give_back(Py_ssize_t n_nodes, list scratches):
     pool.extend(scratches[:max(0, _POOL_MAX - len(pool))])
 
 
+class BadStoredMeasure(ValueError):
+    """A candidate's stored measure has a node id outside the graph or a
+    mass that is not finite and >= 0: args are (segment position, row)."""
+
+
 def _set_subnormal_flush(bint on):
     """Turn flushing of subnormal numbers (FTZ and DAZ) on or off for the
     calling thread; returns whether it was on. For tests of the allowance."""
@@ -1177,6 +1216,8 @@ def search_segments(
         scratch.cap = cap
         scratch.n_read = 0
         scratch.n_exact = 0
+        scratch.bad_segment = -1
+        scratch.bad_row = -1
     # One cache line per query, for the same reason.
     shared_arr = np.full(n_q * SHARED_STRIDE, INFINITY)
     found_mem = np.zeros(n_q * n_units * k * sizeof(Found), dtype=np.uint8)
@@ -1192,6 +1233,10 @@ def search_segments(
     finally:
         _give_back(n_nodes, row_scratch)
     n_read = n_exact = 0
+    for t in range(n_workers):
+        scratch = <Scratch*> (scratch_base + t * scratch_stride)
+        if scratch.bad_segment >= 0:
+            raise BadStoredMeasure(scratch.bad_segment, scratch.bad_row)
     for t in range(n_workers):
         n_read += (<Scratch*> (scratch_base + t * scratch_stride)).n_read
         n_exact += (<Scratch*> (scratch_base + t * scratch_stride)).n_exact

@@ -53,6 +53,9 @@ DENSE_GROUPS = 16
 # reader maps them and searches at once (see InvertedFile).
 ARRAYS = ("ptr", "post_rows", "post_values", "block_rows", "block_start", "dense",
           "dense_columns", "dense_ptr", "norm_p", "norm_low", "norm_high")
+# Stored values are edge masses of probability measures: in [0, 1], with
+# room for the rounding of a sum.
+VALUE_MAX = 1.0 + 1e-6
 # What format 2 stored: int32 rows, float64 values and dense block.
 ARRAYS_V2 = ("ptr", "rows", "values", "dense", "dense_columns", "dense_ptr")
 
@@ -267,7 +270,11 @@ class InvertedFile:
         self.n_rows = n_rows
         self.n_roots = len(trees)
         self.n_cols = trees[0].n_nodes
+        self.name = name
         self._check(arrays, name)
+        # Posting lists already checked (see check_lists), one flag per slot.
+        self._list_checked = np.zeros(self.n_roots * self.n_cols, dtype=np.uint8)
+        self._lists_lock = threading.Lock()
         # Mapped from the file as they are: a query streams 6 bytes per
         # posting (row offset within its 65,536-row block, float32 value)
         # and reads the dense block's float32 values for the few rows whose
@@ -324,6 +331,7 @@ class InvertedFile:
         self._norms_lock = threading.Lock()
         # The table of range starts, None for a segment of one range.
         self.block_start = block_start if block_start.shape[1] else None
+        self._block_table = block_start
         self.kernel = _inverted_search.SegmentArrays(
             self.ptr, self.post_rows, self.post_values, self.col_slot, self.weight, self.dense,
             self.dense_ptr, self.dense_weight, self.root_weight, self.group_slots,
@@ -373,17 +381,19 @@ class InvertedFile:
         if (n_rows > block_rows) != (block_start.shape[1] > 0):
             fail(f"a segment of {n_rows} rows with a table of {block_start.shape[1]} range "
                  "starts per list")
+        # The table's shape here; each posting list, with its values, when a
+        # search first reads it (check_lists).
         try:
             _inverted_build.check_block_postings(
                 np.ascontiguousarray(ptr, dtype=np.int64), np.ascontiguousarray(rows),
-                np.ascontiguousarray(block_start, dtype=np.int64), n_rows, block_rows)
+                np.ascontiguousarray(block_start, dtype=np.int64), n_rows, block_rows,
+                np.ascontiguousarray(values), VALUE_MAX, np.zeros(0, dtype=np.int64))
         except ValueError as exc:
             fail(str(exc))
-        for what, array in (("posting", values), ("dense", dense)):
-            low, high = _inverted_build.float32_range(np.ascontiguousarray(array).reshape(-1))
-            # (NaN fails both comparisons.)
-            if array.size and not (low >= 0.0 and high <= 1.0 + 1e-6):
-                fail(f"a {what} value is outside [0, 1]")
+        low, high = _inverted_build.float32_range(np.ascontiguousarray(dense).reshape(-1))
+        # (NaN fails both comparisons.)
+        if dense.size and not (low >= 0.0 and high <= VALUE_MAX):
+            fail("a dense value is outside [0, 1]")
         if dense_ptr.shape != (n_roots + 1,) or dense_ptr[0] != 0 \
                 or np.any(np.diff(dense_ptr) < 0) or dense_ptr[-1] != len(columns):
             fail("dense-column pointers do not match the dense columns")
@@ -409,6 +419,26 @@ class InvertedFile:
             fail(f"row norms of shapes {low.shape} and {high.shape}, or not finite and >= 0; "
                  f"expected {expected} each")
 
+    def check_lists(self, slots=None):
+        """Check the posting lists of ``slots`` (int64, r * n_cols + column;
+        all for None) and their values, each once: the order and bounds of
+        their rows, their table of range starts and their values in [0, 1].
+        A search checks the lists of its query's columns before the kernel
+        reads them, so that opening and a first search read only those."""
+        with self._lists_lock:
+            flags = self._list_checked
+            todo = np.flatnonzero(flags == 0) if slots is None else \
+                np.unique(slots[flags[slots] == 0])
+            if len(todo) == 0:
+                return
+            try:
+                _inverted_build.check_block_postings(
+                    self.ptr, self.post_rows, self._block_table, self.n_rows, self.block_rows,
+                    self.post_values, VALUE_MAX, todo.astype(np.int64, copy=False))
+            except ValueError as exc:
+                _fail(self.name, str(exc))
+            flags[todo] = 1
+
     def row_norms(self, p):
         """The row norms for this p, as the kernel takes them (RowNorms of
         low, high, coarse_root, group_root): per root and row the posted and
@@ -427,7 +457,9 @@ class InvertedFile:
 
     def power_sums(self, p):
         """(low, high) as :func:`build` stores them, for any finite p,
-        computed from the stored values."""
+        computed from the stored values (every posting list, checked
+        first)."""
+        self.check_lists()
         return power_sums(self._arrays, self.n_rows, self.n_roots, self.n_cols, self.weight, p)
 
     def _row_norms(self, p):
@@ -479,12 +511,28 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
     rows = np.empty((n_q, k), dtype=np.int64)
     docs = np.empty((n_q, k), dtype=np.int64)
     indptr, indices, data = queries[0] if len(queries) == 1 else stack_rows(queries)
-    n_read, n_exact = _inverted_search.search_segments(
-        [f.kernel for f in files], [f.row_norms(p) for f in files], mask,
-        np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int32),
-        np.ascontiguousarray(data, dtype=np.float64), n_q, np.asarray(positions, dtype=np.int64),
-        np.ascontiguousarray(eta, dtype=np.float64), k, p, CHUNK, MIN_CANDIDATES,
-        values, segments, rows, docs, [tree.parent32 for tree in trees],
-        np.array([tree.root for tree in trees], dtype=np.int32), n_threads=n_threads)
+    if not math.isinf(p) and files:
+        # The posting lists of the query's columns (p = inf reads none).
+        n_cols = files[0].n_cols
+        slots = np.concatenate([positions[s] * n_cols + np.asarray(q[1], dtype=np.int64)
+                                for s, q in enumerate(queries)])
+        for f in files:
+            f.check_lists(slots)
+    try:
+        n_read, n_exact = _inverted_search.search_segments(
+            [f.kernel for f in files], [f.row_norms(p) for f in files], mask,
+            np.ascontiguousarray(indptr, dtype=np.int64),
+            np.ascontiguousarray(indices, dtype=np.int32),
+            np.ascontiguousarray(data, dtype=np.float64), n_q,
+            np.asarray(positions, dtype=np.int64), np.ascontiguousarray(eta, dtype=np.float64),
+            k, p, CHUNK, MIN_CANDIDATES, values, segments, rows, docs,
+            [tree.parent32 for tree in trees],
+            np.array([tree.root for tree in trees], dtype=np.int32), n_threads=n_threads)
+    except _inverted_search.BadStoredMeasure as exc:
+        g, row = exc.args
+        raise CorruptIndexError(
+            f"segment {files[g].name} has a stored measure (row {row}) with a node outside "
+            "the graph or a mass that is not finite and >= 0; run verify() and restore the "
+            "file from a backup") from None
     return values, segments, rows, docs, (int(n_read), int(n_exact))
 

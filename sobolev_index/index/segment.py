@@ -1,7 +1,8 @@
 """One segment held in memory: its arrays (memory-mapped from its file, see
 ``storage.py``), which of its rows are live, and its inverted file, checked
 on first use. Arrays read from the file are checked once, before any
-compiled loop reads them. Features are not stored: they are rebuilt from
+compiled loop reads them (each posting list when a search first reads it,
+see InvertedFile.check_lists). Features are not stored: they are rebuilt from
 the measures, by the same code and to the same bits as when the rows were
 added.
 """
@@ -71,13 +72,16 @@ class Segment:
 
     def features_of_rows(self, rows, tree):
         """Like :meth:`feature_rows` for the rows ``rows`` only (all for
-        None), not kept."""
-        indptr, nodes, masses = self.measure_rows(tree.n_nodes)
-        scale = self.row_scale(tree.n_nodes)
-        if rows is not None:
+        None), not kept; only those rows' measures are checked."""
+        if rows is None:
+            indptr, nodes, masses = self.measure_rows(tree.n_nodes)
+            scale = self.row_scale(tree.n_nodes)
+        else:
+            indptr, nodes, masses = self.measure_pointers(tree.n_nodes)
             rows = np.asarray(rows, dtype=np.int64)
             indptr, nodes, masses = gather_rows(indptr, (nodes, masses), rows)
-            scale = scale[rows]
+            self._check_supports(nodes, masses, tree.n_nodes)
+            scale = self.row_scale(tree.n_nodes)[rows]
         return tree.feature_arrays_of_batch(checked_batch(indptr, nodes, masses, scale))
 
     def row_scale(self, n_nodes):
@@ -85,7 +89,7 @@ class Segment:
         format 3, computed as when the rows were added for format 2; checked
         once to be finite and positive."""
         if "row_scale" not in self._checked:
-            indptr, _, masses = self.measure_rows(n_nodes)
+            indptr, _, masses = self.measure_pointers(n_nodes)
             if self.data.row_scale is None:
                 scale = normalising_factors(indptr, masses)
             elif np.asarray(self.data.row_scale).dtype != np.float64:
@@ -104,6 +108,18 @@ class Segment:
         rows of node ids below ``n_nodes`` with finite masses >= 0 (a merge
         copies them by these pointers)."""
         if "measures" not in self._checked:
+            indptr, nodes, masses = self.measure_pointers(n_nodes)
+            self._check_supports(nodes, masses, n_nodes)
+            self._checked["measures"] = (indptr, nodes, masses)
+        return self._checked["measures"]
+
+    def measure_pointers(self, n_nodes):
+        """The stored measures with their types and row pointers checked,
+        once, but not their supports: a search checks those of each
+        candidate (and _check_supports those of rows it rebuilds), so that a
+        first search does not read every measure. Node ids wider than int32
+        are checked here in full, since the kernel reads int32."""
+        if "pointers" not in self._checked:
             data = self.data
             indptr, nodes, masses = (np.asarray(a) for a in (data.indptr, data.nodes, data.masses))
             if indptr.dtype.kind not in "iu" or nodes.dtype.kind not in "iu" \
@@ -116,25 +132,32 @@ class Segment:
                     or np.any(np.diff(indptr) <= 0) or indptr[-1] != len(nodes)
                     or len(masses) != len(nodes)):
                 raise self._corrupt("malformed measure pointers")
-            bad_node, bad_mass = _features.check_stored_rows(
-                np.ascontiguousarray(nodes, dtype=np.int32) if nodes.dtype.itemsize <= 4
-                else np.clip(nodes, -1, n_nodes).astype(np.int32), masses, n_nodes)
-            if bad_node:
-                raise self._corrupt(f"a measure node outside 0..{n_nodes - 1}")
-            if bad_mass:
-                raise self._corrupt("a measure mass that is not finite and >= 0")
-            self._checked["measures"] = (indptr, nodes, masses)
-        return self._checked["measures"]
+            if nodes.dtype.itemsize > 4:
+                self._check_supports(nodes, masses, n_nodes)
+            self._checked["pointers"] = (indptr, nodes, masses)
+        return self._checked["pointers"]
+
+    def _check_supports(self, nodes, masses, n_nodes):
+        """CorruptIndexError unless ``nodes`` lie in 0..n_nodes-1 and
+        ``masses`` are finite and >= 0."""
+        bad_node, bad_mass = _features.check_stored_rows(
+            np.ascontiguousarray(nodes, dtype=np.int32) if nodes.dtype.itemsize <= 4
+            else np.clip(nodes, -1, n_nodes).astype(np.int32), masses, n_nodes)
+        if bad_node:
+            raise self._corrupt(f"a measure node outside 0..{n_nodes - 1}")
+        if bad_mass:
+            raise self._corrupt("a measure mass that is not finite and >= 0")
 
     def inverted_file(self, trees, weight):
-        """The segment's inverted file, checked once; and its measures,
-        checked too, since exact distances are computed from them.
+        """The segment's inverted file, checked once (its posting lists as
+        searches read them); and its measures, checked too, since exact
+        distances are computed from them.
         ``weight``: the trees' edge lengths, one after the other."""
         if self._inverted is None:
             if self.data.inverted is None:
                 raise self._corrupt("no inverted file")
             n_nodes = trees[0].n_nodes
-            measures = self.measure_rows(n_nodes)
+            measures = self.measure_pointers(n_nodes)
             scale = self.row_scale(n_nodes)
             arrays = self.data.inverted
             if self.data.version == 2:

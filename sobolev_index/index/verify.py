@@ -83,6 +83,8 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
                 segment = Segment(row, data, np.ones(data.rows, dtype=bool))
                 segment.measure_rows(n_nodes)
                 inverted_file = segment.inverted_file(trees, weight)
+                # Searches check the lists they read; verify checks them all.
+                inverted_file.check_lists()
             except CorruptIndexError as exc:
                 problems.append(str(exc))
                 continue
