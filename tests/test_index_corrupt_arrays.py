@@ -170,6 +170,8 @@ def test_verify_finds_plausible_but_wrong_inverted_values(tmp_path, dataset, val
     ("inverted/post_values", None, 1000),
     ("inverted/norm_low", 77, 3),
     ("inverted/norm_high", 91, 3),
+    ("inverted/norm_group", 1, 3),
+    ("inverted/norm_coarse", 50, 3),
     ("measures/row_scale", 63, 3),
 ])
 def test_verify_checks_every_row_where_it_is_cheap(tmp_path, monkeypatch, dataset, row, sample):

@@ -7,11 +7,15 @@ places, and k-th values carried from one segment or range to another. Expected r
 ``pairwise_sobolev`` on freshly computed features, which shares no code with
 the inverted file.
 """
+import os
+import sqlite3
+
 import numpy as np
 import pytest
 
 import sobolev_index.index.inverted as inverted_module
 from sobolev_index import CorruptIndexError, Graph, SobolevIndex, pairwise_sobolev
+from sobolev_index.index.storage import file_checksum
 
 LAYOUTS = {
     # Dense columns in every segment, 4 groups, 64-row chunks, and single
@@ -170,6 +174,12 @@ def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
     ("block_start", "past-the-list"),
     ("ptr", "unsigned-nonmonotone"),
     ("dense_ptr", "unsigned"),
+    ("norm_group", "nan"),
+    ("norm_coarse", "negative"),
+    ("norm_group", "wrong-shape"),
+    ("group_labels", "out-of-range"),
+    ("coarse_labels", "out-of-range"),
+    ("group_labels", "missing-one"),
 ])
 def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damage):
     # Arrays read from a file reach unchecked loops; a malformed one must be
@@ -208,7 +218,12 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
         elif damage == "missing-table":
             arrays["block_start"] = arrays["block_start"][:, :0]
         elif damage == "nan":
-            arrays[array][0, 7] = np.nan
+            arrays[array][0, 7 if array == "norm_low" else 0] = np.nan
+        elif damage == "negative":
+            arrays[array][0, 7] = -1.0
+        elif damage == "missing-one":
+            # Group labels without the rest of what is stored with them.
+            del arrays["norm_coarse"]
         elif damage == "below-1":
             arrays[array][0] = 0.5
         elif damage == "float-nan":
@@ -238,6 +253,10 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
             arrays[array][5], arrays[array][6] = 2**40, 2**40 + 10
         elif damage == "unsigned":
             arrays[array] = arrays[array].astype(np.uint64)
+        elif array == "group_labels":
+            arrays[array][-1] = 10**6
+        elif array == "coarse_labels":
+            arrays[array][0] = 4  # root 0's coarse groups are 0..3
         else:
             arrays["dense_columns"][0] = 40
         segment.data.inverted = arrays
@@ -246,6 +265,51 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
         # search checks the lists it reads, at first use).
         with pytest.raises(CorruptIndexError, match="inverted file"):
             index.search(measures, k=3, p=1)
+
+
+def test_stored_group_norms_are_what_a_search_would_compute(tmp_path):
+    """Segments store each row's group norms for the index's p (a search at
+    that p maps them instead of computing them from the dense block); a
+    segment without them, as written before, computes them and answers the
+    same, bit for bit."""
+    import h5py
+
+    from sobolev_index.index import inverted
+
+    rng = np.random.default_rng(8)
+    graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=60, seed=1)
+    measures = [(rng.choice(60, size=6), rng.random(6) + 0.1) for _ in range(400)]
+    queries = [(rng.choice(60, size=5), rng.random(5) + 0.1) for _ in range(8)]
+    path = tmp_path / "idx"
+    with SobolevIndex.create(path, graph, roots=2, seed=0, p=2) as index:
+        index.add(measures)
+        inv = index._segments[0].inverted_file(index.trees, index._edge_weight)
+        assert inv.stored_group_norms is not None and inv.dense.shape[1] > 0
+        group_of, coarse_of = inverted.dense_groups(index.trees, inv._arrays["dense_columns"],
+                                                    inv.dense_ptr)
+        assert np.array_equal(group_of, inv.group_of)
+        assert np.array_equal(coarse_of, inv.coarse_of)
+        group, coarse = inv.group_norms(2.0)
+        assert np.array_equal(group, inv.stored_group_norms[1])
+        assert np.array_equal(coarse, inv.stored_group_norms[0])
+        # The kernel is given the stored arrays themselves at p = 2.
+        assert inv.row_norms(2.0) is inv.row_norms(2.0)
+        before = {p: index.search(queries, k=5, p=p) for p in (1, 2, np.inf)}
+    segment = path / "segments" / os.listdir(path / "segments")[0]
+    with h5py.File(segment, "r+") as f:
+        for name in inverted.GROUP_ARRAYS:
+            del f[f"inverted/{name}"]
+    with sqlite3.connect(path / "catalog.sqlite") as db:
+        db.execute("UPDATE segments SET checksum = ?", (file_checksum(str(segment)),))
+    db.close()
+    with SobolevIndex.open(path) as index:
+        inv = index._segments[0].inverted_file(index.trees, index._edge_weight)
+        assert inv.stored_group_norms is None
+        for p, result in before.items():
+            again = index.search(queries, k=5, p=p)
+            assert again.keys == result.keys
+            assert np.array_equal(again.distances, result.distances)
+        assert index.verify()["ok"]
 
 
 def test_a_damaged_posting_list_is_found_when_a_search_reads_it(tmp_path):

@@ -56,13 +56,20 @@ ARRAYS = ("ptr", "post_rows", "post_values", "block_rows", "block_start", "dense
 # Stored values are edge masses of probability measures: in [0, 1], with
 # room for the rounding of a sum.
 VALUE_MAX = 1.0 + 1e-6
+# Stored beside them since 2026-11-26 (segments without them compute them at
+# their first search): each dense slot's group and coarse group, and each
+# row's group norms for norm_p, so that a search at the index's p reads
+# them from the file instead of computing them from the whole dense block.
+GROUP_ARRAYS = ("group_labels", "coarse_labels", "norm_group", "norm_coarse")
+# The largest float32: group norms are held at most at it.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 # What format 2 stored: int32 rows, float64 values and dense block.
 ARRAYS_V2 = ("ptr", "rows", "values", "dense", "dense_columns", "dense_ptr")
 
 
-def build(features, n_cols, weight, p):
-    """The inverted file of one segment's feature rows (one CSR per root),
-    as the arrays a segment file stores.
+def build(features, n_cols, weight, p, trees):
+    """The inverted file of one segment's feature rows (one CSR per root,
+    of the index's ``trees``), as the arrays a segment file stores.
 
     Column c of root r is slot r * n_cols + c; its postings are
     ``post_rows[ptr[slot]:ptr[slot + 1]]`` (offsets within 65,536-row
@@ -75,7 +82,11 @@ def build(features, n_cols, weight, p):
     dense columns (their float32 values), per root, for ``norm_p`` = ``p``
     (``weight``: the trees' edge lengths one after the other), the values
     that a search at the index's own p would otherwise compute on first
-    use; for p = inf there are none (``norm_p`` is NaN).
+    use; for p = inf there are none (``norm_p`` is NaN). ``group_labels``
+    and ``coarse_labels`` are each dense slot's group and coarse group (see
+    dense_groups), ``norm_group`` (rows x groups) and ``norm_coarse``
+    (coarse groups x rows) the rows' group norms for ``norm_p`` as float32,
+    none for p = inf.
     """
     ptrs, rows, values, denses, columns = [], [], [], [], []
     offset = 0
@@ -107,7 +118,78 @@ def build(features, n_cols, weight, p):
                  else (np.zeros((0, 0)), np.zeros((0, 0))))
     arrays.update(norm_p=np.array([float(p) if finite else np.nan]), norm_low=low,
                   norm_high=high)
+    group_of, coarse_of = dense_groups(trees, columns, dense_ptr)
+    arrays.update(group_labels=group_of, coarse_labels=coarse_of)
+    if finite:
+        group, coarse = _group_norms(arrays["dense"], weight[_dense_slots(arrays, n_cols)],
+                                     group_of, coarse_of, n_roots, float(p))
+    else:
+        group, coarse = np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32)
+    arrays.update(norm_group=group, norm_coarse=coarse)
     return arrays
+
+
+def _dense_slots(arrays, n_cols):
+    """Slot (root * n_cols + column) of each dense column, root by root."""
+    dense_ptr = np.asarray(arrays["dense_ptr"], dtype=np.int64)
+    columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
+    return np.concatenate([r * n_cols + columns[dense_ptr[r]:dense_ptr[r + 1]]
+                           for r in range(len(dense_ptr) - 1)] or [np.zeros(0, np.int64)])
+
+
+def _group_norms(dense, dense_weight, group_of, coarse_of, n_roots, p):
+    """(per row and group, per coarse group and row) norms of the dense
+    block's groups for p, as float32 (see _inverted_build.group_norms)."""
+    n_rows = dense.shape[0]
+    n_groups = int(group_of.max()) + 1 if len(group_of) else 0
+    group = np.zeros((n_rows, n_groups), dtype=np.float32)
+    coarse = np.zeros((n_roots * _inverted_build.COARSE_GROUPS, n_rows), dtype=np.float32)
+    _inverted_build.group_norms(np.ascontiguousarray(dense, dtype=np.float32),
+                                np.ascontiguousarray(dense_weight, dtype=np.float64),
+                                np.ascontiguousarray(group_of, dtype=np.int64),
+                                np.ascontiguousarray(coarse_of, dtype=np.int64), p, group, coarse)
+    return group, coarse
+
+
+def dense_groups(trees, dense_columns, dense_ptr):
+    """(group_of, coarse_of), int64: each dense slot's group and coarse
+    group. Groups are pieces of the tree (subtree_groups), about
+    DENSE_GROUPS per root, numbered over all roots so that root r's form a
+    range above root r - 1's; coarse groups are COARSE_GROUPS per root, root
+    r's numbered r * COARSE_GROUPS + 0..COARSE_GROUPS - 1 (some may be
+    empty)."""
+    n_coarse = _inverted_build.COARSE_GROUPS
+    dense_columns = np.asarray(dense_columns, dtype=np.int64)
+    group_of = np.zeros(len(dense_columns), dtype=np.int64)
+    coarse_of = np.zeros(len(dense_columns), dtype=np.int64)
+    base = 0
+    for r, tree in enumerate(trees):
+        start, stop = int(dense_ptr[r]), int(dense_ptr[r + 1])
+        coarse = subtree_groups(tree.parent, dense_columns[start:stop], n_coarse)
+        if len(coarse) and coarse.max() >= n_coarse:
+            # Pooled tops come in more groups than asked for: merge
+            # neighbours (any partition gives a valid bound).
+            coarse = coarse * n_coarse // (int(coarse.max()) + 1)
+        coarse_of[start:stop] = r * n_coarse + coarse
+        labels = subtree_groups(tree.parent, dense_columns[start:stop], DENSE_GROUPS)
+        group_of[start:stop] = base + labels
+        base += int(labels.max()) + 1 if len(labels) else 0
+    return group_of, coarse_of
+
+
+def _group_layout(group_of, dense_ptr):
+    """(group_slots, group_ptr, root_groups) of checked group labels: the
+    dense slots group by group (group g is group_slots[group_ptr[g]:
+    group_ptr[g + 1]]), and root r's groups root_groups[r]:root_groups[r + 1]."""
+    n_groups = int(group_of.max()) + 1 if len(group_of) else 0
+    group_slots = np.argsort(group_of, kind="stable").astype(np.int64)
+    group_ptr = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(np.bincount(group_of, minlength=n_groups), out=group_ptr[1:])
+    root_groups = [0]
+    for r in range(len(dense_ptr) - 1):
+        own = group_of[dense_ptr[r]:dense_ptr[r + 1]]
+        root_groups.append(int(own.max()) + 1 if len(own) else root_groups[-1])
+    return group_slots, group_ptr, np.asarray(root_groups, dtype=np.int64)
 
 
 def power_sums(arrays, n_rows, n_roots, n_cols, weight, p):
@@ -116,9 +198,7 @@ def power_sums(arrays, n_rows, n_roots, n_cols, weight, p):
     forms :func:`build` gives them, and checked)."""
     low, high = np.zeros((n_roots, n_rows)), np.zeros((n_roots, n_rows))
     dense_ptr = np.ascontiguousarray(arrays["dense_ptr"], dtype=np.int64)
-    columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
-    slots = np.concatenate([r * n_cols + columns[dense_ptr[r]:dense_ptr[r + 1]]
-                            for r in range(n_roots)] or [np.zeros(0, np.int64)])
+    slots = _dense_slots(arrays, n_cols)
     weight = np.ascontiguousarray(weight, dtype=np.float64)
     _inverted_build.posted_power_sums(
         np.ascontiguousarray(arrays["ptr"], dtype=np.int64),
@@ -294,39 +374,22 @@ class InvertedFile:
         dense_columns = np.asarray(arrays["dense_columns"], dtype=np.int64)
         self.weight = np.ascontiguousarray(weight, dtype=np.float64)
         self.col_slot = np.full(self.n_roots * self.n_cols, -1, dtype=np.int32)
-        slots = np.concatenate([
-            r * self.n_cols + dense_columns[self.dense_ptr[r]:self.dense_ptr[r + 1]]
-            for r in range(self.n_roots)])
+        slots = _dense_slots(arrays, self.n_cols)
         self.col_slot[slots] = np.arange(len(slots), dtype=np.int32)
         self.dense_weight = np.ascontiguousarray(self.weight[slots])
         self.root_weight = self.weight.reshape(self.n_roots, self.n_cols).sum(axis=1)
-        # Dense slots listed group by group (group g of the segment is
-        # group_slots[group_ptr[g]:group_ptr[g + 1]]; root r has groups
-        # root_groups[r]:root_groups[r + 1]).
-        group_slots, group_ptr, root_groups = [], [0], [0]
-        # Coarse groups too, exactly COARSE_GROUPS per root (some may be
-        # empty): every row's first bound sums over them.
-        n_coarse = _inverted_build.COARSE_GROUPS
-        self.coarse_of = np.zeros(len(dense_columns), dtype=np.int64)
-        for r, tree in enumerate(trees):
-            start, stop = self.dense_ptr[r], self.dense_ptr[r + 1]
-            coarse = subtree_groups(tree.parent, dense_columns[start:stop], n_coarse)
-            if len(coarse) and coarse.max() >= n_coarse:
-                # Pooled tops come in more groups than asked for: merge
-                # neighbours (any partition gives a valid bound).
-                coarse = coarse * n_coarse // (int(coarse.max()) + 1)
-            self.coarse_of[start:stop] = r * n_coarse + coarse
-            labels = subtree_groups(tree.parent, dense_columns[start:stop], DENSE_GROUPS)
-            group_slots.append(start + np.argsort(labels, kind="stable"))
-            if len(labels):
-                group_ptr.extend((group_ptr[-1] + np.cumsum(np.bincount(labels))).tolist())
-            root_groups.append(root_groups[-1] + (int(labels.max()) + 1 if len(labels) else 0))
-        self.group_slots = np.concatenate(group_slots).astype(np.int64)
-        self.group_of = np.zeros(len(self.group_slots), dtype=np.int64)
-        self.group_of[self.group_slots] = np.repeat(np.arange(len(group_ptr) - 1),
-                                                    np.diff(group_ptr))
-        self.group_ptr = np.asarray(group_ptr, dtype=np.int64)
-        self.root_groups = np.asarray(root_groups, dtype=np.int64)
+        # Each dense slot's group and coarse group (the groups' norms bound
+        # the dense part; every row's first bound sums over the coarse
+        # ones), as the file stores them, else computed as build does; and
+        # the rows' group norms for norm_p if stored.
+        self.stored_group_norms = None
+        if any(a in arrays for a in GROUP_ARRAYS):
+            self.group_of, self.coarse_of, self.stored_group_norms = self._checked_groups(
+                arrays, name, len(dense_columns))
+        else:
+            self.group_of, self.coarse_of = dense_groups(trees, dense_columns, self.dense_ptr)
+        self.group_slots, self.group_ptr, self.root_groups = _group_layout(self.group_of,
+                                                                          self.dense_ptr)
         self._norms = {}
         self._norms_lock = threading.Lock()
         # The table of range starts, None for a segment of one range.
@@ -419,6 +482,54 @@ class InvertedFile:
             fail(f"row norms of shapes {low.shape} and {high.shape}, or not finite and >= 0; "
                  f"expected {expected} each")
 
+    def _checked_groups(self, arrays, name, n_dense):
+        """Stored group labels and group norms, checked: (group_of,
+        coarse_of, (coarse norms, group norms) or None for p = inf)."""
+        def fail(what):
+            _fail(name, what)
+
+        missing = [a for a in GROUP_ARRAYS if a not in arrays]
+        if missing:
+            fail(f"missing {', '.join(missing)}")
+        n_coarse = _inverted_build.COARSE_GROUPS
+        labels = []
+        for a in ("group_labels", "coarse_labels"):
+            given = np.asarray(arrays[a])
+            if given.dtype.kind != "i" or given.shape != (n_dense,):
+                fail(f"{a} of type {given.dtype} and shape {given.shape}; expected {n_dense} "
+                     "signed integers")
+            labels.append(given.astype(np.int64))
+        group_of, coarse_of = labels
+        end = 0
+        for r in range(self.n_roots):
+            lo, hi = self.dense_ptr[r], self.dense_ptr[r + 1]
+            own, coarse = group_of[lo:hi], coarse_of[lo:hi]
+            if len(own) == 0:
+                continue
+            # Root r's groups above root r - 1's, and no more of them than
+            # twice its slots (a piece of the tree may be empty).
+            if own.min() < end or own.max() >= end + 2 * len(own) + 1:
+                fail(f"root {r}'s dense groups are numbered {own.min()}..{own.max()}")
+            end = int(own.max()) + 1
+            if coarse.min() < r * n_coarse or coarse.max() >= (r + 1) * n_coarse:
+                fail(f"root {r}'s coarse groups are numbered {coarse.min()}..{coarse.max()}")
+        group = np.asarray(arrays["norm_group"])
+        coarse = np.asarray(arrays["norm_coarse"])
+        if np.isnan(self.norm_p):
+            if group.shape != (0, 0) or coarse.shape != (0, 0):
+                fail("group norms without a p")
+            return group_of, coarse_of, None
+        shapes = ((self.n_rows, end), (self.n_roots * n_coarse, self.n_rows))
+        for what, array, shape in (("group", group, shapes[0]), ("coarse", coarse, shapes[1])):
+            if array.dtype != np.float32 or array.shape != shape:
+                fail(f"{what} norms of type {array.dtype} and shape {array.shape}; expected "
+                     f"float32 of shape {shape}")
+            low, high = _inverted_build.float32_range(np.ascontiguousarray(array).reshape(-1))
+            # (NaN fails both comparisons.)
+            if array.size and not (low >= 0.0 and high <= FLOAT32_MAX):
+                fail(f"a {what} norm that is not finite and >= 0")
+        return group_of, coarse_of, (coarse, group)
+
     def check_lists(self, slots=None):
         """Check the posting lists of ``slots`` (int64, r * n_cols + column;
         all for None) and their values, each once: the order and bounds of
@@ -463,16 +574,21 @@ class InvertedFile:
         return power_sums(self._arrays, self.n_rows, self.n_roots, self.n_cols, self.weight, p)
 
     def _row_norms(self, p):
+        if p == self.norm_p and self.stored_group_norms is not None:
+            # Mapped from the file as they are.
+            coarse_root, group_root = self.stored_group_norms
+            return _inverted_search.RowNorms(*self.stored_norms, coarse_root, group_root)
         low, high = self.stored_norms if p == self.norm_p else self.power_sums(p)
         # The group norms are kept as float32, at most its largest value
         # (the kernel allows for both): most of what a reader holds per row.
-        n_groups = len(self.group_ptr) - 1
-        group_root = np.zeros((self.n_rows, n_groups), dtype=np.float32)
-        coarse_root = np.zeros((self.n_roots * _inverted_build.COARSE_GROUPS, self.n_rows),
-                               dtype=np.float32)
-        _inverted_build.group_norms(self.dense, self.dense_weight, self.group_of,
-                                    self.coarse_of, p, group_root, coarse_root)
+        group_root, coarse_root = self.group_norms(p)
         return _inverted_search.RowNorms(low, high, coarse_root, group_root)
+
+    def group_norms(self, p):
+        """(per row and group, per coarse group and row) norms of the dense
+        groups for p, computed from the dense block."""
+        return _group_norms(self.dense, self.dense_weight, self.group_of, self.coarse_of,
+                            self.n_roots, p)
 
 
 _NO_NORMS = _inverted_search.RowNorms(np.zeros(0), np.zeros(0), np.zeros(0, np.float32),

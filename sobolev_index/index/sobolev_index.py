@@ -539,7 +539,7 @@ class SobolevIndex(SearchMixin):
             features=[tree.feature_arrays_of_batch(batch) for tree in self.trees],
         )
         data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight,
-                                       self.p)
+                                       self.p, self.trees)
         segment_id = self._new_segment_id()
         row_of = np.arange(n)
         nnz = data.nnz
@@ -722,7 +722,7 @@ class SobolevIndex(SearchMixin):
         if len(doc_ids):
             data = _concat_rows(parts, order, self.trees)
             data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight,
-                                           self.p)
+                                           self.p, self.trees)
             nnz = data.nnz
             file, checksum, nbytes, claim = storage.write_segment(self.path, segment_id, data)
         else:

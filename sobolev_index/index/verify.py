@@ -294,6 +294,12 @@ def _inverted_problems(name, segment, inverted_file, trees, picks, fresh):
             problems.append(f"segment {name}: {len(wrong)} row(s) (the first: row {wrong[0]}) "
                             "have a stored normalising factor that is not 1 / the sum of "
                             "their masses")
+    if inv.stored_group_norms is not None:
+        for what, stored, again in zip(("coarse", "group"), inv.stored_group_norms,
+                                       inv.group_norms(inv.norm_p)[::-1]):
+            if not np.array_equal(stored, again):
+                problems.append(f"segment {name}: stored {what} row norms differ from those "
+                                "of the dense block")
     if np.isfinite(inv.norm_p):
         expected = inv.power_sums(inv.norm_p)
         for what, stored, again in zip(("posted", "dense"), inv.stored_norms, expected):
