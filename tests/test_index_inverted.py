@@ -312,35 +312,40 @@ def test_stored_group_norms_are_what_a_search_would_compute(tmp_path):
         assert index.verify()["ok"]
 
 
-def test_a_damaged_posting_list_is_found_when_a_search_reads_it(tmp_path):
+@pytest.mark.parametrize("roots", [1, 3])
+def test_a_damaged_posting_list_is_found_when_a_search_reads_it(tmp_path, roots):
     """Posting lists are checked when a search first reads them: a search
     that does not read the damaged list gives the undamaged answer, one
-    that reads it raises, and verify() reports it."""
+    that reads it raises, and checking every list finds it. With several
+    roots the damaged list is the last root's."""
     rng = np.random.default_rng(5)
     graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=40, seed=1)
     measures = [(rng.choice(40, size=3, replace=False), None) for _ in range(100)]
-    with SobolevIndex.create(tmp_path / "idx", graph, seed=0) as index:
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=roots, seed=0) as index:
         index.add(measures)
         inv = index._segments[0].inverted_file(index.trees, index._edge_weight)
-        # A posted column (root 0), and a query that avoids it.
-        lengths = np.diff(inv.ptr[:inv.n_cols + 1])
-        column = int(np.flatnonzero((lengths > 0) & (inv.col_slot[:inv.n_cols] < 0))[-1])
-        features = index.trees[0].features_of(measures)
+        # A posted column of the last root, and queries that avoid it there.
+        r = roots - 1
+        slots = r * inv.n_cols + np.arange(inv.n_cols)
+        lengths = inv.ptr[slots + 1] - inv.ptr[slots]
+        column = int(np.flatnonzero((lengths > 0) & (inv.col_slot[slots] < 0))[-1])
+        features = index.trees[r].features_of(measures)
         avoiding = [m for m, row in zip(measures, features) if column not in row.indices]
         reading = [m for m, row in zip(measures, features) if column in row.indices]
         assert avoiding and reading
         before = index.search(avoiding[:5], k=4, p=1)
-        arrays = {name: np.array(values) for name, values in index._segments[0].data.inverted.items()}
-        arrays["post_values"][inv.ptr[column]] = 7.5
-        index._segments[0].data.inverted = arrays
-        index._segments[0]._inverted = None
+        segment = index._segments[0]
+        arrays = {name: np.array(values) for name, values in segment.data.inverted.items()}
+        arrays["post_values"][inv.ptr[slots[column]]] = 7.5
+        segment.data.inverted = arrays
+        segment._inverted = None
         after = index.search(avoiding[:5], k=4, p=1)
         assert after.keys == before.keys
         assert np.array_equal(after.distances, before.distances)
-        with pytest.raises(CorruptIndexError, match=f"posting list {column} "):
+        with pytest.raises(CorruptIndexError, match=f"posting list {slots[column]} "):
             index.search(reading[:1], k=4, p=1)
         with pytest.raises(CorruptIndexError, match="inverted file"):
-            index._segments[0].inverted_file(index.trees, index._edge_weight).check_lists()
+            segment.inverted_file(index.trees, index._edge_weight).check_lists()
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -565,26 +570,40 @@ def test_a_thread_that_flushes_subnormals_still_finds_the_exact_nearest(tmp_path
 @pytest.mark.parametrize("damage", ["node", "mass"])
 def test_a_damaged_measure_is_found_when_a_search_rebuilds_it(tmp_path, p, damage):
     """A search checks the stored measures of its candidates before
-    rebuilding their features (not every measure at its first search):
-    a damaged one is a CorruptIndexError naming the row."""
+    rebuilding their features (not every measure at its first search): a
+    damaged one is a CorruptIndexError naming the row. (In a child: were
+    the check missing, the rebuild would write outside its buffers.)"""
+    import h5py
+    from _support.processes import run_python
+
     rng = np.random.default_rng(9)
     graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=40, seed=1)
     measures = [(rng.choice(40, size=4, replace=False), rng.random(4) + 0.1)
                 for _ in range(100)]
-    with SobolevIndex.create(tmp_path / "idx", graph, seed=0) as index:
+    path = tmp_path / "idx"
+    with SobolevIndex.create(path, graph, seed=0) as index:
         index.add(measures)
-        segment = index._segments[0]
-        at = int(segment.data.indptr[7]) + 1
+    segment = path / "segments" / os.listdir(path / "segments")[0]
+    with h5py.File(segment, "r+") as f:
+        at = int(f["measures/indptr"][7]) + 1
         if damage == "node":
-            nodes = np.array(segment.data.nodes)
-            nodes[at] = 10**6
-            segment.data.nodes = nodes
+            f["measures/nodes"][at] = 10**6
         else:
-            masses = np.array(segment.data.masses)
-            masses[at] = np.nan
-            segment.data.masses = masses
-        segment._checked.clear()
-        segment._inverted = None
-        # Row 7's own measure as the query: row 7 is a candidate.
-        with pytest.raises(CorruptIndexError, match=r"stored measure \(row 7\)"):
-            index.search([measures[7]], k=3, p=p)
+            f["measures/masses"][at] = np.nan
+    with sqlite3.connect(path / "catalog.sqlite") as db:
+        db.execute("UPDATE segments SET checksum = ?", (file_checksum(str(segment)),))
+    db.close()
+    nodes, masses = measures[7]
+    # Row 7's own measure as the query: row 7 is a candidate.
+    p_text = 'float("inf")' if np.isinf(p) else repr(float(p))
+    script = (
+        "import sys\n"
+        "from sobolev_index import SobolevIndex, CorruptIndexError\n"
+        "try:\n"
+        f"    SobolevIndex.open({str(path)!r}).search([({nodes.tolist()}, {masses.tolist()})], "
+        f"k=3, p={p_text})\n"
+        "except CorruptIndexError as exc:\n"
+        "    print('corrupt:', exc); sys.exit(3)\n")
+    done = run_python(script)
+    assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
+    assert "stored measure" in done.stdout and "(row 7)" in done.stdout, done.stdout

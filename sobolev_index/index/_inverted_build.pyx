@@ -29,10 +29,11 @@ import numpy as np
 
 from .._powers cimport abs_pow, power_kind, pth_root
 from .._typedefs cimport float32_t, float64_t, node_t, offset_t
-from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE
+from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE, value_max
 from .._openmp_helpers import effective_threads
 
 COARSE_GROUPS = N_COARSE
+VALUE_MAX = value_max()
 
 
 def build_inverted(
@@ -339,6 +340,10 @@ def check_block_postings(const offset_t[::1] ptr, const uint16_t[::1] offsets,
                          f"({n_lists}, {n_blocks + 1})")
     if n_lists <= 0 or n_todo == 0:
         return
+    lists_arr = np.asarray(lists)
+    if lists_arr.min() < 0 or lists_arr.max() >= n_lists:
+        raise ValueError(f"posting lists {lists_arr.min()}..{lists_arr.max()} asked for; the "
+                         f"segment has 0..{n_lists - 1}")
     if values.shape[0] != offsets.shape[0]:
         raise ValueError(f"{values.shape[0]} posting values for {offsets.shape[0]} postings")
     bad_arr = np.zeros(n_todo, dtype=np.uint8)

@@ -9,3 +9,9 @@ cdef enum:
     # 2^BLOCK_SHIFT rows.
     BLOCK_SHIFT = 16
     BLOCK_ROWS = 1 << BLOCK_SHIFT
+
+
+cdef inline double value_max() noexcept nogil:
+    """The largest stored value (posting or dense) that can be an edge mass
+    of a probability measure: 1, with room for the rounding of a sum."""
+    return 1.0 + 1e-6

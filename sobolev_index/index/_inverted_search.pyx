@@ -2,8 +2,12 @@
 and for p = inf (a finite p above 16 is scanned elsewhere).
 
 Private: the index's Python layer (``inverted.py``) checks every array
-before calling in here, so these loops trust their inputs. The arrays are
-built by _inverted_build.
+these loops read before calling in here (each posting list when a search
+first reads it), so they trust their inputs; the exceptions are the
+stored measures, whose pointers are checked there and each candidate's
+supports here (_row_ok) before its features are rebuilt, and the dense
+values, checked here in each row read (_dense_ok). The arrays are built
+by _inverted_build.
 
 For one root with edge weights w, a query q and a stored row x (raw edge
 masses), S_p^p(q, x) = sum_c w_c |q_c - x_c|^p. The columns of a segment
@@ -47,7 +51,7 @@ from .._features cimport touch_row
 from .._powers cimport abs_pow, power_kind, pth_root
 from .._typedefs cimport float32_t, float64_t, node_t, offset_t
 from ._heap cimport Found, Tagged, heap_offer, worse
-from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE
+from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE, value_max
 from .._openmp_helpers import effective_threads
 
 cdef extern from *:
@@ -284,8 +288,10 @@ cdef struct Scratch:
     float64_t* f_query
     # Rows whose dense part was read, and exact values computed.
     int64_t n_read, n_exact
-    # A candidate whose stored measure is not one (see _row_ok), or -1.
+    # A candidate whose stored measure is not one (see _row_ok), or whose
+    # dense values are outside [0, 1] (bad_dense), or -1.
     int64_t bad_segment, bad_row
+    bint bad_dense
 
 
 cdef class SegmentArrays:
@@ -519,9 +525,32 @@ cdef inline bint _candidate_ok(const SegmentView* sg, Py_ssize_t segment, Scratc
     """_row_ok, noting a bad row in the thread's scratch."""
     if _row_ok(sg, j):
         return True
+    _note_bad(sc, segment, j, False)
+    return False
+
+
+cdef inline void _note_bad(Scratch* sc, Py_ssize_t segment, Py_ssize_t j,
+                           bint dense) noexcept nogil:
     sc.bad_segment = segment
     sc.bad_row = j
-    return False
+    sc.bad_dense = dense
+
+
+cdef bint _dense_ok(const Search* se, const SegmentView* sg, Py_ssize_t j) noexcept nogil:
+    """Whether row j's dense values for the selected roots lie in [0, 1]
+    (value_max): the Python layer checks the whole dense block only where
+    something reads all of it; a search checks the rows it reads."""
+    cdef Py_ssize_t s, r, h
+    cdef float64_t v, top = value_max()
+    cdef const float32_t* row = sg.dense + j * sg.n_dense
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        for h in range(sg.dense_ptr[r], sg.dense_ptr[r + 1]):
+            v = row[h]
+            # (NaN fails both comparisons.)
+            if not (v >= 0.0 and v <= top):
+                return False
+    return True
 
 
 cdef float64_t _exact_value(const Search* se, const SegmentView* sg, const Scratch* sc,
@@ -604,7 +633,7 @@ cdef float64_t _bound_max(const Search* se, const SegmentView* sg, const Scratch
     """A lower bound of S_inf (sliced: of sum_s eta_s S_inf) for row j from
     its dense columns; inf for a row not to be returned."""
     cdef Py_ssize_t s, r, h
-    cdef float64_t part, d, total = 0.0
+    cdef float64_t part, d, v, total = 0.0, top = value_max()
     cdef const float32_t* row = sg.dense + j * sg.n_dense
     if not sg.mask[j]:
         return INFINITY
@@ -612,7 +641,11 @@ cdef float64_t _bound_max(const Search* se, const SegmentView* sg, const Scratch
         r = se.positions[s]
         part = 0.0
         for h in range(sg.dense_ptr[r], sg.dense_ptr[r + 1]):
-            d = fabs(sc.qh[h] - row[h])
+            v = row[h]
+            # A value outside [0, 1] (or NaN): the caller reports the row.
+            if not (v >= 0.0 and v <= top):
+                return -1.0
+            d = fabs(sc.qh[h] - v)
             if d > part:
                 part = d
         part = part - MAX_ALLOWANCE
@@ -649,6 +682,9 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
         other = si_load(shared)
         for j in range(j0, j1):
             lb = _bound_max(se, sg, sc, j)
+            if lb < 0.0:
+                _note_bad(sc, segment, j, True)
+                lb = INFINITY
             bounds[j - j0] = lb
             if lb != INFINITY:
                 sc.n_read += 1
@@ -929,6 +965,9 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             bounds[j - j0] = INFINITY  # a seed is not looked at twice
             if n_groups and _bound_groups(se, sg, sc, j) > thr:
                 continue
+            if not _dense_ok(se, sg, j):
+                _note_bad(sc, segment, j, True)
+                continue
             _value(se, sg, sc, j, &lo, &up)
             sc.n_read += 1
             if lo > thr:
@@ -1025,9 +1064,11 @@ def _give_back(Py_ssize_t n_nodes, list scratches):
     pool.extend(scratches[:max(0, _POOL_MAX - len(pool))])
 
 
-class BadStoredMeasure(ValueError):
+class BadStoredValue(ValueError):
     """A candidate's stored measure has a node id outside the graph or a
-    mass that is not finite and >= 0: args are (segment position, row)."""
+    mass that is not finite and >= 0, or a row's dense values read by the
+    search lie outside [0, 1]: args are (segment position, row, whether it
+    was the dense values)."""
 
 
 def _set_subnormal_flush(bint on):
@@ -1067,7 +1108,9 @@ def search_segments(
     ``out_doc[i, t]`` (its document id) with its value in
     ``out_value[i, t]``, best first; unused places hold inf and -1.
     Returns (rows whose dense part was read, exact values computed), summed
-    over the queries.
+    over the queries. Raises BadStoredValue for a candidate whose stored
+    measure has a node outside the graph or a mass that is not finite and
+    >= 0, or for a row read whose dense values are outside [0, 1].
     """
     cdef Py_ssize_t n_segments = len(segments)
     cdef Py_ssize_t n_sel = positions.shape[0]
@@ -1218,6 +1261,7 @@ def search_segments(
         scratch.n_exact = 0
         scratch.bad_segment = -1
         scratch.bad_row = -1
+        scratch.bad_dense = False
     # One cache line per query, for the same reason.
     shared_arr = np.full(n_q * SHARED_STRIDE, INFINITY)
     found_mem = np.zeros(n_q * n_units * k * sizeof(Found), dtype=np.uint8)
@@ -1236,7 +1280,7 @@ def search_segments(
     for t in range(n_workers):
         scratch = <Scratch*> (scratch_base + t * scratch_stride)
         if scratch.bad_segment >= 0:
-            raise BadStoredMeasure(scratch.bad_segment, scratch.bad_row)
+            raise BadStoredValue(scratch.bad_segment, scratch.bad_row, bool(scratch.bad_dense))
     for t in range(n_workers):
         n_read += (<Scratch*> (scratch_base + t * scratch_stride)).n_read
         n_exact += (<Scratch*> (scratch_base + t * scratch_stride)).n_exact

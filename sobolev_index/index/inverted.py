@@ -54,8 +54,9 @@ DENSE_GROUPS = 16
 ARRAYS = ("ptr", "post_rows", "post_values", "block_rows", "block_start", "dense",
           "dense_columns", "dense_ptr", "norm_p", "norm_low", "norm_high")
 # Stored values are edge masses of probability measures: in [0, 1], with
-# room for the rounding of a sum.
-VALUE_MAX = 1.0 + 1e-6
+# room for the rounding of a sum (the kernel checks the dense values it
+# reads against the same bound).
+VALUE_MAX = _inverted_build.VALUE_MAX
 # Stored beside them since 2026-11-26 (segments without them compute them at
 # their first search): each dense slot's group and coarse group, and each
 # row's group norms for norm_p, so that a search at the index's p reads
@@ -340,9 +341,10 @@ class InvertedFile:
     """A segment's inverted file, checked, with per-p row norms cached.
 
     ``arrays``: what :func:`build` made, read back from the segment file;
-    ``measures`` and ``row_scale``: the segment's checked measures, (indptr,
-    nodes, masses), and each row's normalising factor, from which exact
-    values are computed; ``doc_ids``: the segment's document ids;
+    ``measures`` and ``row_scale``: the segment's measures, (indptr, nodes,
+    masses), their pointers checked (the kernel checks each candidate's
+    supports), and each row's normalising factor, from which exact values
+    are computed; ``doc_ids``: the segment's document ids;
     ``weight``: the trees' edge lengths, one after the other (one array
     that every segment shares)."""
 
@@ -352,8 +354,10 @@ class InvertedFile:
         self.n_cols = trees[0].n_nodes
         self.name = name
         self._check(arrays, name)
-        # Posting lists already checked (see check_lists), one flag per slot.
+        # Posting lists already checked (see check_lists), one flag per slot;
+        # and the whole dense block (check_dense).
         self._list_checked = np.zeros(self.n_roots * self.n_cols, dtype=np.uint8)
+        self._dense_checked = False
         self._lists_lock = threading.Lock()
         # Mapped from the file as they are: a query streams 6 bytes per
         # posting (row offset within its 65,536-row block, float32 value)
@@ -453,10 +457,8 @@ class InvertedFile:
                 np.ascontiguousarray(values), VALUE_MAX, np.zeros(0, dtype=np.int64))
         except ValueError as exc:
             fail(str(exc))
-        low, high = _inverted_build.float32_range(np.ascontiguousarray(dense).reshape(-1))
-        # (NaN fails both comparisons.)
-        if dense.size and not (low >= 0.0 and high <= VALUE_MAX):
-            fail("a dense value is outside [0, 1]")
+        # The dense values: by the kernel, in the rows it reads, and in full
+        # (check_dense) before anything reads them all.
         if dense_ptr.shape != (n_roots + 1,) or dense_ptr[0] != 0 \
                 or np.any(np.diff(dense_ptr) < 0) or dense_ptr[-1] != len(columns):
             fail("dense-column pointers do not match the dense columns")
@@ -530,6 +532,19 @@ class InvertedFile:
                 fail(f"a {what} norm that is not finite and >= 0")
         return group_of, coarse_of, (coarse, group)
 
+    def check_dense(self):
+        """Check every value of the dense block, once: in [0, 1]. (A search
+        at the index's p reads the dense values of the rows whose bounds
+        pass only, and the kernel checks those; what reads them all calls
+        this first.)"""
+        with self._lists_lock:
+            if not self._dense_checked:
+                low, high = _inverted_build.float32_range(self.dense.reshape(-1))
+                # (NaN fails both comparisons.)
+                if self.dense.size and not (low >= 0.0 and high <= VALUE_MAX):
+                    _fail(self.name, "a dense value is outside [0, 1]")
+                self._dense_checked = True
+
     def check_lists(self, slots=None):
         """Check the posting lists of ``slots`` (int64, r * n_cols + column;
         all for None) and their values, each once: the order and bounds of
@@ -538,6 +553,11 @@ class InvertedFile:
         reads them, so that opening and a first search read only those."""
         with self._lists_lock:
             flags = self._list_checked
+            if slots is not None:
+                slots = np.asarray(slots, dtype=np.int64)
+                if len(slots) and (slots.min() < 0 or slots.max() >= len(flags)):
+                    raise ValueError(f"slots {slots.min()}..{slots.max()} asked for; the "
+                                     f"segment has 0..{len(flags) - 1}")
             todo = np.flatnonzero(flags == 0) if slots is None else \
                 np.unique(slots[flags[slots] == 0])
             if len(todo) == 0:
@@ -571,6 +591,7 @@ class InvertedFile:
         computed from the stored values (every posting list, checked
         first)."""
         self.check_lists()
+        self.check_dense()
         return power_sums(self._arrays, self.n_rows, self.n_roots, self.n_cols, self.weight, p)
 
     def _row_norms(self, p):
@@ -587,6 +608,7 @@ class InvertedFile:
     def group_norms(self, p):
         """(per row and group, per coarse group and row) norms of the dense
         groups for p, computed from the dense block."""
+        self.check_dense()
         return _group_norms(self.dense, self.dense_weight, self.group_of, self.coarse_of,
                             self.n_roots, p)
 
@@ -618,7 +640,10 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
     is row ``rows[i, t]`` of ``files[segments[i, t]]``, document
     ``docs[i, t]``; unused places hold inf and -1. Ties go to the lower
     document id. Also returns (rows whose dense part was read, exact values
-    computed), summed over the queries.
+    computed), summed over the queries. The posting lists of the query's
+    columns are checked first (InvertedFile.check_lists), and each
+    candidate's stored measure and the dense values the kernel reads by the
+    kernel: CorruptIndexError for a bad one.
     """
     _check_constants()
     n_q = len(queries[0][0]) - 1
@@ -630,8 +655,8 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
     if not math.isinf(p) and files:
         # The posting lists of the query's columns (p = inf reads none).
         n_cols = files[0].n_cols
-        slots = np.concatenate([positions[s] * n_cols + np.asarray(q[1], dtype=np.int64)
-                                for s, q in enumerate(queries)])
+        slots = np.unique(np.concatenate([positions[s] * n_cols + np.asarray(q[1], dtype=np.int64)
+                                          for s, q in enumerate(queries)]))
         for f in files:
             f.check_lists(slots)
     try:
@@ -644,11 +669,13 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
             k, p, CHUNK, MIN_CANDIDATES, values, segments, rows, docs,
             [tree.parent32 for tree in trees],
             np.array([tree.root for tree in trees], dtype=np.int32), n_threads=n_threads)
-    except _inverted_search.BadStoredMeasure as exc:
-        g, row = exc.args
+    except _inverted_search.BadStoredValue as exc:
+        g, row, dense = exc.args
+        if dense:
+            _fail(files[g].name, f"a dense value outside [0, 1] in row {row}")
         raise CorruptIndexError(
-            f"segment {files[g].name} has a stored measure (row {row}) with a node outside "
-            "the graph or a mass that is not finite and >= 0; run verify() and restore the "
-            "file from a backup") from None
+            f"segment {files[g].name} has a stored measure with a node outside the graph or a "
+            f"mass that is not finite and >= 0 (row {row}); run verify() and restore the file "
+            "from a backup") from None
     return values, segments, rows, docs, (int(n_read), int(n_exact))
 

@@ -2,7 +2,9 @@
 ``storage.py``), which of its rows are live, and its inverted file, checked
 on first use. Arrays read from the file are checked once, before any
 compiled loop reads them (each posting list when a search first reads it,
-see InvertedFile.check_lists). Features are not stored: they are rebuilt from
+see InvertedFile.check_lists), except the supports of the stored measures,
+which the search kernel checks for each candidate it rebuilds and
+``measure_rows`` checks in full for merges. Features are not stored: they are rebuilt from
 the measures, by the same code and to the same bits as when the rows were
 added.
 """
@@ -150,8 +152,9 @@ class Segment:
 
     def inverted_file(self, trees, weight):
         """The segment's inverted file, checked once (its posting lists as
-        searches read them); and its measures, checked too, since exact
-        distances are computed from them.
+        searches read them); and its measures' pointers, checked too (the
+        kernel checks each candidate's supports), since exact distances are
+        computed from them.
         ``weight``: the trees' edge lengths, one after the other."""
         if self._inverted is None:
             if self.data.inverted is None:

@@ -85,6 +85,7 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
                 inverted_file = segment.inverted_file(trees, weight)
                 # Searches check the lists they read; verify checks them all.
                 inverted_file.check_lists()
+                inverted_file.check_dense()
             except CorruptIndexError as exc:
                 problems.append(str(exc))
                 continue
