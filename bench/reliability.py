@@ -390,8 +390,9 @@ def make_graph(n_nodes, seed):
 
 
 def build_small(path, seed):
-    """60 nodes, 2 roots, three segments (12 + 9 + 7 documents), labels,
-    fields and one tombstone: the index most trials damage a copy of."""
+    """60 nodes, 2 roots, four segments (12 + 9 + 7 + 80 documents; the
+    last big enough to have a dense block and group norms), labels, fields
+    and one tombstone: the index most trials damage a copy of."""
     from sobolev_index import SobolevIndex
 
     graph = make_graph(60, seed)
@@ -402,6 +403,7 @@ def build_small(path, seed):
         index.add([random_measure(rng, 60) for _ in range(9)], keys=[f"b{i}" for i in range(9)],
                   labels=["y"] * 9)
         index.add([random_measure(rng, 60) for _ in range(7)], keys=[f"c{i}" for i in range(7)])
+        index.add([random_measure(rng, 60) for _ in range(80)], keys=[f"d{i}" for i in range(80)])
         index.delete(["a3"])
 
 
@@ -745,18 +747,19 @@ def trial_damage(spec, ctx):
 
 # ---- arrays of a segment damaged and resealed (the checksum then agrees)
 ARRAY_DAMAGE = {
-    "feature index 2e9": ("features/0/indices", 3, 2_000_000_000),
-    "feature index -5": ("features/0/indices", 3, -5),
-    "feature row pointer 1e9": ("features/0/indptr", 3, 10**9),
-    "feature value 7.5 (outside [0, 1])": ("features/0/data", 3, 7.5),
-    "feature value NaN": ("features/0/data", 3, float("nan")),
     "measure node 10**6": ("measures/nodes", 3, 10**6),
+    "measure node -5": ("measures/nodes", 3, -5),
+    "measure mass NaN": ("measures/masses", 3, float("nan")),
     "measure row pointer past the end": ("measures/indptr", -1, 10**6),
+    "normalising factor 0": ("measures/row_scale", 3, 0.0),
     "a document id repeated": ("doc_ids", 3, None),
-    "posting value 7.5 (outside [0, 1])": ("inverted/values", 3, 7.5),
-    "posting value NaN": ("inverted/values", 3, float("nan")),
-    "posting row 10**6": ("inverted/rows", 3, 10**6),
+    "posting value 7.5 (outside [0, 1])": ("inverted/post_values", 3, 7.5),
+    "posting value NaN": ("inverted/post_values", 3, float("nan")),
+    "posting row offset 65535": ("inverted/post_rows", 3, 65535),
     "posting list pointer past the end": ("inverted/ptr", 3, 10**6),
+    "dense row of 7.5 (outside [0, 1])": ("inverted/dense", 3, 7.5),
+    "row norms NaN": ("inverted/norm_low", 0, float("nan")),
+    "group norms NaN": ("inverted/norm_group", 3, float("nan")),
 }
 ARRAY_OPERATIONS = {
     "search p=1": lambda ix: ix.search([([1, 2, 7], None)], k=3, p=1),
@@ -782,9 +785,13 @@ def trial_arrays(spec, ctx):
             cache[("reference", op)] = (_whole_index_results(index) if op == "compact" else
                                         _comparable(ARRAY_OPERATIONS[op](index)))
     path = copy_index(ctx["template"], os.path.join(ctx["workdir"], "ix"))
-    name = committed_files(path)[0]
-    segment = os.path.join(path, "segments", name)
     dataset, at, value = ARRAY_DAMAGE[spec["damage"]]
+    # The first segment that has the array (small ones have no dense block).
+    for name in committed_files(path):
+        segment = os.path.join(path, "segments", name)
+        with h5py.File(segment, "r") as f:
+            if f[dataset].size:
+                break
     with h5py.File(segment, "r+") as f:
         if value is None:
             f[dataset][at] = f[dataset][at - 1]

@@ -561,6 +561,12 @@ CATALOG_DAMAGE = {
     # the merge policy and the scan cache size segments by this count
     "segment nonzero count": "UPDATE segments SET nnz = nnz + 1 WHERE id = 1",
     "segment nonzero count missing": "UPDATE segments SET nnz = NULL WHERE id = 1",
+    "document support count": "UPDATE documents SET n_supports = n_supports + 1 "
+                              "WHERE key = 'beta'",
+    # (Python's fromisoformat takes any character between date and time.)
+    "time with a letter for T": "UPDATE documents SET added_at = replace(added_at, 'T', 'k') "
+                                "WHERE key = 'beta'",
+    "negative row": "UPDATE documents SET row = -3 WHERE key = 'beta'",
     "id counter behind": "UPDATE meta SET value = '2' WHERE name = 'next_doc_id'",
 }
 

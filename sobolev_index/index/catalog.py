@@ -11,6 +11,7 @@ import errno
 import json
 import math
 import os
+import re
 import sqlite3
 from dataclasses import dataclass
 
@@ -37,6 +38,8 @@ SCHEMA = {
 }
 
 
+# A time as the writers record it (storage.utc_now), and as ISO 8601 writes it.
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?")
 # The column types sqlite-utils declares for the Python types of SCHEMA.
 _DECLARED = {int: ("INTEGER",), str: ("TEXT",), float: ("REAL", "FLOAT")}
 
@@ -502,6 +505,10 @@ class Catalog:
             for row_id, value in self.conn.execute(
                     f"SELECT id, {column} FROM {table} WHERE {column} IS NOT NULL"):
                 try:
+                    # fromisoformat alone takes any character between the
+                    # date and the time.
+                    if not _ISO_TIME.fullmatch(value):
+                        raise ValueError(value)
                     _dt.datetime.fromisoformat(value)
                 except (TypeError, ValueError):
                     found.append(f"{table}: row {row_id} has {column} {value!r}, which is not "

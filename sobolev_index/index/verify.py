@@ -93,9 +93,23 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
                                            fresh)
         in_segment = snapshot.segment_of == row["id"]
         for doc_id, doc_row in zip(snapshot.doc_ids[in_segment], snapshot.row_of[in_segment]):
-            if doc_row >= data.rows or data.doc_ids[doc_row] != doc_id:
-                problems.append(f"document {doc_id} points at row {doc_row} of "
+            if not 0 <= doc_row < data.rows or data.doc_ids[doc_row] != doc_id:
+                problems.append(f"documents: document {doc_id} points at row {doc_row} of "
                                 f"{row['file']}, which holds another document")
+        # Each document's count of supports, as the catalog records it.
+        sizes = np.diff(np.asarray(data.indptr, dtype=np.int64))
+        try:
+            counts = catalog.query("SELECT id, row, n_supports FROM documents WHERE segment = ?",
+                                   (row["id"],))
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"catalog: the documents of {row['file']} cannot be read ({exc})")
+            counts = []
+        for doc_id, doc_row, n_supports in counts:
+            if isinstance(doc_row, int) and 0 <= doc_row < len(sizes) \
+                    and n_supports != sizes[doc_row]:
+                problems.append(f"documents: document {doc_id} has n_supports = "
+                                f"{n_supports!r}; its measure in {row['file']} has "
+                                f"{sizes[doc_row]}")
         # And the other way: every row of the segment is a document of the catalog.
         unlisted = np.setdiff1d(np.asarray(data.doc_ids), snapshot.doc_ids[in_segment])
         if len(unlisted):
