@@ -295,6 +295,22 @@ def test_stored_group_norms_are_what_a_search_would_compute(tmp_path):
         # The kernel is given the stored arrays themselves at p = 2.
         assert inv.row_norms(2.0) is inv.row_norms(2.0)
         before = {p: index.search(queries, k=5, p=p) for p in (1, 2, np.inf)}
+        # A label moved to another group of its root (in range, so only a
+        # comparison with the trees' grouping can tell): the stored norms
+        # are not used, and the answers stay exact.
+        segment = index._segments[0]
+        arrays = {name: np.array(values) for name, values in segment.data.inverted.items()}
+        labels = arrays["group_labels"]
+        h = int(np.flatnonzero(labels != labels[0])[0])
+        labels[h] = labels[0]
+        segment.data.inverted = arrays
+        segment._inverted = None
+        inv = segment.inverted_file(index.trees, index._edge_weight)
+        assert inv.stored_groups_differ and inv.stored_group_norms is None
+        for p, result in before.items():
+            again = index.search(queries, k=5, p=p)
+            assert again.keys == result.keys
+            assert np.array_equal(again.distances, result.distances)
     segment = path / "segments" / os.listdir(path / "segments")[0]
     with h5py.File(segment, "r+") as f:
         for name in inverted.GROUP_ARRAYS:

@@ -384,14 +384,21 @@ class InvertedFile:
         self.root_weight = self.weight.reshape(self.n_roots, self.n_cols).sum(axis=1)
         # Each dense slot's group and coarse group (the groups' norms bound
         # the dense part; every row's first bound sums over the coarse
-        # ones), as the file stores them, else computed as build does; and
-        # the rows' group norms for norm_p if stored.
+        # ones), computed as build does. The rows' group norms for norm_p
+        # are read from the file when it stores them with the same groups:
+        # stored labels that differ (damaged, or made by another grouping)
+        # leave the norms to be computed from the dense block instead, since
+        # norms of other groups would not bound the query's.
+        self.group_of, self.coarse_of = dense_groups(trees, dense_columns, self.dense_ptr)
         self.stored_group_norms = None
+        self.stored_groups_differ = False
         if any(a in arrays for a in GROUP_ARRAYS):
-            self.group_of, self.coarse_of, self.stored_group_norms = self._checked_groups(
-                arrays, name, len(dense_columns))
-        else:
-            self.group_of, self.coarse_of = dense_groups(trees, dense_columns, self.dense_ptr)
+            group_of, coarse_of, norms = self._checked_groups(arrays, name, len(dense_columns))
+            if np.array_equal(group_of, self.group_of) and np.array_equal(coarse_of,
+                                                                          self.coarse_of):
+                self.stored_group_norms = norms
+            else:
+                self.stored_groups_differ = True
         self.group_slots, self.group_ptr, self.root_groups = _group_layout(self.group_of,
                                                                           self.dense_ptr)
         self._norms = {}
@@ -508,8 +515,8 @@ class InvertedFile:
             own, coarse = group_of[lo:hi], coarse_of[lo:hi]
             if len(own) == 0:
                 continue
-            # Root r's groups above root r - 1's, and no more of them than
-            # twice its slots (a piece of the tree may be empty).
+            # Root r's groups above root r - 1's, and at most 2 n + 1 of them
+            # for n slots (a piece of the tree may be empty).
             if own.min() < end or own.max() >= end + 2 * len(own) + 1:
                 fail(f"root {r}'s dense groups are numbered {own.min()}..{own.max()}")
             end = int(own.max()) + 1

@@ -2,9 +2,10 @@
 ``storage.py``), which of its rows are live, and its inverted file, checked
 on first use. Arrays read from the file are checked once, before any
 compiled loop reads them (each posting list when a search first reads it,
-see InvertedFile.check_lists), except the supports of the stored measures,
-which the search kernel checks for each candidate it rebuilds and
-``measure_rows`` checks in full for merges. Features are not stored: they are rebuilt from
+see InvertedFile.check_lists), except the supports of the stored measures
+and the dense values, which the search kernel checks in each row it reads
+(``measure_rows`` and InvertedFile.check_dense check them in full for
+what reads them all). Features are not stored: they are rebuilt from
 the measures, by the same code and to the same bits as when the rows were
 added.
 """
