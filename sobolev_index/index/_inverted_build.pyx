@@ -29,11 +29,12 @@ import numpy as np
 
 from .._powers cimport abs_pow, power_kind, pth_root
 from .._typedefs cimport float32_t, float64_t, node_t, offset_t
-from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE, value_max
+from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE, float32_max, value_max
 from .._openmp_helpers import effective_threads
 
 COARSE_GROUPS = N_COARSE
 VALUE_MAX = value_max()
+FLOAT32_MAX_VALUE = float32_max()
 
 
 def build_inverted(
@@ -133,9 +134,7 @@ def to_float32(const float64_t[::1] values):
     return out_arr
 
 
-# The largest float32: group norms above it are held at it (the search
-# kernel holds the query's the same way).
-cdef float64_t FLOAT32_MAX = 3.4028234663852886e38
+cdef float64_t FLOAT32_MAX = float32_max()
 
 
 def group_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight,

@@ -15,3 +15,9 @@ cdef inline double value_max() noexcept nogil:
     """The largest stored value (posting or dense) that can be an edge mass
     of a probability measure: 1, with room for the rounding of a sum."""
     return 1.0 + 1e-6
+
+
+cdef inline double float32_max() noexcept nogil:
+    """The largest float32: group norms above it are held at it (the
+    search kernel holds the query's the same way)."""
+    return 3.4028234663852886e38

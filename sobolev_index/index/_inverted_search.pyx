@@ -51,7 +51,7 @@ from .._features cimport touch_row
 from .._powers cimport abs_pow, power_kind, pth_root
 from .._typedefs cimport float32_t, float64_t, node_t, offset_t
 from ._heap cimport Found, Tagged, heap_offer, worse
-from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE, value_max
+from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE, float32_max, value_max
 from .._openmp_helpers import effective_threads
 
 cdef extern from *:
@@ -138,8 +138,7 @@ cdef float64_t FLUSHED_ATOL_FACTOR = 2.0 ** 23
 # lie in [0, 1]), or 2^-126 where a thread reads subnormal values as 0, so
 # the largest dense difference, less this, is below that of the true row.
 cdef float64_t MAX_ALLOWANCE = 2.0 ** -22
-# The largest float32 (group norms are held at most at it).
-cdef float64_t FLOAT32_MAX = 3.4028234663852886e38
+cdef float64_t FLOAT32_MAX = float32_max()
 # Doubles per cache line (64 bytes).
 cdef Py_ssize_t SHARED_STRIDE = 8
 # Posting values are prefetched this many entries ahead of the loop.
@@ -660,19 +659,14 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
     """_search_unit for p = inf: every row's dense bound, chunk by chunk;
     while the unit's top k is not full the rows of smallest bound go
     first; rows whose bound is within the k-th exact value get theirs."""
-    cdef Py_ssize_t k = se.k, n_cols = sg.n_cols
-    cdef Py_ssize_t s, r, t, h, j, j0, j1, seed_size
+    cdef Py_ssize_t k = se.k
+    cdef Py_ssize_t t, j, j0, j1, seed_size
     cdef Py_ssize_t n_found = 0
     cdef float64_t lb, thr, other
     cdef float64_t* bounds = sc.bounds
     cdef Tagged seed
     cdef Found item
-    for s in range(se.n_sel):
-        r = se.positions[s]
-        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
-            h = sg.col_slot[r * n_cols + se.q_indices[t]]
-            if h >= 0:
-                sc.qh[h] = se.q_data[t]
+    _set_query_dense(se, sg, sc, i, False)
     j0 = row_lo
     while j0 < row_hi:
         j1 = min(j0 + se.chunk, row_hi)
@@ -719,17 +713,32 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
                 si_lower(shared, heap[0].value)
                 other = heap[0].value
         j0 = j1
-    for t in range(n_found, k):
+    _finish_unit(se, sg, sc, i, heap, n_found)
+
+
+cdef void _set_query_dense(const Search* se, const SegmentView* sg, Scratch* sc,
+                           Py_ssize_t i, bint clear) noexcept nogil:
+    """Query i's values in the dense columns into sc.qh (zeros with
+    ``clear``: sc.qh is zero between units)."""
+    cdef Py_ssize_t s, r, t, h
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+            h = sg.col_slot[r * sg.n_cols + se.q_indices[t]]
+            if h >= 0:
+                sc.qh[h] = 0.0 if clear else se.q_data[t]
+
+
+cdef void _finish_unit(const Search* se, const SegmentView* sg, Scratch* sc, Py_ssize_t i,
+                       Found* heap, Py_ssize_t n_found) noexcept nogil:
+    """End a unit: empty places of its heap, and sc.qh back to zero."""
+    cdef Py_ssize_t t
+    for t in range(n_found, se.k):
         heap[t].value = INFINITY
         heap[t].doc = INT64_MAX
         heap[t].segment = -1
         heap[t].row = -1
-    for s in range(se.n_sel):
-        r = se.positions[s]
-        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
-            h = sg.col_slot[r * n_cols + se.q_indices[t]]
-            if h >= 0:
-                sc.qh[h] = 0.0
+    _set_query_dense(se, sg, sc, i, True)
 
 
 cdef inline float64_t _threshold(const float64_t* upper, Py_ssize_t n_upper,
@@ -992,17 +1001,7 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
 
     _settle(se, sg, segment, i, sc, count,
             _threshold(sc.upper, n_upper, heap, n_found, k, si_load(shared)), heap, &n_found)
-    for t in range(n_found, k):
-        heap[t].value = INFINITY
-        heap[t].doc = INT64_MAX
-        heap[t].segment = -1
-        heap[t].row = -1
-    for s in range(se.n_sel):
-        r = se.positions[s]
-        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
-            h = sg.col_slot[r * n_cols + se.q_indices[t]]
-            if h >= 0:
-                sc.qh[h] = 0.0
+    _finish_unit(se, sg, sc, i, heap, n_found)
 
 
 cdef inline Py_ssize_t _lines(Py_ssize_t n_bytes) noexcept nogil:

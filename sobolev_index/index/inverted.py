@@ -63,7 +63,7 @@ VALUE_MAX = _inverted_build.VALUE_MAX
 # them from the file instead of computing them from the whole dense block.
 GROUP_ARRAYS = ("group_labels", "coarse_labels", "norm_group", "norm_coarse")
 # The largest float32: group norms are held at most at it.
-FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_MAX = _inverted_build.FLOAT32_MAX_VALUE
 # What format 2 stored: int32 rows, float64 values and dense block.
 ARRAYS_V2 = ("ptr", "rows", "values", "dense", "dense_columns", "dense_ptr")
 
