@@ -552,6 +552,22 @@ cdef bint _dense_ok(const Search* se, const SegmentView* sg, Py_ssize_t j) noexc
     return True
 
 
+cdef offset_t _touch_pair(const Search* se, const SegmentView* sg, const Scratch* sc,
+                          Py_ssize_t s, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
+    """Row j's features for selected root s, rebuilt from its measure into
+    sc.f_acc (its edges in sc.f_touched, stamped with the new sc.f_last[0]),
+    and query i's values by edge into sc.f_query; returns the row's number
+    of edges. The caller puts sc.f_query back to zero."""
+    cdef Py_ssize_t r = se.positions[s]
+    cdef offset_t t
+    sc.f_last[0] += 1
+    for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+        sc.f_query[se.q_indices[t]] = se.q_data[t]
+    return touch_row(se.parents[r], se.root_nodes[r], sg.m_nodes, sg.m_masses,
+                     sg.m_scale[j], sg.m_indptr[j], sg.m_indptr[j + 1],
+                     sc.f_stamp, sc.f_last[0], sc.f_acc, sc.f_touched)
+
+
 cdef float64_t _exact_value(const Search* se, const SegmentView* sg, const Scratch* sc,
                             Py_ssize_t i, Py_ssize_t j) noexcept nogil:
     """The value of query i and row j, row j's features rebuilt from its
@@ -568,13 +584,8 @@ cdef float64_t _exact_value(const Search* se, const SegmentView* sg, const Scrat
         a = se.q_indptr[s * se.n_q + i]
         a_end = se.q_indptr[s * se.n_q + i + 1]
         w = sg.weight + r * sg.n_cols
-        sc.f_last[0] += 1
+        n_touched = _touch_pair(se, sg, sc, s, i, j)
         row_stamp = sc.f_last[0]
-        n_touched = touch_row(se.parents[r], se.root_nodes[r], sg.m_nodes, sg.m_masses,
-                              sg.m_scale[j], sg.m_indptr[j], sg.m_indptr[j + 1],
-                              sc.f_stamp, row_stamp, sc.f_acc, sc.f_touched)
-        for t in range(a, a_end):
-            sc.f_query[se.q_indices[t]] = se.q_data[t]
         part = 0.0
         # The row's edges (the query's value there, or 0), then the
         # query's edges the row lacks.
@@ -595,22 +606,16 @@ cdef float64_t _exact_max(const Search* se, const SegmentView* sg, const Scratch
     """S_inf of query i and row j (sum_s eta_s S_inf over several roots),
     row j's features rebuilt from its measure: the largest |q_c - x_c| over
     the edges of either, with no rounding at all."""
-    cdef Py_ssize_t s, r
+    cdef Py_ssize_t s
     cdef offset_t a, a_end, t, n_touched
     cdef node_t c
     cdef offset_t row_stamp
     cdef float64_t part, d, total = 0.0
     for s in range(se.n_sel):
-        r = se.positions[s]
         a = se.q_indptr[s * se.n_q + i]
         a_end = se.q_indptr[s * se.n_q + i + 1]
-        sc.f_last[0] += 1
+        n_touched = _touch_pair(se, sg, sc, s, i, j)
         row_stamp = sc.f_last[0]
-        n_touched = touch_row(se.parents[r], se.root_nodes[r], sg.m_nodes, sg.m_masses,
-                              sg.m_scale[j], sg.m_indptr[j], sg.m_indptr[j + 1],
-                              sc.f_stamp, row_stamp, sc.f_acc, sc.f_touched)
-        for t in range(a, a_end):
-            sc.f_query[se.q_indices[t]] = se.q_data[t]
         part = 0.0
         for t in range(n_touched):
             c = sc.f_touched[t]
