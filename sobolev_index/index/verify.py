@@ -108,6 +108,13 @@ def verify_index(path, catalog, trees, n_nodes, sample=VERIFY_SAMPLE, seed=0, re
         except sqlite3.DatabaseError as exc:
             problems.append(f"catalog: the documents of {row['file']} cannot be read ({exc})")
             counts = []
+        # At once when every value is an integer; one by one otherwise.
+        table = np.asarray(counts) if counts else np.zeros((0, 3), dtype=np.int64)
+        if table.dtype.kind == "i" and table.shape[1:] == (3,):
+            inside = (table[:, 1] >= 0) & (table[:, 1] < len(sizes))
+            wrong = inside.copy()
+            wrong[inside] = table[inside, 2] != sizes[table[inside, 1]]
+            counts = [counts[t] for t in np.flatnonzero(wrong)]
         for doc_id, doc_row, n_supports in counts:
             if isinstance(doc_row, int) and 0 <= doc_row < len(sizes) \
                     and n_supports != sizes[doc_row]:
