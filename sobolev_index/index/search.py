@@ -4,7 +4,8 @@ distance conveniences on stored documents.
 ``SearchMixin`` holds the query side of the index: which rows a search may
 return (``where``), the query features, the search of each chunk of queries
 (the inverted files of ``inverted.py`` for p up to 16 and p = inf, a scan
-of every row for a finite p above 16) and the merge of their top k into a :class:`SearchResult`; and
+of every row for a finite p above 16) and the merge of their top k into a
+:class:`SearchResult`; and
 ``distance``, ``pairwise``, ``gram`` and ``keys_with_labels``. The index's
 lifecycle and writes are in ``sobolev_index.py``.
 """
@@ -323,10 +324,10 @@ class SearchMixin:
         first, from every row of the searched segments.
 
         A large finite p scans every row: its p-th powers would underflow
-        in the identity the inverted file relies on (see
-        distances.LARGE_P). Rows go by
-        SCAN_CHUNK_ROWS (their features rebuilt once per search unless
-        kept), queries by QUERY_CHUNK: the distance block stays small."""
+        in the identity the inverted file relies on (see distances.LARGE_P).
+        Rows go by SCAN_CHUNK_ROWS (their features rebuilt once per search
+        unless kept), queries by QUERY_CHUNK: the distance block stays
+        small."""
         n_queries = query_features[0].shape[0]
         best = [_TopK(k) for _ in range(n_queries)]
         for s in searched:

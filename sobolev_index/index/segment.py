@@ -53,8 +53,8 @@ class Segment:
         """The features of every row for root ``position`` (whose tree is
         ``tree``), rebuilt from the stored measures as when they were added:
         (indptr, indices, data) as contiguous int64, int32 and float64
-        arrays, kept for later calls (the scan of a finite p > 16 decides when to ask,
-        see search.SCAN_CACHE_BYTES)."""
+        arrays, kept for later calls (the scan of a finite p > 16 decides
+        when to ask, see search.SCAN_CACHE_BYTES)."""
         key = ("features", position)
         if key not in self._checked:
             self._checked[key] = self.features_of_rows(None, tree)
