@@ -47,6 +47,7 @@ _HINTS = {
 _CLI_WORDS = [
     ("(try fold_case)", "(try --fold-case)"),
     ("(skip_empty=True, --skip-empty)", "(--skip-empty)"),
+    ("(stopwords=(), --stopwords none)", "(--stopwords none)"),
     ("delete it first, upsert it, or leave it out with skip_existing",
      "delete it first, or use --upsert or --skip-existing"),
     ("open it with mode='r' to read, or pass timeout=SECONDS to wait for the writer",
@@ -264,19 +265,29 @@ _format_option = click.option(
                    "one per file; key = file name, label = folder name.")
 @click.option("--diagram-weights", default="uniform", show_default=True,
               type=click.Choice(["uniform", "persistence"]), help="Weights of diagram points.")
-@click.option("--nodes", default=1000, show_default=True, type=click.IntRange(2),
-              help="Graph nodes M: clusters of the corpus's word vectors.")
-@click.option("--edges", default="log", show_default=True, type=click.Choice(["log", "sqrt", "knn"]),
-              help="Graph edges: M ln M random pairs, M^1.5 random pairs, or k nearest nodes.")
-@click.option("--roots", default=1, show_default=True, type=click.IntRange(1),
-              help="Number of tree roots; more than 1 slices S_p over random roots.")
+@click.option("--recipe", default="quality", show_default=True, type=click.Choice(["quality", "fast"]),
+              help="Defaults of the options below: 'quality' slices S_p over 10 roots, 'fast' "
+                   "uses one (about 10 times cheaper queries and index, a few points more "
+                   "k-NN error; see docs/quality.md).")
+@click.option("--nodes", default=None, type=click.IntRange(2),
+              help="Graph nodes M: clusters of the word vectors (or points) [default: every "
+                   "word a node, at most 10,000].")
+@click.option("--edges", default=None, type=click.Choice(["log", "sqrt", "knn"]),
+              help="Graph edges: M ln M random pairs, M^1.5 random pairs, or each node to its "
+                   "--neighbours nearest nodes [default: knn].")
+@click.option("--neighbours", "k", default=None, type=click.IntRange(1),
+              help="Nearest nodes per node with --edges knn [default: 5].")
+@click.option("--roots", default=None, type=click.IntRange(1),
+              help="Number of tree roots: 1 is the most central node, more slice S_p over "
+                   "random roots [default: 10 (quality), 1 (fast)].")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for clustering and roots.")
 @click.option("-p", "p", default="1", show_default=True, metavar="P",
               help="Default p of searches.")
-@click.option("--weighting", default="count", show_default=True,
-              type=click.Choice(["count", "tfidf"]), help="Word weights in a document.")
-@click.option("--stopwords", default="none", show_default=True, metavar="none|english|FILE",
-              help="Words to drop: none, a built-in English list, or a file (one per line).")
+@click.option("--weighting", default=None, type=click.Choice(["count", "tfidf"]),
+              help="Word weights in a document [default: tfidf].")
+@click.option("--stopwords", default=None, metavar="none|english|FILE",
+              help="Words to drop: none, a built-in English list, or a file (one per line) "
+                   "[default: english].")
 @click.option("--token-pattern", default=None, metavar="unicode|ascii|REGEX",
               help="Words: 'unicode' (letters and digits of any script, apostrophes inside "
                    "words; text lowercased and NFC-normalised), 'ascii' (the earlier "
@@ -290,23 +301,25 @@ _format_option = click.option(
 @_encoding_option
 @_silent_option
 @_json_option
-def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edges, roots, seed, p,
-          weighting, stopwords, token_pattern, fold_case, skip_empty, no_text, corpus_format,
-          encoding, silent, as_json):
+def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nodes, edges, k,
+          roots, seed, p, weighting, stopwords, token_pattern, fold_case, skip_empty, no_text,
+          corpus_format, encoding, silent, as_json):
     """Build INDEX (a new directory) from a corpus and word vectors, or from
-    point clouds or persistence diagrams (--points)."""
-    from ..ingest.documents import TextSettings
+    point clouds or persistence diagrams (--points).
+
+    Options left unset come from --recipe; `info` shows what was chosen."""
+    from ..ingest.documents import text_settings
     from ..ingest.pipelines import build_from_files
-    from ..ingest.text import DEFAULT_TOKEN_PATTERN, stopwords_from
+    from ..ingest.text import stopwords_from
 
     started = time.perf_counter()
     if points and (corpus or vectors):
         raise click.UsageError("give either --corpus and --vectors, or --points")
     if not points and (not corpus or not vectors):
         raise click.UsageError("build needs --corpus FILE and --vectors FILE (or --points FILE)")
-    settings = None if points else TextSettings(
-        pattern=DEFAULT_TOKEN_PATTERN if token_pattern is None else token_pattern,
-        stopwords=tuple(stopwords_from(stopwords, encoding)), weighting=weighting)
+    settings = None if points else text_settings(
+        recipe, pattern=token_pattern, weighting=weighting,
+        stopwords=None if stopwords is None else tuple(stopwords_from(stopwords, encoding)))
     progress = _progress(silent)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -314,9 +327,9 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
             built, report = build_from_files(
                 index, corpus=corpus, vectors=vectors, points=points, diagrams=diagrams,
                 diagram_weights=diagram_weights, corpus_format=corpus_format, settings=settings,
-                fold_case=fold_case, skip_empty=skip_empty, store_text=not no_text, nodes=nodes,
-                edges=edges, roots=None if roots == 1 else roots, p=_parse_p(p), seed=seed,
-                progress=progress, encoding=encoding)
+                fold_case=fold_case, skip_empty=skip_empty, store_text=not no_text,
+                recipe=recipe, nodes=nodes, edges=edges, k=k, roots=roots, p=_parse_p(p),
+                seed=seed, progress=progress, encoding=encoding)
         finally:
             progress.finish()
     for w in caught:
@@ -331,7 +344,8 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
     else:
         out.update({"kind": report["kind"], "points": report["points"], "dim": report["dim"]})
     out.update({"nodes": info["nodes"], "edges": info["edges"], "roots": info["roots"],
-                "bytes": info["bytes"], "seconds": round(time.perf_counter() - started, 3)})
+                "recipe": report["recipe"], "bytes": info["bytes"],
+                "seconds": round(time.perf_counter() - started, 3)})
     if as_json:
         _echo_json(out)
         return
@@ -344,7 +358,22 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, nodes, edge
         click.echo(f"built {out['index']}: {out['documents']:,} point sets ({out['kind']}), "
                    f"{out['points']:,} points in {out['dim']} dimensions")
     click.echo(f"  graph: {out['nodes']:,} nodes, {out['edges']:,} edges, root(s) {out['roots']}")
+    click.echo(f"  recipe: {_recipe_text(out['recipe'])}")
     click.echo(f"  {out['bytes'] / 1e6:.1f} MB on disk, {out['seconds']:.1f} s")
+
+
+def _recipe_text(recipe):
+    """One line for a build's recipe (from its report or `info`)."""
+    if recipe is None:
+        return "none recorded (made with SobolevIndex.create, or by an earlier release)"
+    edges = recipe["edges"] + (f" ({recipe['k']} nearest nodes)" if recipe.get("k") else "")
+    parts = [f"{recipe['recipe']}: edges {edges}, {recipe['roots']} root(s)"]
+    if "weighting" in recipe:
+        parts.append(f"{recipe['weighting']} weights, {recipe['stopwords']} stop words")
+    given = recipe.get("given") or []
+    if given:
+        parts.append("given: " + ", ".join(given))
+    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------- add
@@ -652,7 +681,8 @@ def info(index, as_json):
                                "format: `sobolev-index upgrade INDEX` rewrites them"])
     if out.get("words") is not None:
         rows += [["words", f"{out['words']:,}"], ["weighting", out["weighting"]],
-                 ["tokens", out["token_pattern"]]]
+                 ["stopwords", f"{out['stopwords']:,}"], ["tokens", out["token_pattern"]]]
+    rows.append(["recipe", _recipe_text(out.get("recipe"))])
     click.echo(_table(["", out["path"]], rows))
 
 

@@ -67,7 +67,7 @@ SUBPACKAGE_LAYERS = {
 INGEST_KINDS = {
     "text": {"text", "embeddings", "documents", "words", "stdlib_corpus", "quickstart"},
     "points": {"pointsets", "pointindex"},
-    "shared": {"__init__", "fill", "parsing"},
+    "shared": {"__init__", "fill", "parsing", "recipes"},
     "over both kinds": {"pipelines"},
 }
 PIPELINE_KINDS = {"text", "points"}

@@ -24,20 +24,38 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def twitter_index(tmp_path_factory):
     index = tmp_path_factory.mktemp("twitter") / "index"
-    # The vectors were made for the words of the "ascii" token pattern.
+    # The vectors were made for the words of the "ascii" token pattern. The
+    # build's defaults drop English stop words: four tweets have nothing else.
     result = CliRunner().invoke(main, ["build", str(index), "--corpus", str(TWEETS), "--vectors",
-                                       str(VECTORS), "--nodes", "1000", "--token-pattern", "ascii",
+                                       str(VECTORS), "--token-pattern", "ascii", "--skip-empty",
                                        "--json", "--silent"])
     assert result.exit_code == 0, result.output + repr(result.exception)
     return index, json.loads(result.stdout)
 
 
-def test_build_takes_every_tweet(twitter_index):
+def test_the_default_build_takes_every_tweet_with_a_word_besides_stop_words(twitter_index):
     _, report = twitter_index
-    assert report["documents"] == 3115 and report["skipped"] == 0
-    assert report["nodes"] == 1000
+    assert report["documents"] == 3111 and report["skipped"] == 4
+    # Every word its own node, 10 roots: the "quality" recipe.
+    assert report["recipe"]["recipe"] == "quality"
+    assert report["nodes"] == report["words_with_vectors"] == report["vocabulary"]
+    assert len(report["roots"]) == 10
     # The vectors were made for exactly this file's tokens.
     assert report["token_coverage"] == 1.0
+
+
+def test_a_tweet_of_stop_words_alone_stops_the_build_with_a_reason(tmp_path):
+    corpus = tmp_path / "tweets.txt"
+    lines = TWEETS.read_text(encoding="utf-8").splitlines()
+    corpus.write_text("\n".join(lines[88:93]) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "index"), "--corpus", str(corpus),
+                                       "--vectors", str(VECTORS), "--token-pattern", "ascii",
+                                       "--silent"])
+    assert result.exit_code == 1
+    # Line 4 of the file is tweet 92, "so".
+    assert "tweets-4 has only stop words" in result.output, result.output
+    assert "--stopwords none" in result.output and "--skip-empty" in result.output
+    assert not (tmp_path / "index").exists()
 
 
 def test_a_stored_tweet_finds_itself_first(twitter_index):
@@ -60,7 +78,8 @@ def test_neighbour_labels_beat_chance(twitter_index):
         found = reader.search(keys, k=k + 1)
         labels = {key: reader.get(key)["label"] for key in keys}
     frequency = Counter(labels.values())
-    assert frequency == {"neutral": 2144, "negative": 509, "positive": 462}
+    assert sum(frequency.values()) == 3111
+    assert frequency == {"neutral": 2142, "negative": 508, "positive": 461}
     chance = sum((n / len(keys)) ** 2 for n in frequency.values())
     agree = []
     for key, hits in zip(keys, found.keys):

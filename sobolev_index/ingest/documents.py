@@ -43,9 +43,18 @@ from .fill import (
     drop_existing,
     label_text,
 )
+from .recipes import (
+    DEFAULT_RECIPE,
+    RECIPE_META,
+    check_recipe,
+    create_roots,
+    fit_to_graph,
+    resolve,
+)
 from .text import (
     DEFAULT_ENCODING,
     DEFAULT_TOKEN_PATTERN,
+    ENGLISH_STOPWORDS,
     check_encoding,
     check_token_pattern,
     normalize_word,
@@ -63,6 +72,8 @@ __all__ = [
     "text_measures",
     "stored_vectors_path",
     "text_info",
+    "text_defaults",
+    "text_settings",
 ]
 
 WEIGHTINGS = ("count", "tfidf")
@@ -319,6 +330,28 @@ def _read_directory(root, encoding):
         yield _document(relative[:-4], text, parts[0] if len(parts) > 1 else None, None, path)
 
 
+def text_defaults(recipe):
+    """The :class:`TextSettings` options of a build ``recipe``: English stop
+    words and tf-idf weights (the same for both recipes)."""
+    check_recipe(recipe)
+    return {"stopwords": tuple(sorted(ENGLISH_STOPWORDS)), "weighting": "tfidf"}
+
+
+def text_settings(recipe=DEFAULT_RECIPE, *, pattern=None, stopwords=None, weighting=None,
+                  lowercase=True):
+    """:class:`TextSettings` with each option left as None taken from
+    ``recipe`` (:func:`text_defaults`; the token pattern from
+    :class:`TextSettings`)."""
+    options = text_defaults(recipe)
+    if stopwords is not None:
+        options["stopwords"] = tuple(stopwords)
+    if weighting is not None:
+        options["weighting"] = weighting
+    if pattern is not None:
+        options["pattern"] = pattern
+    return TextSettings(lowercase=lowercase, **options)
+
+
 # ----------------------------------------------------------------- encoder
 class TextEncoder:
     """Turns texts into (nodes, masses) measures with a word -> node table."""
@@ -349,6 +382,14 @@ class TextEncoder:
                 if word not in self.word_nodes:
                     seen.setdefault(word, None)
         return list(seen)
+
+    def only_stopwords(self, text):
+        """The number of tokens of ``text`` when every one is a stop word of
+        the index (0 otherwise): why a text with tokens can still be empty."""
+        settings = self.settings
+        if not settings.stopwords or settings.tokens(text):
+            return 0
+        return len(tokenize(text, settings.pattern, settings.lowercase))
 
     def _weights(self, counts):
         words = list(counts)
@@ -391,20 +432,33 @@ def _vectors_meta(vectors, fold_case):
 
 
 # ------------------------------------------------------------------- build
-def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None, p=1,
-                seed=0, settings=None, fold_case=False, skip_empty=False, store_text=True,
-                batch_size=1000, progress=None, on_violation="perturb"):
+def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, edges=None,
+                k=None, roots=None, p=1, seed=0, settings=None, fold_case=False, skip_empty=False,
+                store_text=True, batch_size=1000, progress=None, on_violation="perturb"):
     """Build a text index at ``path`` from ``documents`` and word vectors.
 
     ``documents``: dicts as from :func:`read_corpus` (or an iterable of
     them); ``vectors``: a :class:`WordVectors` or a vector file path (only
     the corpus's words are read). The graph is made from the vectors of the
-    corpus's words: farthest-point clustering into at most ``nodes`` nodes,
-    ``edges`` "log", "sqrt" or "knn". ``roots``: as
-    :meth:`SobolevIndex.create`. ``progress(stage, done, total)`` is called
-    as work advances. Returns (index open for writing, report dict).
+    corpus's words: farthest-point clustering into at most ``nodes`` nodes
+    and ``edges`` "log", "sqrt" or "knn" (``k`` nearest nodes), see
+    :meth:`Graph.from_points`. ``roots``: a count (1: the most central
+    node; more: random nodes) or a list of nodes. ``settings``: a
+    :class:`TextSettings`.
+
+    ``recipe`` ("quality" or "fast", see :mod:`~sobolev_index.ingest.recipes`)
+    fills in every one of ``nodes``, ``edges``, ``k``, ``roots`` and
+    ``settings`` left as None: every word a node (at most 10,000), edges to
+    the 5 nearest nodes, English stop words, tf-idf, and 10 roots
+    ("quality") or one ("fast"). What was chosen is recorded in the catalog
+    (``recipe`` in :func:`text_info`). ``progress(stage, done, total)`` is
+    called as work advances. Returns (index open for writing, report dict).
     """
-    settings = settings or TextSettings()
+    check_recipe(recipe)
+    if settings is None:
+        settings = TextSettings(**text_defaults(recipe))
+    elif not isinstance(settings, TextSettings):
+        raise TypeError(f"settings is {type(settings).__name__}; expected a TextSettings")
     path = os.fspath(path)
     require_new_directory(path)
     documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
@@ -420,6 +474,10 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
         frequency.update(words)
         document_frequency.update(set(words))
     if not frequency:
+        if settings.stopwords and any(tokenize(d["text"], settings.pattern, settings.lowercase)
+                                      for d in documents):
+            raise CorpusError("no document has a word besides stop words; keep stop words "
+                              "(stopwords=(), --stopwords none)")
         raise CorpusError(f"no document has a word matching the token pattern {settings.pattern!r}")
     vocabulary = sorted(frequency, key=lambda w: (-frequency[w], w))
 
@@ -428,26 +486,31 @@ def build_index(path, documents, vectors, *, nodes=1000, edges="log", roots=None
         raise CorpusVectorsError(
             f"none of the corpus's {len(vocabulary):,} distinct words has a vector in {vectors}; "
             "check that the vectors match the corpus's language and case (try fold_case)")
-    graph = build_graph(found.vectors, nodes=nodes, edges=edges, seed=seed, progress=progress)
+    chosen = resolve(recipe, len(found), nodes=nodes, edges=edges, k=k, roots=roots)
+    graph = build_graph(found.vectors, nodes=chosen["nodes"], edges=chosen["edges"],
+                        k=chosen["k"], seed=seed, progress=progress)
+    fit_to_graph(chosen, graph)
     settings = TextSettings(**{**settings.to_json(), "stopwords": settings.stopwords,
                                "n_documents": len(documents),
                                "vectors": _vectors_meta(vectors, fold_case)})
+    chosen.update(weighting=settings.weighting, stopwords=len(settings.stopwords))
 
     def fill(index):
         rows = [(w, int(graph.assignment[i]), document_frequency[w])
                 for i, w in enumerate(found.words)]
-        add_words(index.catalog, rows, meta={TEXT_META: settings.to_json()})
+        add_words(index.catalog, rows, meta={TEXT_META: settings.to_json(), RECIPE_META: chosen})
         return add_documents(index, documents, skip_empty=skip_empty, batch_size=batch_size,
                              progress=progress, store_text=store_text)
 
-    index, report = create_and_fill(path, graph, fill, roots=roots, p=p, seed=seed,
-                                    on_violation=on_violation)
+    index, report = create_and_fill(path, graph, fill, roots=create_roots(chosen["roots"]), p=p,
+                                    seed=seed, on_violation=on_violation)
     covered = sum(frequency[w] for w in found.words)
     report.update({
         "kind": "text",
         "vocabulary": len(vocabulary),
         "words_with_vectors": len(found),
         "token_coverage": covered / sum(frequency.values()),
+        "recipe": chosen,
     })
     return index, report
 
@@ -489,6 +552,11 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
         name = doc["key"] if doc["key"] is not None else f"document {position}"
         if measure is None:
             if not skip_empty:
+                if encoder.only_stopwords(doc["text"]):
+                    raise CorpusError(
+                        f"{name} has only stop words ({encoder.only_stopwords(doc['text'])} "
+                        "token(s)); skip such documents (skip_empty=True, --skip-empty), or "
+                        "keep stop words (stopwords=(), --stopwords none)")
                 raise CorpusError(
                     f"{name} has no word the index knows ({len(encoder.settings.tokens(doc['text']))} "
                     "tokens); pass vectors for new words, or skip such documents "
@@ -571,6 +639,10 @@ def text_measures(index, texts, vectors=None):
         measure = encoder.measure(text)
         if measure is None:
             tokens = encoder.settings.tokens(text)
+            if encoder.only_stopwords(text):
+                raise InvalidMeasureError(
+                    f"query {i} ({text[:40]!r}) has only stop words of this index "
+                    f"({encoder.only_stopwords(text)} token(s)); use other words")
             raise InvalidMeasureError(
                 f"query {i} ({text[:40]!r}) has no word the index knows "
                 f"({len(tokens)} token(s)); try other words, or pass vectors for new ones")

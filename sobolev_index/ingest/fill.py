@@ -48,15 +48,17 @@ def index_kind(index):
 
 
 # ------------------------------------------------------------------- build
-def build_graph(points, *, nodes, edges, seed, progress=None):
+def build_graph(points, *, nodes, edges, seed, k=None, progress=None):
     """The graph of a build: farthest-point clustering of ``points`` (word
-    vectors, or the points of every set) into at most ``nodes`` nodes, with
+    vectors, or the points of every set) into at most ``nodes`` nodes and
+    ``edges`` (``k`` nearest nodes for "knn"), with
     ``progress("graph", done, total)`` as centres are found."""
     progress = progress or _silent
     n_centres = min(nodes, len(points))
     progress("graph", 0, n_centres)
+    options = {} if k is None else {"k": k}
     return Graph.from_points(points, n_nodes=nodes, edges=edges, seed=seed,
-                             progress=lambda done: progress("graph", done, n_centres))
+                             progress=lambda done: progress("graph", done, n_centres), **options)
 
 
 def create_and_fill(path, graph, fill, **create_options):

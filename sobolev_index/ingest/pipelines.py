@@ -18,6 +18,7 @@ from .pointindex import (
     read_pointsets,
     stored_diagram_weights,
 )
+from .recipes import DEFAULT_RECIPE, recipe_info
 from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
 __all__ = ["build_from_files", "add_files", "query_measures", "index_details", "read_keys"]
@@ -46,8 +47,9 @@ def _read_for_index(index, files, kind):
 
 def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False,
                      diagram_weights="uniform", corpus_format="auto", settings=None,
-                     fold_case=False, skip_empty=False, store_text=True, nodes=1000, edges="log",
-                     roots=None, p=1, seed=0, progress=None, encoding=DEFAULT_ENCODING):
+                     fold_case=False, skip_empty=False, store_text=True, recipe=DEFAULT_RECIPE,
+                     nodes=None, edges=None, k=None, roots=None, p=1, seed=0, progress=None,
+                     encoding=DEFAULT_ENCODING):
     """Build an index at ``path`` from files: a text index from ``corpus``
     files (:func:`~sobolev_index.ingest.documents.read_corpus`, in
     ``corpus_format``) and word ``vectors``, or a point index from
@@ -62,7 +64,8 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
     options are not used for points. Returns (index open for writing,
     report); the report's ``kind`` is "text", "clouds" or "diagrams".
     """
-    options = dict(nodes=nodes, edges=edges, roots=roots, p=p, seed=seed, progress=progress)
+    options = dict(recipe=recipe, nodes=nodes, edges=edges, k=k, roots=roots, p=p, seed=seed,
+                   progress=progress)
     check_encoding(encoding)
     if points:
         if corpus or vectors:
@@ -140,10 +143,11 @@ def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto"
 
 
 def index_details(index):
-    """:meth:`SobolevIndex.info` with what a text index adds: the word count,
-    weighting, tokenizer and vector file (``words`` is None for other
-    indexes)."""
-    return {**index.info(), **text_info(index)}
+    """:meth:`SobolevIndex.info` with what a build recorded: the recipe's
+    choices (``recipe``, None for an index built without one) and, for a
+    text index, the word count, weighting, tokenizer and vector file
+    (``words`` is None for other indexes)."""
+    return {**index.info(), "recipe": recipe_info(index), **text_info(index)}
 
 
 def read_keys(path, encoding=DEFAULT_ENCODING):

@@ -26,6 +26,7 @@ from .fill import (
     drop_existing,
 )
 from .pointsets import PointSet, pointsets_to_measures, read_diagrams, read_point_clouds
+from .recipes import DEFAULT_RECIPE, RECIPE_META, check_recipe, create_roots, fit_to_graph, resolve
 
 __all__ = ["POINT_KINDS", "read_pointsets", "build_point_index", "add_pointsets", "point_measures"]
 
@@ -62,14 +63,19 @@ def read_pointsets(sources, kind="clouds", diagram_weights="uniform", label_from
     return list(read_diagrams(files, weights=diagram_weights, label_from_dir=label_from_dir))
 
 
-def build_point_index(path, pointsets, *, nodes=1000, edges="log", roots=None, p=1, seed=0,
-                      kind="clouds", diagram_weights="uniform", batch_size=1000, progress=None,
-                      on_violation="perturb"):
+def build_point_index(path, pointsets, *, recipe=DEFAULT_RECIPE, nodes=None, edges=None, k=None,
+                      roots=None, p=1, seed=0, kind="clouds", diagram_weights="uniform",
+                      batch_size=1000, progress=None, on_violation="perturb"):
     """Build an index at ``path`` from point sets (a list of
     :class:`~sobolev_index.ingest.pointsets.PointSet`); ``kind`` ("clouds" or
     "diagrams") and, for diagrams, the weighting the diagrams were read with
     (``diagram_weights``) are recorded so that later input is read the same
-    way. Returns (index open for writing, report dict)."""
+    way. The graph is made from the points of all the sets; ``nodes``,
+    ``edges``, ``k`` and ``roots`` as in
+    :func:`~sobolev_index.ingest.documents.build_index`, each left as None
+    chosen by ``recipe`` (see :mod:`~sobolev_index.ingest.recipes`) and
+    recorded in the catalog. Returns (index open for writing, report dict)."""
+    check_recipe(recipe)
     _check_kind(kind)
     if kind == "diagrams" and diagram_weights not in DIAGRAM_WEIGHTS:
         raise CorpusError(f"diagram weights {diagram_weights!r} are not one of "
@@ -81,18 +87,22 @@ def build_point_index(path, pointsets, *, nodes=1000, edges="log", roots=None, p
         raise CorpusError("no point sets were given")
     _check_pointsets(pointsets)
     points = np.vstack([s.points for s in pointsets])
-    graph = build_graph(points, nodes=nodes, edges=edges, seed=seed, progress=progress)
+    chosen = resolve(recipe, len(points), nodes=nodes, edges=edges, k=k, roots=roots)
+    graph = build_graph(points, nodes=chosen["nodes"], edges=chosen["edges"], k=chosen["k"],
+                        seed=seed, progress=progress)
+    fit_to_graph(chosen, graph)
 
     def fill(index):
         meta = {"kind": kind, "dim": int(points.shape[1])}
         if kind == "diagrams":
             meta["weights"] = diagram_weights
-        index.catalog.set_meta({POINTS_META: meta})
+        index.catalog.set_meta({POINTS_META: meta, RECIPE_META: chosen})
         return add_pointsets(index, pointsets, batch_size=batch_size, progress=progress)
 
-    index, report = create_and_fill(path, graph, fill, roots=roots, p=p, seed=seed,
-                                    on_violation=on_violation)
-    report.update({"kind": kind, "points": int(len(points)), "dim": int(points.shape[1])})
+    index, report = create_and_fill(path, graph, fill, roots=create_roots(chosen["roots"]), p=p,
+                                    seed=seed, on_violation=on_violation)
+    report.update({"kind": kind, "points": int(len(points)), "dim": int(points.shape[1]),
+                   "recipe": chosen})
     return index, report
 
 

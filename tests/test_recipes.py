@@ -1,0 +1,163 @@
+"""Build recipes: what a build chooses for the options left unset, that the
+caller's choices win, and that the choice is recorded (API and CLI)."""
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from _support import corpus as tc
+from _support.cli import run
+
+from sobolev_index.errors import InvalidMeasureError
+from sobolev_index.ingest.documents import TextSettings, build_index, text_measures
+from sobolev_index.ingest.embeddings import WordVectors
+from sobolev_index.ingest.pipelines import index_details
+from sobolev_index.ingest.pointindex import build_point_index
+from sobolev_index.ingest.pointsets import PointSet
+from sobolev_index.ingest.recipes import MAX_NODES, resolve
+from sobolev_index.ingest.words import read_words
+
+TOPIC_WORDS = {w for t in tc.TOPICS for w in tc.topic_words(t)}
+
+
+def _vectors():
+    return WordVectors(*tc.vectors())
+
+
+def _build(path, **options):
+    return build_index(str(path), tc.corpus(), _vectors(), **options)
+
+
+def test_a_build_with_no_options_follows_the_quality_recipe(tmp_path):
+    index, report = _build(tmp_path / "ix")
+    with index:
+        words = read_words(index.catalog)
+        # English stop words are dropped: the corpus's common words are all stop words.
+        assert set(words) == TOPIC_WORDS
+        # Every word its own node.
+        assert index.graph.n_nodes == len(TOPIC_WORDS)
+        assert sorted(n for n, _ in words.values()) == list(range(len(TOPIC_WORDS)))
+        # Each node is joined to its 5 nearest nodes (brute force over the node coordinates).
+        coords = index.graph.coords
+        adjacent = {(int(u), int(v)) for u, v in index.graph.edges}
+        adjacent |= {(v, u) for u, v in adjacent}
+        for node in range(len(coords)):
+            d = ((coords - coords[node]) ** 2).sum(1)
+            d[node] = np.inf
+            for other in np.argsort(d, kind="stable")[:5]:
+                assert (node, int(other)) in adjacent
+        assert len(set(index.roots.tolist())) == 10
+        details = index_details(index)
+        assert details["weighting"] == "tfidf" and details["stopwords"] > 100
+        recipe = details["recipe"]
+        assert recipe == report["recipe"]
+        assert (recipe["recipe"], recipe["edges"], recipe["k"], recipe["roots"]) == (
+            "quality", "knn", 5, 10)
+        assert recipe["given"] == [] and recipe["weighting"] == "tfidf"
+
+        # tf-idf weights, counted here from the raw corpus: count x (ln((1 + n) / (1 + df)) + 1).
+        docs = tc.corpus()
+        tokens = [[w for w in d["text"].lower().rstrip(".").split() if w in TOPIC_WORDS]
+                  for d in docs]
+        df = Counter(w for t in tokens for w in set(t))
+        doc, counts = docs[7], Counter(tokens[7])
+        expected = {}
+        for word, count in counts.items():
+            node = words[word][0]
+            expected[node] = expected.get(node, 0.0) + count * (
+                math.log((1 + len(docs)) / (1 + df[word])) + 1.0)
+        stored = index.get(doc["key"])
+        got = dict(zip(stored["nodes"].tolist(), stored["masses"].tolist()))
+        total = sum(expected.values())
+        assert got.keys() == expected.keys()
+        for node, mass in expected.items():
+            assert got[node] == pytest.approx(mass / total, rel=1e-12)
+
+
+def test_the_fast_recipe_uses_the_most_central_node_as_its_one_root(tmp_path):
+    index, report = _build(tmp_path / "ix", recipe="fast")
+    with index:
+        assert report["recipe"]["roots"] == 1
+        central, _ = index.graph.roots(1, strategy="center", on_violation="perturb")
+        assert index.roots.tolist() == central.tolist()
+        # The same graph as "quality".
+        assert index.graph.n_nodes == len(TOPIC_WORDS)
+        assert index.graph.params["edges"] == "knn"
+
+
+def test_options_given_win_over_the_recipe_and_are_recorded(tmp_path):
+    index, report = _build(tmp_path / "ix", nodes=6, edges="log", roots=3,
+                           settings=TextSettings())
+    with index:
+        assert index.graph.n_nodes == 6 and index.graph.params["edges"] == "log"
+        assert len(index.roots) == 3
+        recipe = index_details(index)["recipe"]
+        assert recipe["given"] == ["nodes", "edges", "roots"]
+        assert (recipe["nodes"], recipe["edges"], recipe["k"], recipe["roots"]) == (6, "log", None, 3)
+        assert recipe["weighting"] == "count" and recipe["stopwords"] == 0
+        assert "the" in read_words(index.catalog)
+
+
+def test_a_graph_smaller_than_the_recipes_roots_gets_a_root_per_node(tmp_path):
+    index, report = _build(tmp_path / "ix", nodes=4)
+    with index:
+        assert index.graph.n_nodes == 4
+        assert sorted(index.roots.tolist()) == [0, 1, 2, 3]
+        assert report["recipe"]["roots"] == 4
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"recipe": "best"}, "recipe is 'best'; expected one of 'quality', 'fast'"),
+    ({"edges": "log", "k": 3}, "k is 3 but edges is 'log'"),
+    ({"edges": "ring"}, "edges is 'ring'; expected one of"),
+])
+def test_a_bad_recipe_option_is_refused_before_anything_is_written(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        _build(tmp_path / "ix", **options)
+    assert not (tmp_path / "ix").exists()
+
+
+def test_the_recipe_takes_every_word_up_to_the_node_cap():
+    assert resolve("quality", 3_000)["nodes"] == 3_000
+    assert resolve("quality", 10 * MAX_NODES)["nodes"] == MAX_NODES == 10_000
+
+
+def test_a_query_of_stop_words_alone_says_so(tmp_path):
+    index, _ = _build(tmp_path / "ix")
+    with index:
+        with pytest.raises(InvalidMeasureError, match="has only stop words of this index"):
+            text_measures(index, ["the and of"])
+
+
+def test_a_point_build_records_its_recipe(tmp_path):
+    rng = np.random.default_rng(0)
+    sets = [PointSet(f"s{i}", rng.normal(size=(5, 2)) + (i % 2) * 4, None, str(i % 2), None)
+            for i in range(12)]
+    index, report = build_point_index(str(tmp_path / "ix"), sets, recipe="fast")
+    with index:
+        recipe = index_details(index)["recipe"]
+        assert recipe == report["recipe"]
+        assert (recipe["recipe"], recipe["edges"], recipe["k"], recipe["roots"]) == (
+            "fast", "knn", 5, 1)
+        # 60 distinct points: every one a node.
+        assert index.graph.n_nodes == 60
+
+
+def test_the_cli_build_shows_and_records_the_recipe(tmp_path):
+    corpus_path, vectors_path = tc.make_files(str(tmp_path))
+    index = tmp_path / "ix"
+    out = json.loads(run("build", index, "--corpus", corpus_path, "--vectors", vectors_path,
+                         "--recipe", "fast", "--neighbours", "3", "--json", "--silent").stdout)
+    assert (out["recipe"]["recipe"], out["recipe"]["k"], out["recipe"]["given"]) == (
+        "fast", 3, ["k"])
+    assert len(out["roots"]) == 1
+    shown = run("info", index).stdout
+    assert "recipe" in shown and "fast: edges knn (3 nearest nodes), 1 root(s)" in shown
+    assert json.loads(run("info", index, "--json").stdout)["recipe"] == out["recipe"]
+
+    refused = run("build", tmp_path / "other", "--corpus", corpus_path, "--vectors",
+                  vectors_path, "--edges", "log", "--neighbours", "3", ok=False)
+    assert refused.exit_code == 1
+    assert "k is 3 but edges is 'log'" in refused.output
+    assert not (tmp_path / "other").exists()
