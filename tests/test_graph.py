@@ -191,6 +191,30 @@ def test_from_points_knn_edges(k):
     assert len(g.edges) <= m * min(k, m - 1) + m - 1
 
 
+def test_knn_components_are_joined_by_their_shortest_gaps():
+    # Three far-apart clusters of 6 points: with k = 2 the nearest-node
+    # edges stay inside each cluster, so the graph needs two joins. The
+    # joins of a minimum spanning forest over the clusters are the shortest
+    # gaps, here computed by brute force over all cross-cluster pairs.
+    rng = np.random.default_rng(3)
+    centres = np.array([[0.0, 0.0], [100.0, 0.0], [100.0, 170.0]])
+    X = np.vstack([c + rng.normal(size=(6, 2)) for c in centres])
+    g = Graph.from_points(X, n_nodes=18, edges="knn", k=2, seed=0)
+    _check_connected(g)
+    cluster = np.argmin(cdist(g.coords, centres), axis=1)
+    crossing = [tuple(e) for e in g.edges.tolist() if cluster[e[0]] != cluster[e[1]]]
+    D = cdist(g.coords, g.coords)
+
+    def shortest(a, b):
+        rows, cols = np.flatnonzero(cluster == a), np.flatnonzero(cluster == b)
+        i, j = np.unravel_index(np.argmin(D[np.ix_(rows, cols)]), (len(rows), len(cols)))
+        return tuple(sorted((int(rows[i]), int(cols[j]))))
+
+    # Clusters 0-1 are 100 apart, 1-2 are 170, 0-2 about 197: the spanning
+    # forest joins 0-1 and 1-2, each by its closest pair.
+    assert sorted(crossing) == sorted([shortest(0, 1), shortest(1, 2)])
+
+
 def test_from_points_invalid_input():
     X = np.random.default_rng(0).random((20, 2))
     with pytest.raises(ValueError):
