@@ -263,8 +263,8 @@ _format_option = click.option(
 @click.option("--diagrams", is_flag=True,
               help="--points are persistence diagrams: (birth, death) rows in CSV/text/.npy, "
                    "one per file; key = file name, label = folder name.")
-@click.option("--diagram-weights", default="uniform", show_default=True,
-              type=click.Choice(["uniform", "persistence"]), help="Weights of diagram points.")
+@click.option("--diagram-weights", default=None, type=click.Choice(["uniform", "persistence"]),
+              help="Weights of diagram points [default: persistence].")
 @click.option("--recipe", default="quality", show_default=True, type=click.Choice(["quality", "fast"]),
               help="Defaults of the options below: 'quality' slices S_p over 10 roots, 'fast' "
                    "uses one (about 10 times cheaper queries and index, a few points more "
@@ -370,6 +370,8 @@ def _recipe_text(recipe):
     parts = [f"{recipe['recipe']}: edges {edges}, {recipe['roots']} root(s)"]
     if "weighting" in recipe:
         parts.append(f"{recipe['weighting']} weights, {recipe['stopwords']} stop words")
+    if "diagram_weights" in recipe:
+        parts.append(f"{recipe['diagram_weights']} weights")
     given = recipe.get("given") or []
     if given:
         parts.append("given: " + ", ".join(given))

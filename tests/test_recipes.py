@@ -161,3 +161,29 @@ def test_the_cli_build_shows_and_records_the_recipe(tmp_path):
     assert refused.exit_code == 1
     assert "k is 3 but edges is 'log'" in refused.output
     assert not (tmp_path / "other").exists()
+
+
+def test_a_diagram_build_weights_points_by_persistence_unless_told(tmp_path):
+    folder = tmp_path / "diagrams"
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    for i in range(5):
+        birth = rng.random(4)
+        np.savetxt(folder / f"d{i}.csv", np.column_stack([birth, birth + rng.random(4) + 0.05]),
+                   delimiter=",")
+    # One point of persistence 2.8 against three of at most 0.06.
+    np.savetxt(folder / "long.csv", np.array([[0.0, 0.01], [0.2, 3.0], [0.5, 0.52], [0.1, 0.16]]),
+               delimiter=",")
+    out = json.loads(run("build", tmp_path / "ix", "--points", folder, "--diagrams", "--json",
+                         "--silent").stdout)
+    assert out["recipe"]["diagram_weights"] == "persistence"
+    from sobolev_index import SobolevIndex
+
+    with SobolevIndex.open(tmp_path / "ix") as reader:
+        # Uniform weights would put at most 1/4 of the mass on any one node
+        # unless points share nodes (every point is its own node here).
+        assert reader.graph.n_nodes == 24
+        assert reader.get("long")["masses"].max() == pytest.approx(2.8 / (0.01 + 2.8 + 0.02 + 0.06))
+    uniform = json.loads(run("build", tmp_path / "u", "--points", folder, "--diagrams",
+                             "--diagram-weights", "uniform", "--json", "--silent").stdout)
+    assert uniform["recipe"]["diagram_weights"] == "uniform"

@@ -18,7 +18,7 @@ from .pointindex import (
     read_pointsets,
     stored_diagram_weights,
 )
-from .recipes import DEFAULT_RECIPE, recipe_info
+from .recipes import DEFAULT_RECIPE, DIAGRAM_WEIGHTS, recipe_info
 from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
 __all__ = ["build_from_files", "add_files", "query_measures", "index_details", "read_keys"]
@@ -46,7 +46,7 @@ def _read_for_index(index, files, kind):
 
 
 def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False,
-                     diagram_weights="uniform", corpus_format="auto", settings=None,
+                     diagram_weights=None, corpus_format="auto", settings=None,
                      fold_case=False, skip_empty=False, store_text=True, recipe=DEFAULT_RECIPE,
                      nodes=None, edges=None, k=None, roots=None, p=1, seed=0, progress=None,
                      encoding=DEFAULT_ENCODING):
@@ -54,7 +54,8 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
     files (:func:`~sobolev_index.ingest.documents.read_corpus`, in
     ``corpus_format``) and word ``vectors``, or a point index from
     ``points`` files: JSON Lines point clouds, or with ``diagrams``
-    persistence diagram files and folders (weights ``diagram_weights``,
+    persistence diagram files and folders (weights ``diagram_weights``:
+    "uniform" or "persistence", the recipes' choice when None;
     labelled by their folder). Corpus files are decoded from ``encoding``
     (point files are UTF-8).
 
@@ -64,6 +65,8 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
     options are not used for points. Returns (index open for writing,
     report); the report's ``kind`` is "text", "clouds" or "diagrams".
     """
+    if diagram_weights is None:
+        diagram_weights = DIAGRAM_WEIGHTS
     options = dict(recipe=recipe, nodes=nodes, edges=edges, k=k, roots=roots, p=p, seed=seed,
                    progress=progress)
     check_encoding(encoding)

@@ -95,7 +95,7 @@ def build_point_index(path, pointsets, *, recipe=DEFAULT_RECIPE, nodes=None, edg
     def fill(index):
         meta = {"kind": kind, "dim": int(points.shape[1])}
         if kind == "diagrams":
-            meta["weights"] = diagram_weights
+            meta["weights"] = chosen["diagram_weights"] = diagram_weights
         index.catalog.set_meta({POINTS_META: meta, RECIPE_META: chosen})
         return add_pointsets(index, pointsets, batch_size=batch_size, progress=progress)
 

@@ -19,13 +19,14 @@ about 10 times cheaper, for a few points of k-NN error. Both take every
 word (or point) as a node up to :data:`MAX_NODES`; above it the words
 are clustered into that many nodes.
 
-Point and diagram builds take the same graph recipe and roots; the text
+Point and diagram builds take the same graph recipe and roots, and
+diagrams are weighted by persistence (:data:`DIAGRAM_WEIGHTS`); the text
 settings of a recipe (English stop words, tf-idf) are in
 :func:`sobolev_index.ingest.documents.text_defaults`. This module is shared
 by both pipelines and imports neither.
 """
-__all__ = ["RECIPES", "DEFAULT_RECIPE", "RECIPE_META", "MAX_NODES", "check_recipe", "resolve",
-           "fit_to_graph", "create_roots", "recipe_info"]
+__all__ = ["RECIPES", "DEFAULT_RECIPE", "RECIPE_META", "MAX_NODES", "DIAGRAM_WEIGHTS", "check_recipe",
+           "resolve", "fit_to_graph", "create_roots", "recipe_info"]
 
 RECIPES = ("quality", "fast")
 DEFAULT_RECIPE = "quality"
@@ -39,6 +40,10 @@ MAX_NODES = 10_000
 # Nearest nodes each node is joined to.
 KNN_EDGES = 5
 ROOTS = {"quality": 10, "fast": 1}
+# Persistence diagrams: each point weighted by its persistence (death -
+# birth). Most points of a diagram lie near the diagonal; with uniform
+# weights they outweigh the few long-lived features that tell classes apart.
+DIAGRAM_WEIGHTS = "persistence"
 EDGE_KINDS = ("log", "sqrt", "knn")
 
 
