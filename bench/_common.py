@@ -295,8 +295,10 @@ def _topic_measures(rng, n_measures, pools, n_topics, supports):
 
 
 def synthetic_corpus(n_measures, n_nodes=10_000, vocabulary=50_000, dim=32, n_topics=100,
-                     supports=(20, 150), topic_words=2_000, seed=0, n_threads=None):
-    """A topic-clustered corpus of measures on a "log" graph.
+                     supports=(20, 150), topic_words=2_000, seed=0, n_threads=None, edges="log",
+                     k=10):
+    """A topic-clustered corpus of measures on a graph (``edges``, ``k`` as in
+    ``Graph.from_points``; "log" unless told).
 
     Words are points around topic anchors; the graph is built over all words;
     each measure draws its words from one topic's vocabulary with random counts.
@@ -310,7 +312,8 @@ def synthetic_corpus(n_measures, n_nodes=10_000, vocabulary=50_000, dim=32, n_to
     rng = np.random.default_rng(seed)
     points, word_topic = _topic_words(rng, vocabulary, dim, n_topics)
     started = time.perf_counter()
-    graph = Graph.from_points(points, n_nodes=n_nodes, edges="log", seed=seed, n_threads=n_threads)
+    graph = Graph.from_points(points, n_nodes=n_nodes, edges=edges, k=k, seed=seed,
+                              n_threads=n_threads)
     graph_seconds = time.perf_counter() - started
     pools = _topic_pools(word_topic, n_topics, topic_words)
     indptr, chosen, counts, topics = _topic_measures(rng, n_measures, pools, n_topics, supports)

@@ -317,7 +317,8 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
         raise click.UsageError("give either --corpus and --vectors, or --points")
     if not points and (not corpus or not vectors):
         raise click.UsageError("build needs --corpus FILE and --vectors FILE (or --points FILE)")
-    settings = None if points else text_settings(
+    unset = token_pattern is None and weighting is None and stopwords is None
+    settings = None if points or unset else text_settings(
         recipe, pattern=token_pattern, weighting=weighting,
         stopwords=None if stopwords is None else tuple(stopwords_from(stopwords, encoding)))
     progress = _progress(silent)

@@ -93,7 +93,7 @@ def test_options_given_win_over_the_recipe_and_are_recorded(tmp_path):
         assert index.graph.n_nodes == 6 and index.graph.params["edges"] == "log"
         assert len(index.roots) == 3
         recipe = index_details(index)["recipe"]
-        assert recipe["given"] == ["nodes", "edges", "roots"]
+        assert recipe["given"] == ["nodes", "edges", "roots", "settings"]
         assert (recipe["nodes"], recipe["edges"], recipe["k"], recipe["roots"]) == (6, "log", None, 3)
         assert recipe["weighting"] == "count" and recipe["stopwords"] == 0
         assert "the" in read_words(index.catalog)

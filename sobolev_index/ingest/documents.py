@@ -455,6 +455,7 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
     called as work advances. Returns (index open for writing, report dict).
     """
     check_recipe(recipe)
+    settings_given = settings is not None
     if settings is None:
         settings = TextSettings(**text_defaults(recipe))
     elif not isinstance(settings, TextSettings):
@@ -494,6 +495,8 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
                                "n_documents": len(documents),
                                "vectors": _vectors_meta(vectors, fold_case)})
     chosen.update(weighting=settings.weighting, stopwords=len(settings.stopwords))
+    if settings_given:
+        chosen["given"].append("settings")
 
     def fill(index):
         rows = [(w, int(graph.assignment[i]), document_frequency[w])
