@@ -47,7 +47,7 @@ _HINTS = {
 _CLI_WORDS = [
     ("(try fold_case)", "(try --fold-case)"),
     ("(skip_empty=True, --skip-empty)", "(--skip-empty)"),
-    ("(stopwords=(), --stopwords none)", "(--stopwords none)"),
+    ("(settings=text_settings(stopwords=()), --stopwords none)", "(--stopwords none)"),
     ("delete it first, upsert it, or leave it out with skip_existing",
      "delete it first, or use --upsert or --skip-existing"),
     ("open it with mode='r' to read, or pass timeout=SECONDS to wait for the writer",

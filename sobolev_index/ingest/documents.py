@@ -478,7 +478,7 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
         if settings.stopwords and any(tokenize(d["text"], settings.pattern, settings.lowercase)
                                       for d in documents):
             raise CorpusError("no document has a word besides stop words; keep stop words "
-                              "(stopwords=(), --stopwords none)")
+                              "(settings=text_settings(stopwords=()), --stopwords none)")
         raise CorpusError(f"no document has a word matching the token pattern {settings.pattern!r}")
     vocabulary = sorted(frequency, key=lambda w: (-frequency[w], w))
 
@@ -557,9 +557,10 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
             if not skip_empty:
                 if encoder.only_stopwords(doc["text"]):
                     raise CorpusError(
-                        f"{name} has only stop words ({encoder.only_stopwords(doc['text'])} "
-                        "token(s)); skip such documents (skip_empty=True, --skip-empty), or "
-                        "keep stop words (stopwords=(), --stopwords none)")
+                        f"{name} has only stop words of this index "
+                        f"({encoder.only_stopwords(doc['text'])} token(s)); skip such documents "
+                        "(skip_empty=True, --skip-empty), or build the index keeping stop "
+                        "words (settings=text_settings(stopwords=()), --stopwords none)")
                 raise CorpusError(
                     f"{name} has no word the index knows ({len(encoder.settings.tokens(doc['text']))} "
                     "tokens); pass vectors for new words, or skip such documents "

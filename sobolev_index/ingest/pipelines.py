@@ -18,7 +18,7 @@ from .pointindex import (
     read_pointsets,
     stored_diagram_weights,
 )
-from .recipes import DEFAULT_RECIPE, DIAGRAM_WEIGHTS, recipe_info
+from .recipes import DEFAULT_DIAGRAM_WEIGHTS, DEFAULT_RECIPE, recipe_info
 from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
 __all__ = ["build_from_files", "add_files", "query_measures", "index_details", "read_keys"]
@@ -66,7 +66,7 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
     report); the report's ``kind`` is "text", "clouds" or "diagrams".
     """
     if diagram_weights is None:
-        diagram_weights = DIAGRAM_WEIGHTS
+        diagram_weights = DEFAULT_DIAGRAM_WEIGHTS
     options = dict(recipe=recipe, nodes=nodes, edges=edges, k=k, roots=roots, p=p, seed=seed,
                    progress=progress)
     check_encoding(encoding)

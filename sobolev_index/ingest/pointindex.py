@@ -24,9 +24,18 @@ from .fill import (
     count_live,
     create_and_fill,
     drop_existing,
+    index_kind,
 )
 from .pointsets import PointSet, pointsets_to_measures, read_diagrams, read_point_clouds
-from .recipes import DEFAULT_RECIPE, RECIPE_META, check_recipe, create_roots, fit_to_graph, resolve
+from .recipes import (
+    DEFAULT_DIAGRAM_WEIGHTS,
+    DEFAULT_RECIPE,
+    RECIPE_META,
+    check_recipe,
+    create_roots,
+    fit_to_graph,
+    resolve,
+)
 
 __all__ = ["POINT_KINDS", "read_pointsets", "build_point_index", "add_pointsets", "point_measures"]
 
@@ -50,12 +59,16 @@ def _diagram_files(path):
     return [path]
 
 
-def read_pointsets(sources, kind="clouds", diagram_weights="uniform", label_from_dir=False):
+def read_pointsets(sources, kind="clouds", diagram_weights=None, label_from_dir=False):
     """Point sets from files: ``kind="clouds"`` reads JSON Lines point
     clouds (``-`` for stdin); ``kind="diagrams"`` reads one persistence
     diagram per CSV/text/.npy file (directories are searched, and with
-    ``label_from_dir`` a diagram's label is its folder's name)."""
+    ``label_from_dir`` a diagram's label is its folder's name), its points
+    weighted by ``diagram_weights`` ("uniform" or "persistence"; None is
+    the recipes' choice, persistence)."""
     _check_kind(kind)
+    if diagram_weights is None:
+        diagram_weights = DEFAULT_DIAGRAM_WEIGHTS
     sources = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
     if kind == "clouds":
         return [s for source in sources for s in read_point_clouds(source)]
@@ -64,19 +77,23 @@ def read_pointsets(sources, kind="clouds", diagram_weights="uniform", label_from
 
 
 def build_point_index(path, pointsets, *, recipe=DEFAULT_RECIPE, nodes=None, edges=None, k=None,
-                      roots=None, p=1, seed=0, kind="clouds", diagram_weights="uniform",
+                      roots=None, p=1, seed=0, kind="clouds", diagram_weights=None,
                       batch_size=1000, progress=None, on_violation="perturb"):
     """Build an index at ``path`` from point sets (a list of
     :class:`~sobolev_index.ingest.pointsets.PointSet`); ``kind`` ("clouds" or
     "diagrams") and, for diagrams, the weighting the diagrams were read with
-    (``diagram_weights``) are recorded so that later input is read the same
-    way. The graph is made from the points of all the sets; ``nodes``,
+    (``diagram_weights``; None is the recipes' choice, "persistence") are
+    recorded so that later input is read the same way: diagrams read with
+    :func:`read_pointsets` and the same ``diagram_weights``, or a
+    ValueError says they were not. The graph is made from the points of all the sets; ``nodes``,
     ``edges``, ``k`` and ``roots`` as in
     :func:`~sobolev_index.ingest.documents.build_index`, each left as None
     chosen by ``recipe`` (see :mod:`~sobolev_index.ingest.recipes`) and
     recorded in the catalog. Returns (index open for writing, report dict)."""
     check_recipe(recipe)
     _check_kind(kind)
+    if diagram_weights is None:
+        diagram_weights = DEFAULT_DIAGRAM_WEIGHTS
     if kind == "diagrams" and diagram_weights not in DIAGRAM_WEIGHTS:
         raise CorpusError(f"diagram weights {diagram_weights!r} are not one of "
                           f"{', '.join(DIAGRAM_WEIGHTS)}")
@@ -86,6 +103,8 @@ def build_point_index(path, pointsets, *, recipe=DEFAULT_RECIPE, nodes=None, edg
     if not pointsets:
         raise CorpusError("no point sets were given")
     _check_pointsets(pointsets)
+    if kind == "diagrams":
+        _check_diagram_weights(pointsets, diagram_weights)
     points = np.vstack([s.points for s in pointsets])
     chosen = resolve(recipe, len(points), nodes=nodes, edges=edges, k=k, roots=roots)
     graph = build_graph(points, nodes=chosen["nodes"], edges=chosen["edges"], k=chosen["k"],
@@ -104,6 +123,22 @@ def build_point_index(path, pointsets, *, recipe=DEFAULT_RECIPE, nodes=None, edg
     report.update({"kind": kind, "points": int(len(points)), "dim": int(points.shape[1]),
                    "recipe": chosen})
     return index, report
+
+
+def _check_diagram_weights(pointsets, diagram_weights):
+    """Diagrams must carry the weighting their index records: weights for
+    "persistence", none (or equal ones) for "uniform"."""
+    for s in pointsets:
+        w = s.weights
+        if diagram_weights == "persistence" and w is None:
+            raise ValueError(
+                f"diagram {s.key!r} has no weights, but the index weights diagrams by "
+                "persistence; read them with read_pointsets(files, 'diagrams', 'persistence') "
+                "(or read_diagrams(files, weights='persistence'))")
+        if diagram_weights == "uniform" and w is not None and not np.all(w == w[0]):
+            raise ValueError(
+                f"diagram {s.key!r} has unequal weights, but the index weights diagram points "
+                "uniformly; read them with read_pointsets(files, 'diagrams', 'uniform')")
 
 
 def stored_diagram_weights(index):
@@ -140,6 +175,8 @@ def add_pointsets(index, pointsets, *, batch_size=1000, progress=None, upsert=Fa
     check_can_add(index, batch_size)
     pointsets = list(pointsets)
     _check_pointsets(pointsets)
+    if index_kind(index) == "diagrams":
+        _check_diagram_weights(pointsets, stored_diagram_weights(index))
     existing = []
     if skip_existing:
         pointsets, existing = drop_existing(index, pointsets, lambda s: s.key, upsert)

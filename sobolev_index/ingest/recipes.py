@@ -20,12 +20,14 @@ word (or point) as a node up to :data:`MAX_NODES`; above it the words
 are clustered into that many nodes.
 
 Point and diagram builds take the same graph recipe and roots, and
-diagrams are weighted by persistence (:data:`DIAGRAM_WEIGHTS`); the text
+diagrams are weighted by persistence (:data:`DEFAULT_DIAGRAM_WEIGHTS`); the text
 settings of a recipe (English stop words, tf-idf) are in
 :func:`sobolev_index.ingest.documents.text_defaults`. This module is shared
 by both pipelines and imports neither.
 """
-__all__ = ["RECIPES", "DEFAULT_RECIPE", "RECIPE_META", "MAX_NODES", "DIAGRAM_WEIGHTS", "check_recipe",
+import operator
+
+__all__ = ["RECIPES", "DEFAULT_RECIPE", "RECIPE_META", "MAX_NODES", "DEFAULT_DIAGRAM_WEIGHTS", "check_recipe",
            "resolve", "fit_to_graph", "create_roots", "recipe_info"]
 
 RECIPES = ("quality", "fast")
@@ -43,7 +45,7 @@ ROOTS = {"quality": 10, "fast": 1}
 # Persistence diagrams: each point weighted by its persistence (death -
 # birth). Most points of a diagram lie near the diagonal; with uniform
 # weights they outweigh the few long-lived features that tell classes apart.
-DIAGRAM_WEIGHTS = "persistence"
+DEFAULT_DIAGRAM_WEIGHTS = "persistence"
 EDGE_KINDS = ("log", "sqrt", "knn")
 
 
@@ -51,6 +53,33 @@ def check_recipe(recipe):
     if recipe not in RECIPES:
         raise ValueError(f"recipe is {recipe!r}; expected one of {', '.join(map(repr, RECIPES))}")
     return recipe
+
+
+def _count(name, value, low):
+    """``value`` as a Python int >= ``low`` (NumPy integers too), or a ValueError naming it."""
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} is {value!r}; expected an integer >= {low}") from None
+    if number < low:
+        raise ValueError(f"{name} is {number}; expected an integer >= {low}")
+    return number
+
+
+def _roots(roots):
+    """A root count (int >= 1) or a list of node ids (ints), from ints,
+    NumPy integers, sequences or arrays of them."""
+    if isinstance(roots, bool):
+        raise ValueError(f"roots is {roots!r}; expected a number of roots or a list of nodes")
+    try:
+        return _count("roots", roots, 1)
+    except ValueError:
+        if isinstance(roots, (str, bytes)) or not hasattr(roots, "__iter__"):
+            raise
+    nodes = [_count("a root node", node, 0) for node in roots]
+    if not nodes:
+        raise ValueError("roots is an empty list; expected a number of roots or a list of nodes")
+    return nodes
 
 
 def resolve(recipe, n_points, *, nodes=None, edges=None, k=None, roots=None):
@@ -66,6 +95,9 @@ def resolve(recipe, n_points, *, nodes=None, edges=None, k=None, roots=None):
     check_recipe(recipe)
     given = [name for name, value in (("nodes", nodes), ("edges", edges), ("k", k),
                                       ("roots", roots)) if value is not None]
+    nodes = None if nodes is None else _count("nodes", nodes, 1)
+    k = None if k is None else _count("k", k, 1)
+    roots = None if roots is None else _roots(roots)
     if edges is not None and edges not in EDGE_KINDS:
         raise ValueError(f"edges is {edges!r}; expected one of {', '.join(map(repr, EDGE_KINDS))}")
     edges = "knn" if edges is None else edges
@@ -83,22 +115,28 @@ def resolve(recipe, n_points, *, nodes=None, edges=None, k=None, roots=None):
 
 
 def fit_to_graph(chosen, graph):
-    """``chosen`` (from :func:`resolve`) with a recipe's root count cut to
-    the nodes the graph has (a small corpus may have fewer nodes than
-    roots); a count the caller gave is kept, and an impossible one fails
-    when the index is created."""
-    if "roots" not in chosen["given"]:
-        chosen["roots"] = min(chosen["roots"], graph.n_nodes)
+    """``chosen`` (from :func:`resolve`) fitted to the graph made from it: a
+    recipe's root count is cut to the graph's nodes (a small corpus may have
+    fewer nodes than roots), a count the caller gave that the graph cannot
+    hold is a ValueError, and ``k`` is what the edges used (at most the
+    nodes less one)."""
+    roots, m = chosen["roots"], graph.n_nodes
+    if isinstance(roots, int) and roots > m:
+        if "roots" in chosen["given"]:
+            raise ValueError(f"roots is {roots}, but the graph has only {m} node(s); give at "
+                             f"most {m} roots")
+        chosen["roots"] = m
+    if chosen["k"] is not None:
+        chosen["k"] = min(chosen["k"], max(m - 1, 0))
     return chosen
 
 
 def create_roots(roots):
-    """``roots`` as :meth:`SobolevIndex.create` takes it: one root is the
-    graph's most central node (None), a count above 1 that many random
-    roots, a list the nodes given."""
-    if isinstance(roots, int) and not isinstance(roots, bool) and roots == 1:
-        return None
-    return roots
+    """``roots`` (from :func:`resolve`) as :meth:`SobolevIndex.create` takes
+    it: a count of 1 is the graph's most central node (None; ``create``
+    reads the integer 1 as one random root), a count above 1 that many
+    random roots, a list the nodes given."""
+    return None if roots == 1 else roots
 
 
 def recipe_info(index):
