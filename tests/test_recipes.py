@@ -187,3 +187,95 @@ def test_a_diagram_build_weights_points_by_persistence_unless_told(tmp_path):
     uniform = json.loads(run("build", tmp_path / "u", "--points", folder, "--diagrams",
                              "--diagram-weights", "uniform", "--json", "--silent").stdout)
     assert uniform["recipe"]["diagram_weights"] == "uniform"
+
+
+def test_a_corpus_of_stop_words_alone_is_refused_with_the_reason(tmp_path):
+    from sobolev_index.errors import CorpusError
+
+    with pytest.raises(CorpusError, match="no document has a word besides stop words"):
+        build_index(str(tmp_path / "ix"), [{"text": "the and of"}, {"text": "a is"}], _vectors())
+    assert not (tmp_path / "ix").exists()
+
+
+def test_adding_a_document_of_stop_words_alone_says_so_and_writes_nothing(tmp_path):
+    from sobolev_index.errors import CorpusError
+    from sobolev_index.ingest.documents import add_documents
+
+    index, _ = _build(tmp_path / "ix")
+    with index:
+        before = len(index)
+        with pytest.raises(CorpusError, match="late has only stop words of this index") as err:
+            add_documents(index, [{"key": "ok", "text": "space1 space2"},
+                                  {"key": "late", "text": "The and of."}])
+        assert "skip_empty=True" in str(err.value)
+        assert len(index) == before and "ok" not in index
+
+
+@pytest.mark.parametrize("roots, expected", [
+    (np.int64(3), 3), (np.array([0, 5, 9]), [0, 5, 9]), ([np.int32(2), 7], [2, 7])])
+def test_numpy_roots_are_taken_as_their_values(tmp_path, roots, expected):
+    index, report = _build(tmp_path / "ix", roots=roots)
+    with index:
+        assert report["recipe"]["roots"] == expected
+        if isinstance(expected, list):
+            assert index.roots.tolist() == expected
+        else:
+            assert len(index.roots) == expected
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"roots": 0}, "roots is 0; expected an integer >= 1"),
+    ({"roots": 1.5}, "roots is 1.5; expected an integer >= 1"),
+    ({"roots": True}, "roots is True"),
+    ({"roots": []}, "roots is an empty list"),
+    ({"nodes": "12"}, "nodes is '12'; expected an integer >= 1"),
+    ({"k": 0}, "k is 0; expected an integer >= 1"),
+    ({"roots": 50}, "roots is 50, but the graph has only 36 node"),
+])
+def test_bad_counts_are_refused_by_name_before_anything_is_written(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        _build(tmp_path / "ix", **options)
+    assert not (tmp_path / "ix").exists()
+
+
+def _diagram_sets(weighted):
+    rng = np.random.default_rng(4)
+    sets = []
+    for i in range(6):
+        birth = rng.random(5)
+        d = np.column_stack([birth, birth + rng.random(5) + 0.05])
+        sets.append(PointSet(f"d{i}", d, d[:, 1] - d[:, 0] if weighted else None, str(i % 2)))
+    return sets
+
+
+def test_diagrams_from_the_python_api_are_weighted_by_persistence_unless_told(tmp_path):
+    index, report = build_point_index(str(tmp_path / "ix"), _diagram_sets(True), kind="diagrams")
+    with index:
+        assert report["recipe"]["diagram_weights"] == "persistence"
+    # Diagrams read without weights cannot go into a persistence index ...
+    with pytest.raises(ValueError, match="diagram 'd0' has equal weights on points of different"):
+        build_point_index(str(tmp_path / "bad"), _diagram_sets(False), kind="diagrams")
+    assert not (tmp_path / "bad").exists()
+    # ... unless the build says uniform, which then refuses weighted ones.
+    index, _ = build_point_index(str(tmp_path / "u"), _diagram_sets(False), kind="diagrams",
+                                 diagram_weights="uniform")
+    from sobolev_index.ingest.pointindex import add_pointsets
+
+    with index:
+        with pytest.raises(ValueError, match="has unequal weights"):
+            add_pointsets(index, [PointSet("w", np.array([[0.0, 1.0], [0.0, 3.0]]),
+                                           np.array([1.0, 3.0]))])
+        assert "w" not in index
+
+
+def test_info_of_an_index_made_without_a_recipe_says_none_was_recorded(tmp_path):
+    from sobolev_index import SobolevIndex
+
+    graph = _vectors()
+    from sobolev_index import Graph
+
+    g = Graph.from_points(graph.vectors, n_nodes=5, seed=0)
+    with SobolevIndex.create(str(tmp_path / "ix"), g) as index:
+        index.add([(np.array([0, 1]), None)])
+        assert index_details(index)["recipe"] is None
+    assert "none recorded" in run("info", tmp_path / "ix").stdout

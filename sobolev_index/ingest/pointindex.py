@@ -126,19 +126,27 @@ def build_point_index(path, pointsets, *, recipe=DEFAULT_RECIPE, nodes=None, edg
 
 
 def _check_diagram_weights(pointsets, diagram_weights):
-    """Diagrams must carry the weighting their index records: weights for
-    "persistence", none (or equal ones) for "uniform"."""
+    """Diagrams must carry the weighting their index records. A point set
+    always has weights (1 / n when read uniformly), so: equal weights for
+    "uniform"; for "persistence", not equal weights on points whose
+    persistence differs (read as (birth, death) or as (birth,
+    persistence), so either way)."""
     for s in pointsets:
-        w = s.weights
-        if diagram_weights == "persistence" and w is None:
-            raise ValueError(
-                f"diagram {s.key!r} has no weights, but the index weights diagrams by "
-                "persistence; read them with read_pointsets(files, 'diagrams', 'persistence') "
-                "(or read_diagrams(files, weights='persistence'))")
-        if diagram_weights == "uniform" and w is not None and not np.all(w == w[0]):
+        w, points = s.weights, s.points
+        equal = bool(np.all(w == w[0]))
+        if diagram_weights == "uniform" and not equal:
             raise ValueError(
                 f"diagram {s.key!r} has unequal weights, but the index weights diagram points "
                 "uniformly; read them with read_pointsets(files, 'diagrams', 'uniform')")
+        if diagram_weights == "persistence" and equal and points.shape[1] == 2:
+            death_minus_birth = points[:, 1] - points[:, 0]
+            if (not np.all(death_minus_birth == death_minus_birth[0])
+                    and not np.all(points[:, 1] == points[0, 1])):
+                raise ValueError(
+                    f"diagram {s.key!r} has equal weights on points of different persistence, "
+                    "but the index weights diagrams by persistence; read them with "
+                    "read_pointsets(files, 'diagrams', 'persistence') (or read_diagrams(files, "
+                    "weights='persistence'))")
 
 
 def stored_diagram_weights(index):
