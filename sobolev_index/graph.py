@@ -174,6 +174,8 @@ class Graph:
         1. Farthest-point (Gonzalez) clustering of the rows of X into at most
            ``n_nodes`` clusters; the nodes are the cluster centres (support
            points) and ``assignment`` maps each row of X to its nearest centre.
+           With ``n_nodes`` >= the number of rows, every distinct row is a
+           node (in sorted order) and no clustering is run.
            It is exact: each new centre is the point farthest from its
            nearest centre (the first row among equally far ones), and a
            point belongs to the earliest of its equally near centres, with
@@ -219,9 +221,19 @@ class Graph:
         rng = np.random.default_rng(seed)
 
         first = int(rng.integers(X.shape[0]))
-        centres, assignment, _, radius = _cluster.farthest_point_clustering(
-            X, min(max_nodes, X.shape[0]), first, n_threads=n_threads, progress=progress
-        )
+        if max_nodes >= X.shape[0]:
+            # Room for every point: each distinct point is its own cluster,
+            # which is what the clustering would find, in O(n log n) rather
+            # than O(n^2 dim). Nodes are in the points' sorted order.
+            _, centres, assignment = np.unique(X, axis=0, return_index=True, return_inverse=True)
+            assignment = assignment.reshape(-1).astype(np.int64)
+            radius = 0.0
+            if progress is not None:
+                progress(len(centres))
+        else:
+            centres, assignment, _, radius = _cluster.farthest_point_clustering(
+                X, max_nodes, first, n_threads=n_threads, progress=progress
+            )
         coords = X[centres].astype(np.float64)
         m = len(centres)
         if edges == "knn":

@@ -191,6 +191,18 @@ def test_from_points_knn_edges(k):
     assert len(g.edges) <= m * min(k, m - 1) + m - 1
 
 
+@pytest.mark.parametrize("extra", [0, 5])
+def test_room_for_every_point_makes_each_distinct_point_a_node(extra):
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(30, 3))
+    X = np.vstack([X, X[[4, 4, 17]]])  # three repeats of two points
+    g = Graph.from_points(X, n_nodes=len(X) + extra, edges="knn", k=3, seed=0)
+    assert g.n_nodes == 30
+    np.testing.assert_array_equal(g.coords[g.assignment], X)
+    assert len({tuple(c) for c in g.coords.tolist()}) == 30
+    _check_connected(g)
+
+
 def test_knn_components_are_joined_by_their_shortest_gaps():
     # Three far-apart clusters of 6 points: with k = 2 the nearest-node
     # edges stay inside each cluster, so the graph needs two joins. The
