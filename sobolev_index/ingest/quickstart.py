@@ -14,10 +14,10 @@ import tempfile
 import time
 
 from ..index.storage import require_new_directory
-from .documents import TextSettings, add_documents, build_index, read_corpus, text_measures
+from .documents import add_documents, build_index, read_corpus, text_measures
 from .embeddings import write_word2vec_binary
 from .stdlib_corpus import nearest_words, ppmi_svd_vectors, stdlib_documents
-from .text import ENGLISH_STOPWORDS, tokenize
+from .text import tokenize
 
 __all__ = ["run_quickstart", "EXAMPLE_QUERIES"]
 
@@ -31,8 +31,6 @@ EXAMPLE_KEY = "json.dumps"
 # Documents held back from the build and added afterwards, to show
 # incremental updates.
 HELD_BACK = 0.1
-NODES = 1000
-ROOTS = 4
 
 
 def _first_line(text, width=70):
@@ -107,9 +105,9 @@ def _run(directory, seed, log, keep):
 
     t = time.perf_counter()
     index_dir = os.path.join(directory, "index")
-    settings = TextSettings(weighting="tfidf", stopwords=tuple(ENGLISH_STOPWORDS))
-    index, built = build_index(index_dir, read_corpus(corpus_file), vectors_file, nodes=NODES,
-                               roots=ROOTS, seed=seed, settings=settings, skip_empty=True)
+    # The build's defaults: the "quality" recipe (docs/quality.md).
+    index, built = build_index(index_dir, read_corpus(corpus_file), vectors_file, seed=seed,
+                               skip_empty=True)
     with index:
         log(f"  build: {len(index):,} documents, a {index.graph.n_nodes:,}-node graph with "
             f"{index.graph.n_edges:,} edges, sliced over {len(index.roots)} roots "

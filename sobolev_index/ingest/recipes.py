@@ -1,27 +1,37 @@
 """Build recipes: the graph, the roots and the text settings a build uses
 for whatever the caller leaves unset.
 
-Measured on two labelled text corpora against Word Mover's Distance
-(``bench/quality.py``, written up in ``docs/quality.md``):
+Measured by ``bench/quality.py`` (``docs/quality.md``: k-NN error against
+exact Word Mover's Distance on TWITTER and on standard-library docstrings,
+and SVM accuracy on Orbit persistence diagrams against graph OT), one
+setting changed at a time from the recipe:
 
-- every word its own node (no clustering of the vocabulary) is the largest
-  single gain: clustering 5,000 words into 1,000 nodes cost 8 to 14 points
-  of k-NN error on one corpus;
-- edges to each node's 5 nearest nodes give shortest-path trees that follow
-  the vectors' local geometry, where random long edges cut across it;
-- S_p sliced over several random roots averages out where one tree puts
-  nearby words on far branches; with tf-idf weights and English stop words
-  removed, 10 roots come within a point of WMD on both corpora.
+- tf-idf weights with English stop words removed: counts with stop words
+  kept cost 0.8 to 5.7 points of k-NN error;
+- S_1 sliced over 10 random roots: one root costs 1.9 to 2.9 points (and
+  7 points of SVM accuracy on Orbit); 20 roots gain nothing more;
+- p = 1: p = 2 costs 1.9 to 6.7 points;
+- every word its own node: 1,000 clusters of the words cost 0.9 to 1.9
+  points (2,000 were as good or better: the gain is in not clustering
+  coarsely);
+- edges to each node's 5 nearest nodes: the paper's random edges cost 1.1
+  points on TWITTER and gained 0.7 on the docstrings, but on Orbit, where
+  the points are 2-dimensional, they cost 20 points of SVM accuracy (their
+  long edges make a root's shortest-path tree cut across the geometry).
+
+With all of it, the build's defaults are within 0.3 points of WMD
+on both text corpora and within about one point of graph OT on Orbit.
 
 ``"quality"`` (the default) is all of that; ``"fast"`` keeps the graph
-and the text settings but uses one root, so queries and the index are
-about 10 times cheaper, for a few points of k-NN error. Both take every
-word (or point) as a node up to :data:`MAX_NODES`; above it the words
-are clustered into that many nodes.
+and the text settings but uses one root (the most central node): at
+10^5 documents about 12 times faster single queries and a fifth of the
+disk, for 1.9 to 2.9 points more k-NN error. Both take every word (or point)
+as a node up to :data:`MAX_NODES`; above it the words are clustered into
+that many nodes.
 
 Point and diagram builds take the same graph recipe and roots, and
-diagrams are weighted by persistence (:data:`DEFAULT_DIAGRAM_WEIGHTS`); the text
-settings of a recipe (English stop words, tf-idf) are in
+diagrams are weighted by persistence (:data:`DEFAULT_DIAGRAM_WEIGHTS`); the
+text settings of a recipe (English stop words, tf-idf) are in
 :func:`sobolev_index.ingest.documents.text_defaults`. This module is shared
 by both pipelines and imports neither.
 """
