@@ -280,7 +280,8 @@ _format_option = click.option(
 @click.option("--roots", default=None, type=click.IntRange(1),
               help="Number of tree roots: 1 is the most central node, more slice S_p over "
                    "random roots [default: 10 (quality), 1 (fast)].")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed for clustering and roots.")
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="Seed for the graph (clustering, random edges) and the random roots.")
 @click.option("-p", "p", default="1", show_default=True, metavar="P",
               help="Default p of searches.")
 @click.option("--weighting", default=None, type=click.Choice(["count", "tfidf"]),

@@ -221,27 +221,39 @@ class Graph:
         rng = np.random.default_rng(seed)
 
         first = int(rng.integers(X.shape[0]))
-        if max_nodes >= X.shape[0]:
-            # Room for every point: each distinct point is its own cluster,
-            # which is what the clustering would find, in O(n log n) rather
-            # than O(n^2 dim). Nodes are in the points' sorted order.
-            _, centres, assignment = np.unique(X, axis=0, return_index=True, return_inverse=True)
-            assignment = assignment.reshape(-1).astype(np.int64)
-            radius = 0.0
-            if progress is not None:
-                progress(len(centres))
-        else:
-            centres, assignment, _, radius = _cluster.farthest_point_clustering(
-                X, max_nodes, first, n_threads=n_threads, progress=progress
-            )
-        coords = X[centres].astype(np.float64)
-        m = len(centres)
-        if edges == "knn":
-            u, v = _join_nearest(coords, *_knn_pairs(coords, min(k, m - 1)))
-        else:
-            target = math.ceil(m * math.log(m)) if edges == "log" else math.ceil(m ** 1.5)
-            u, v = _join_components(m, *_random_pairs(m, target, rng), rng)
-        lengths = _pairwise_lengths(coords, u, v)
+        edge_state = rng.bit_generator.state
+        distinct = max_nodes >= X.shape[0]
+        while True:
+            if distinct:
+                # Room for every point: each distinct point is its own
+                # cluster, which is what the clustering would find, in
+                # O(n log n) rather than O(n^2 dim). Nodes are in the points'
+                # sorted order.
+                _, centres, assignment = np.unique(X, axis=0, return_index=True,
+                                                   return_inverse=True)
+                assignment = assignment.reshape(-1).astype(np.int64)
+                radius = 0.0
+                if progress is not None:
+                    progress(len(centres))
+            else:
+                centres, assignment, _, radius = _cluster.farthest_point_clustering(
+                    X, min(max_nodes, X.shape[0]), first, n_threads=n_threads, progress=progress
+                )
+            coords = X[centres].astype(np.float64)
+            m = len(centres)
+            rng.bit_generator.state = edge_state
+            if edges == "knn":
+                u, v = _join_nearest(coords, *_knn_pairs(coords, min(k, m - 1)))
+            else:
+                target = math.ceil(m * math.log(m)) if edges == "log" else math.ceil(m ** 1.5)
+                u, v = _join_components(m, *_random_pairs(m, target, rng), rng)
+            lengths = _pairwise_lengths(coords, u, v)
+            if not (distinct and (lengths <= 0).any()):
+                break
+            # Distinct points so close that their distance is 0 in float64
+            # (a squared difference that underflows): the clustering merges
+            # them, as it does identical points.
+            distinct = False
         params = {
             "source": "points", "requested_nodes": max_nodes, "edges": edges,
             "k": k if edges == "knn" else None, "seed": seed,

@@ -203,6 +203,18 @@ def test_room_for_every_point_makes_each_distinct_point_a_node(extra):
     _check_connected(g)
 
 
+@pytest.mark.parametrize("edges", ["knn", "log"])
+def test_points_distinct_but_zero_apart_in_float64_share_a_node(edges):
+    # 0 and 1e-200 are different numbers, but their squared difference
+    # underflows: as far as any length goes they are one point.
+    X = np.array([[0.0], [1e-200], [1.0], [2.0], [3.5]])
+    g = Graph.from_points(X, n_nodes=10, edges=edges, k=2, seed=0)
+    assert g.n_nodes == 4
+    assert g.assignment[0] == g.assignment[1]
+    assert (g.lengths > 0).all()
+    _check_connected(g)
+
+
 def test_knn_components_are_joined_by_their_shortest_gaps():
     # Three far-apart clusters of 6 points: with k = 2 the nearest-node
     # edges stay inside each cluster, so the graph needs two joins. The

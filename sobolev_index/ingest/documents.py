@@ -441,7 +441,8 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
     them); ``vectors``: a :class:`WordVectors` or a vector file path (only
     the corpus's words are read). The graph is made from the vectors of the
     corpus's words: farthest-point clustering into at most ``nodes`` nodes
-    and ``edges`` "log", "sqrt" or "knn" (``k`` nearest nodes), see
+    (every word its own node when there is room for all) and ``edges``
+    "log", "sqrt" or "knn" (``k`` nearest nodes), see
     :meth:`Graph.from_points`. ``roots``: a count (1: the most central
     node; more: random nodes) or a list of nodes. ``settings``: a
     :class:`TextSettings`.

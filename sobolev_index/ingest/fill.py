@@ -50,7 +50,8 @@ def index_kind(index):
 # ------------------------------------------------------------------- build
 def build_graph(points, *, nodes, edges, seed, k=None, progress=None):
     """The graph of a build: farthest-point clustering of ``points`` (word
-    vectors, or the points of every set) into at most ``nodes`` nodes and
+    vectors, or the points of every set) into at most ``nodes`` nodes (each
+    distinct point its own node when there is room for all) and
     ``edges`` (``k`` nearest nodes for "knn"), with
     ``progress("graph", done, total)`` as centres are found."""
     progress = progress or _silent

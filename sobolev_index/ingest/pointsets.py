@@ -684,6 +684,10 @@ def read_diagrams(paths, *, dimension=None, max_death=None, weights="uniform",
     weights : {"uniform", "persistence"}, default="uniform"
         ``"uniform"`` gives every point weight 1 / n; ``"persistence"`` gives
         weight death - birth, so points near the diagonal (noise) count less.
+        Index builds weight diagrams by persistence unless told otherwise
+        (``read_pointsets`` and ``build_point_index`` default to it, and the
+        build refuses diagrams read with other weights), so pass
+        ``weights="persistence"`` for diagrams that go into such an index.
     coordinates : {"birth_death", "birth_persistence"}, default="birth_death"
         The point coordinates: (birth, death) or (birth, death - birth).
     labels : mapping or None, default=None
