@@ -38,7 +38,7 @@ def test_version_and_help_list_every_command():
     assert __version__ in run("--version").output
     out = run("--help").output
     for command in ("build", "add", "search", "get", "delete", "compact", "verify", "info",
-                    "distance", "gram", "sql", "quickstart"):
+                    "distance", "gram", "knn-graph", "sql", "quickstart"):
         assert command in out
 
 

@@ -48,6 +48,9 @@ SCAN_CHUNK_ROWS = 65_536
 _SCAN_CACHE_LOCK = threading.Lock()
 # A k above this is surely a mistake (it exceeds any index's size).
 MAX_K = 2**53
+# Documents per search call of knn_graph: large enough to fill the threads
+# and amortise a call, small enough to report progress often.
+KNN_GRAPH_BATCH = 1024
 
 
 class SearchResult:
@@ -403,6 +406,72 @@ class SearchMixin:
         positions, eta = self._selected_roots(roots)
         return difference_distance(self._features_of(a, positions), self._features_of(b, positions),
                                    [self.trees[r] for r in positions], p, eta)
+
+    def keys_in_order(self):
+        """The live keys in insertion order: the row (and column) order of
+        :meth:`knn_graph`."""
+        return list(self)
+
+    def knn_graph(self, k, p=None, include_self=False, roots=None, batch=KNN_GRAPH_BATCH,
+                  n_threads=None, progress=None):
+        """The exact k-nearest-neighbour graph of the live documents.
+
+        Returns a ``scipy.sparse.csr_matrix`` of shape (N, N), rows and
+        columns in the order of :meth:`keys_in_order`: row i holds the S_p
+        distances from document i to its ``k`` nearest other documents
+        (with ``include_self``, document i itself at distance 0 is one of
+        the k). Ties go by insertion order, as in :meth:`search`; documents
+        at distance 0 (duplicates) are stored as explicit zeros, so read
+        the neighbours from the structure, not from nonzero values. Each
+        row's entries are in increasing distance, not in column order
+        (``sklearn.neighbors.sort_graph_by_row_values`` accepts it as it
+        is). With fewer than k other documents a row holds them all.
+
+        The rows come from :meth:`search` with the documents themselves as
+        queries, ``batch`` of them per call; ``progress(done, total)`` is
+        called after each batch. For ``umap.UMAP(metric="precomputed")`` or
+        ``sklearn.cluster.HDBSCAN(metric="precomputed")``.
+        """
+        import scipy.sparse as sp
+
+        self._check_open()
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k is {k!r}; expected an integer >= 1")
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+            raise ValueError(f"batch is {batch!r}; expected an integer >= 1")
+        p = self.p if p is None else check_p(p)
+        self._selected_roots(roots)  # a bad roots argument fails before any work
+        keys = self.keys_in_order()
+        n = len(keys)
+        row_of = {key: i for i, key in enumerate(keys)}
+        want = int(k) if include_self else min(int(k), max(n - 1, 0))
+        want = min(want, n)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        columns = np.zeros(n * want, dtype=np.int64)
+        values = np.zeros(n * want, dtype=np.float64)
+        for start in range(0, n, int(batch)):
+            chunk = keys[start:start + int(batch)]
+            # One more than wanted: the query itself comes first among the
+            # documents at distance 0 from it, and is dropped unless wanted.
+            found = self.search(chunk, k=want + (0 if include_self else 1), p=p, roots=roots,
+                                n_threads=n_threads)
+            for offset, (key, hits) in enumerate(zip(chunk, found.keys)):
+                i = start + offset
+                row = [(row_of[h], float(d)) for h, d in zip(hits, found.distances[offset])
+                       if include_self or h != key][:want]
+                if len(row) != want:
+                    raise CorruptIndexError(
+                        f"{self.path}: a search for {key!r} found {len(row)} neighbours where "
+                        f"{want} live documents were expected; run verify()")
+                columns[i * want:(i + 1) * want] = [c for c, _ in row]
+                values[i * want:(i + 1) * want] = [d for _, d in row]
+            if progress is not None:
+                progress(min(n, start + int(batch)), n)
+        indptr[:] = np.arange(n + 1, dtype=np.int64) * want
+        # Each row's entries stay in increasing distance (ties by insertion
+        # order), the order scikit-learn's precomputed neighbours expect,
+        # not in column order.
+        return sp.csr_matrix((values, columns, indptr), shape=(n, n))
 
     def pairwise(self, keys, other_keys=None, p=None, roots=None, n_threads=None):
         """Matrix of S_p between stored documents: ``keys`` x ``other_keys``
