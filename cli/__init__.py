@@ -791,14 +791,21 @@ def knn_graph(index, output, k, p, roots, include_self, silent, as_json):
 
     Row i holds the distances from document i to its k nearest documents;
     the keys, in row order, go to OUTPUT.keys.json. Documents at distance 0
-    are explicit zeros. For umap.UMAP(metric="precomputed") or
-    sklearn.cluster.HDBSCAN(metric="precomputed").
+    are explicit zeros. In .npz each row is in increasing distance, as
+    sklearn's precomputed neighbours read it; .mtx comes back in column order
+    (sklearn.neighbors.sort_graph_by_row_values sorts it). For
+    sklearn.cluster.HDBSCAN(metric="precomputed") or UMAP.
     """
-    import scipy.io
-    import scipy.sparse
+    import os
+
+    from ..ingest.pipelines import save_knn_graph
 
     if not output.endswith((".npz", ".mtx")):
         raise click.BadParameter(f"{output!r}; expected a .npz or .mtx file name",
+                                 param_hint="OUTPUT")
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise click.BadParameter(f"{output!r}: the folder {folder} does not exist",
                                  param_hint="OUTPUT")
     started = time.perf_counter()
     progress = _progress(silent)
@@ -812,13 +819,7 @@ def knn_graph(index, output, k, p, roots, include_self, silent, as_json):
             used_p = opened.p if p is None else _parse_p(p)
     finally:
         progress.finish()
-    if output.endswith(".npz"):
-        scipy.sparse.save_npz(output, graph, compressed=False)
-    else:
-        scipy.io.mmwrite(output, graph, field="real", symmetry="general")
-    keys_file = output + ".keys.json"
-    with open(keys_file, "w", encoding="utf-8") as handle:
-        json.dump(keys, handle, ensure_ascii=False)
+    keys_file = save_knn_graph(output, graph, keys)
     out = {"output": output, "keys": keys_file, "documents": len(keys), "k": k,
            "p": "inf" if math.isinf(used_p) else used_p, "include_self": include_self,
            "entries": int(graph.nnz), "seconds": round(time.perf_counter() - started, 3)}

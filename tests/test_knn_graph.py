@@ -3,6 +3,7 @@
 every row holds the k smallest distances to other documents (ties may pick
 either document), at their reference values."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -133,10 +134,14 @@ def test_the_command_writes_npz_or_mtx_and_the_keys(built, tmp_path):
     run("knn-graph", path, tmp_path / "g.mtx", "-k", 5, "-p", 2, "--silent")
     market = sp.csr_matrix(scipy.io.mmread(tmp_path / "g.mtx"))
     np.testing.assert_allclose(market.toarray(), expected.toarray(), rtol=1e-15)
+    assert market.nnz == expected.nnz  # explicit zeros kept
 
     refused = run("knn-graph", path, tmp_path / "g.txt", ok=False)
     assert refused.exit_code != 0 and "expected a .npz or .mtx file name" in refused.output
     assert not (tmp_path / "g.txt").exists()
+    nowhere = run("knn-graph", path, tmp_path / "no" / "g.npz", ok=False)
+    assert nowhere.exit_code != 0 and "does not exist" in nowhere.output
+    assert sorted(os.listdir(tmp_path)) == ["g.mtx", "g.mtx.keys.json", "g.npz", "g.npz.keys.json"]
 
 
 def test_scikit_learn_reads_the_graph_as_precomputed_neighbours(built):
@@ -168,3 +173,22 @@ def test_the_readme_hdbscan_example_runs_and_keeps_duplicates_together(built):
     # Two documents at distance 0 are one point to any clustering.
     for a, b in (("d5", "d68"), ("d40", "d69")):
         assert labels[order.index(a)] == labels[order.index(b)]
+
+
+def test_a_failed_write_leaves_neither_file(built, tmp_path, monkeypatch):
+    from sobolev_index.ingest import pipelines
+
+    path, keys, _ = built
+    with SobolevIndex.open(path) as index:
+        graph = index.knn_graph(3)
+    real_replace = os.replace
+
+    def fail_on_keys(src, dst):
+        if str(dst).endswith(".keys.json"):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(pipelines.os, "replace", fail_on_keys)
+    with pytest.raises(OSError):
+        pipelines.save_knn_graph(str(tmp_path / "g.npz"), graph, keys)
+    assert os.listdir(tmp_path) == []

@@ -425,7 +425,9 @@ class SearchMixin:
         the neighbours from the structure, not from nonzero values. Each
         row's entries are in increasing distance, not in column order
         (``sklearn.neighbors.sort_graph_by_row_values`` accepts it as it
-        is). With fewer than k other documents a row holds them all.
+        is). With fewer than k other documents a row holds them all. The
+        result takes 12 to 16 bytes per entry, N x min(k, N) entries: with k
+        near N it is a dense matrix.
 
         The rows come from :meth:`search` with the documents themselves as
         queries, ``batch`` of them per call; ``progress(done, total)`` is

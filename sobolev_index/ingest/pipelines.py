@@ -8,6 +8,9 @@ above the text pipeline (:mod:`~sobolev_index.ingest.documents`) and the
 point pipeline (:mod:`~sobolev_index.ingest.pointindex`), which do not know
 each other.
 """
+import json
+import os
+
 from .documents import add_documents, build_index, read_corpus, text_info, text_measures
 from .fill import index_kind
 from .pointindex import (
@@ -157,3 +160,41 @@ def read_keys(path, encoding=DEFAULT_ENCODING):
     """The keys of a file with one key per line (blank lines skipped, spaces
     around a key dropped), decoded from ``encoding`` as corpus files are."""
     return [line.strip() for line in text_lines(path, encoding) if line.strip()]
+
+
+def save_knn_graph(output, graph, keys):
+    """Write a k-NN graph (from :meth:`SobolevIndex.knn_graph`) to
+    ``output`` (.npz for ``scipy.sparse.load_npz``, or .mtx Matrix Market)
+    and its row keys to ``output + ".keys.json"``; returns that name.
+
+    Both files are written under temporary names and renamed into place, so
+    a failed write leaves neither, and never a graph beside the keys of
+    another one."""
+    import scipy.io
+    import scipy.sparse
+
+    if not str(output).endswith((".npz", ".mtx")):
+        raise ValueError(f"output is {output!r}; expected a .npz or .mtx file name")
+    output = os.fspath(output)
+    keys_file = output + ".keys.json"
+    partial = [f"{output}.partial{os.path.splitext(output)[1]}", f"{keys_file}.partial"]
+    placed = False
+    try:
+        if output.endswith(".npz"):
+            scipy.sparse.save_npz(partial[0], graph, compressed=False)
+        else:
+            scipy.io.mmwrite(partial[0], graph, field="real", symmetry="general")
+        with open(partial[1], "w", encoding="utf-8") as handle:
+            json.dump(list(keys), handle, ensure_ascii=False)
+        os.replace(partial[0], output)
+        placed = True
+        os.replace(partial[1], keys_file)
+    except BaseException:
+        if placed and os.path.exists(output):
+            os.remove(output)
+        raise
+    finally:
+        for name in partial:
+            if os.path.exists(name):
+                os.remove(name)
+    return keys_file
