@@ -296,7 +296,8 @@ _format_option = click.option(
                    "lowercased text [default: unicode].")
 @click.option("--fold-case", is_flag=True,
               help="Match vector-file words case-insensitively (for cased vectors like GoogleNews).")
-@click.option("--skip-empty", is_flag=True, help="Skip documents with no known word instead of failing.")
+@click.option("--skip-empty", is_flag=True,
+              help="Skip documents with no known word (or stop words only) instead of failing.")
 @click.option("--no-text", is_flag=True, help="Do not keep document texts in the catalog.")
 @_format_option
 @_encoding_option
@@ -353,7 +354,8 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
         return
     if report["kind"] == "text":
         click.echo(f"built {out['index']}: {out['documents']:,} documents"
-                   + (f" ({out['skipped']} skipped: no known word)" if out["skipped"] else ""))
+                   + (f" ({out['skipped']} skipped: no known word, or stop words only)"
+                      if out["skipped"] else ""))
         click.echo(f"  words: {out['words_with_vectors']:,} of {out['vocabulary']:,} have vectors "
                    f"({out['token_coverage']:.1%} of tokens)")
     else:
@@ -388,7 +390,8 @@ def _recipe_text(recipe):
               help="Vectors for words the index does not know yet (default: the build's file, "
                    "if it still exists; 'none': ignore new words).")
 @click.option("--upsert", is_flag=True, help="Replace documents whose keys exist.")
-@click.option("--skip-empty", is_flag=True, help="Skip documents with no known word instead of failing.")
+@click.option("--skip-empty", is_flag=True,
+              help="Skip documents with no known word (or stop words only) instead of failing.")
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1),
               help="Documents per committed batch.")
 @click.option("--no-text", is_flag=True, help="Do not keep document texts in the catalog.")
@@ -469,7 +472,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
     click.echo(f"{done} ({out['new_words']} new words); "
                f"{total:,} in the index; {out['seconds']:.1f} s")
     if out["skipped"]:
-        click.echo(f"skipped {len(out['skipped'])} with no known word: "
+        click.echo(f"skipped {len(out['skipped'])} with no known word (or stop words only): "
                    f"{', '.join(map(str, out['skipped'][:5]))}" + (" ..." if len(out["skipped"]) > 5 else ""))
 
 

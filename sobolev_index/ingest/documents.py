@@ -576,7 +576,8 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
         fields.append(record)
         names.append(name)
     if skipped:
-        warnings.warn(f"skipped {len(skipped)} document(s) with no known word, e.g. {skipped[0]!r}",
+        warnings.warn(f"skipped {len(skipped)} document(s) with no known word (or stop words "
+                      f"only), e.g. {skipped[0]!r}",
                       SkippedDocumentsWarning, stacklevel=2)
     if any(k is None for k in keys) and not all(k is None for k in keys):
         raise CorpusError("some documents have keys and some do not; give every document a key "
