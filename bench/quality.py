@@ -66,6 +66,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 from _common import add_threads_option, limit_threads  # noqa: E402
+from reproduce_paper import word_measures_on  # noqa: E402
 
 DATA = os.environ.get("SOBOLEV_INDEX_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 MIN_WORDS = {"TWITTER": 1, "stdlib": 5}
@@ -144,14 +145,6 @@ def graph_of(vectors, edges, nodes, k=5, seed=0):
     return Graph.from_points(vectors.vectors, n_nodes=nodes, edges=edges, k=k, seed=seed)
 
 
-def node_measures(graph, measures):
-    out = []
-    for ids, weights in measures:
-        nodes, inverse = np.unique(graph.assignment[ids], return_inverse=True)
-        out.append((nodes, np.bincount(inverse, weights=weights)))
-    return out
-
-
 def sobolev_matrix(graph, measures, p, roots, threads, seed=0):
     """(S_p matrix sliced over ``roots`` roots, seconds incl. trees and
     features): one root is the most central node, more are random."""
@@ -161,7 +154,7 @@ def sobolev_matrix(graph, measures, p, roots, threads, seed=0):
     strategy = "center" if roots == 1 else "random"
     chosen, eta = graph.roots(roots, strategy=strategy, seed=seed, on_violation="perturb")
     trees = graph.trees(chosen, on_violation="perturb", seed=seed)
-    F = [tree.features_of(node_measures(graph, measures), n_threads=threads) for tree in trees]
+    F = [tree.features_of(word_measures_on(graph, measures), n_threads=threads) for tree in trees]
     D = sliced_pairwise(F, None, trees, p, eta, n_threads=threads)
     return D, time.perf_counter() - started
 
@@ -232,7 +225,7 @@ def rows_of(corpus, threads, skip_ot):
     D, seconds, chosen = default_build_matrix(corpus, threads)
     out["build defaults (quality recipe)"] = ("defaults", D, seconds)
     if not skip_ot:
-        result = baselines.graph_ot_distances(knn5[0], node_measures(knn5[0], recipe),
+        result = baselines.graph_ot_distances(knn5[0], word_measures_on(knn5[0], recipe),
                                               n_jobs=threads)
         out["graph OT on the recipe's graph"] = (
             "reference", result["distances"],
@@ -259,7 +252,7 @@ def orbit_rows(threads, per_class):
 
     def measures(weighting):
         """Each diagram as (point ids, weights): ``sobolev_matrix`` and
-        ``node_measures`` put the points on a graph's nodes."""
+        ``word_measures_on`` put the points on a graph's nodes."""
         return [(ids, weights[weighting][ids])
                 for ids in np.split(np.arange(len(points)), np.cumsum([len(d) for d in diagrams])[:-1])]
 
@@ -295,7 +288,7 @@ def orbit_rows(threads, per_class):
         "defaults", D, time.perf_counter() - started)
     for name, graph, weighting in (("graph OT: knn 5, 1,000 nodes, persistence", knn, "persistence"),
                                    ("graph OT: sqrt, 1,000 nodes, uniform", sqrt, "uniform")):
-        result = baselines.graph_ot_distances(graph, node_measures(graph, measures(weighting)),
+        result = baselines.graph_ot_distances(graph, word_measures_on(graph, measures(weighting)),
                                               n_jobs=threads)
         out[name] = ("baseline" if "knn" in name else "reference", result["distances"],
                      graph_seconds[id(graph)] + result["seconds"] + result["preprocessing_seconds"])

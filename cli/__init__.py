@@ -799,17 +799,9 @@ def knn_graph(index, output, k, p, roots, include_self, silent, as_json):
     (sklearn.neighbors.sort_graph_by_row_values sorts it). For
     sklearn.cluster.HDBSCAN(metric="precomputed") or UMAP.
     """
-    import os
+    from ..ingest.pipelines import check_knn_graph_output, save_knn_graph
 
-    from ..ingest.pipelines import save_knn_graph
-
-    if not output.endswith((".npz", ".mtx")):
-        raise click.BadParameter(f"{output!r}; expected a .npz or .mtx file name",
-                                 param_hint="OUTPUT")
-    folder = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(folder):
-        raise click.BadParameter(f"{output!r}: the folder {folder} does not exist",
-                                 param_hint="OUTPUT")
+    check_knn_graph_output(output)
     started = time.perf_counter()
     progress = _progress(silent)
     try:

@@ -53,6 +53,12 @@ MAX_K = 2**53
 KNN_GRAPH_BATCH = 1024
 
 
+def _check_positive(name, value):
+    """An integer >= 1 (NumPy integers too, not booleans), or a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} is {value!r}; expected an integer >= 1")
+
+
 class SearchResult:
     """Results of :meth:`SobolevIndex.search`.
 
@@ -117,8 +123,7 @@ class SearchMixin:
         """
         self._check_open()
         p = self.p if p is None else check_p(p)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k is {k!r}; expected an integer >= 1")
+        _check_positive("k", k)
         if k > MAX_K:
             raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns every "
                              "live document anyway)")
@@ -437,10 +442,8 @@ class SearchMixin:
         import scipy.sparse as sp
 
         self._check_open()
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k is {k!r}; expected an integer >= 1")
-        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-            raise ValueError(f"batch is {batch!r}; expected an integer >= 1")
+        _check_positive("k", k)
+        _check_positive("batch", batch)
         p = self.p if p is None else check_p(p)
         self._selected_roots(roots)  # a bad roots argument fails before any work
         keys = self.keys_in_order()
@@ -448,7 +451,6 @@ class SearchMixin:
         row_of = {key: i for i, key in enumerate(keys)}
         want = int(k) if include_self else min(int(k), max(n - 1, 0))
         want = min(want, n)
-        indptr = np.zeros(n + 1, dtype=np.int64)
         columns = np.zeros(n * want, dtype=np.int64)
         values = np.zeros(n * want, dtype=np.float64)
         for start in range(0, n, int(batch)):
@@ -469,7 +471,7 @@ class SearchMixin:
                 values[i * want:(i + 1) * want] = [d for _, d in row]
             if progress is not None:
                 progress(min(n, start + int(batch)), n)
-        indptr[:] = np.arange(n + 1, dtype=np.int64) * want
+        indptr = np.arange(n + 1, dtype=np.int64) * want
         # Each row's entries stay in increasing distance (ties by insertion
         # order), the order scikit-learn's precomputed neighbours expect,
         # not in column order.

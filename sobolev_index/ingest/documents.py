@@ -556,10 +556,11 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
         name = doc["key"] if doc["key"] is not None else f"document {position}"
         if measure is None:
             if not skip_empty:
-                if encoder.only_stopwords(doc["text"]):
+                n_stopwords = encoder.only_stopwords(doc["text"])
+                if n_stopwords:
                     raise CorpusError(
                         f"{name} has only stop words of this index "
-                        f"({encoder.only_stopwords(doc['text'])} token(s)); skip such documents "
+                        f"({n_stopwords} token(s)); skip such documents "
                         "(skip_empty=True, --skip-empty), or build the index keeping stop "
                         "words (settings=text_settings(stopwords=()), --stopwords none)")
                 raise CorpusError(
@@ -645,10 +646,11 @@ def text_measures(index, texts, vectors=None):
         measure = encoder.measure(text)
         if measure is None:
             tokens = encoder.settings.tokens(text)
-            if encoder.only_stopwords(text):
+            n_stopwords = encoder.only_stopwords(text)
+            if n_stopwords:
                 raise InvalidMeasureError(
                     f"query {i} ({text[:40]!r}) has only stop words of this index "
-                    f"({encoder.only_stopwords(text)} token(s)); use other words")
+                    f"({n_stopwords} token(s)); use other words")
             raise InvalidMeasureError(
                 f"query {i} ({text[:40]!r}) has no word the index knows "
                 f"({len(tokens)} token(s)); try other words, or pass vectors for new ones")

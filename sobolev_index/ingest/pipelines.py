@@ -162,6 +162,18 @@ def read_keys(path, encoding=DEFAULT_ENCODING):
     return [line.strip() for line in text_lines(path, encoding) if line.strip()]
 
 
+def check_knn_graph_output(output):
+    """``output`` as a path for :func:`save_knn_graph`, checked before any
+    work: a .npz or .mtx name in a folder that exists."""
+    output = os.fspath(output)
+    if not output.endswith((".npz", ".mtx")):
+        raise ValueError(f"output is {output!r}; expected a .npz or .mtx file name")
+    folder = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(folder):
+        raise ValueError(f"output is {output!r}, but the folder {folder} does not exist")
+    return output
+
+
 def save_knn_graph(output, graph, keys):
     """Write a k-NN graph (from :meth:`SobolevIndex.knn_graph`) to
     ``output`` (.npz for ``scipy.sparse.load_npz``, or .mtx Matrix Market)
@@ -173,9 +185,7 @@ def save_knn_graph(output, graph, keys):
     import scipy.io
     import scipy.sparse
 
-    if not str(output).endswith((".npz", ".mtx")):
-        raise ValueError(f"output is {output!r}; expected a .npz or .mtx file name")
-    output = os.fspath(output)
+    output = check_knn_graph_output(output)
     keys_file = output + ".keys.json"
     partial = [f"{output}.partial{os.path.splitext(output)[1]}", f"{keys_file}.partial"]
     placed = False

@@ -42,6 +42,8 @@ import operator
 
 import numpy as np
 
+from ..graph import EDGE_KINDS
+
 __all__ = ["RECIPES", "DEFAULT_RECIPE", "RECIPE_META", "MAX_NODES", "DEFAULT_DIAGRAM_WEIGHTS", "check_recipe",
            "resolve", "fit_to_graph", "create_roots", "recipe_info"]
 
@@ -61,7 +63,6 @@ ROOTS = {"quality": 10, "fast": 1}
 # birth). Most points of a diagram lie near the diagonal; with uniform
 # weights they outweigh the few long-lived features that tell classes apart.
 DEFAULT_DIAGRAM_WEIGHTS = "persistence"
-EDGE_KINDS = ("log", "sqrt", "knn")
 
 
 def check_recipe(recipe):
@@ -99,8 +100,8 @@ def _roots(roots):
 
 
 def resolve(recipe, n_points, *, nodes=None, edges=None, k=None, roots=None):
-    """The graph and roots of a build of ``n_points`` distinct points (words
-    with vectors, or the points of every set): each option the caller gave
+    """The graph and roots of a build of ``n_points`` points (words with
+    vectors, or the points of every set, repeats included): each option the caller gave
     (not None) is kept, the rest come from ``recipe``.
 
     Returns a dict: ``recipe``, ``nodes`` (requested; identical points
