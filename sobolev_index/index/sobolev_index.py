@@ -31,6 +31,7 @@ from ..measures import MeasureBatch, as_measure_batch, checked_batch
 from . import inverted, storage
 from .catalog import Catalog, checked_heads
 from .csr import gather_rows, stack_rows
+from .explain import ExplainMixin
 from .search import SearchMixin, SearchResult
 from .segment import Segment
 from .verify import VERIFY_SAMPLE, verify_index, verify_path
@@ -52,7 +53,7 @@ MAX_SEGMENT_NNZ = 2 ** 27
 SNAPSHOT_RETRIES = 5
 
 
-class SobolevIndex(SearchMixin):
+class SobolevIndex(SearchMixin, ExplainMixin):
     """A persistent exact k-nearest-neighbour index of measures under S_p.
 
     Create one with :meth:`create`, open one with :meth:`open`. A writer

@@ -1,0 +1,1 @@
+"""``sobolev-index explain``: which subtrees carry a distance (being written)."""

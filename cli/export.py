@@ -1,0 +1,1 @@
+"""``sobolev-index export``: every live document as JSON lines (being written)."""
