@@ -1,7 +1,344 @@
-"""Which edges of the tree carry a distance: :meth:`SobolevIndex.explain`."""
+"""Which edges of the tree carry a distance: :meth:`SobolevIndex.explain`.
 
-__all__ = ["ExplainMixin"]
+For one root, S_p(a, b)^p = sum_v w_v |alpha_a(v) - alpha_b(v)|^p is a sum
+of one term per tree edge v (the edge from v to its parent, whose subtree
+holds mass alpha_a(v) of a and alpha_b(v) of b), so each edge's share of
+S_p^p is its term over the sum. Over several roots the index's distance is
+sliced, sum_r eta_r S_p^(r); the edges of root r then share root r's part
+eta_r S_p^(r) in proportion to their terms, so that the shares of every
+(root, edge) pair together sum to 1 and the distance is recomputed from the
+terms as sum_r eta_r (sum_v term_rv)^(1/p). At p = inf the distance of a
+root is its largest difference: that edge carries the root's whole part (an
+equal split among edges with the same largest difference, such as a chain
+of edges whose nodes hold no mass) and every other edge a share of 0, so
+the shares still sum to 1; the other edges are ordered by their difference.
+"""
+import math
+
+import numpy as np
+
+from ..distances import check_p
+from ..measures import as_measure_batch
+from .search import _check_positive
+
+__all__ = ["ExplainMixin", "Explanation"]
+
+# The table that text indexes keep in their catalog (written by the ingest
+# layer, sobolev_index/ingest/words.py): word -> graph node and document
+# frequency. Read here by name only: the index does not import the layer
+# that writes it.
+WORDS_TABLE = "words"
+# Nodes per SQL statement (SQLite's limit on parameters is 999 in old builds).
+_SQL_CHUNK = 500
+
+
+class Explanation:
+    """What :meth:`SobolevIndex.explain` found: which subtrees carry S_p(a, b).
+
+    ``distance`` is S_p(a, b) (sliced over the roots used), ``p`` the order.
+    ``edges`` lists the ``top`` (root, edge) pairs by decreasing share, each
+    a dict: ``root`` (position into the index's roots), ``root_node``,
+    ``edge`` (the child node v naming the edge (v, parent)), ``parent``,
+    ``length`` (w_v), ``mass_a`` and ``mass_b`` (the two measures' masses in
+    the subtree below the edge), ``term`` (w_v |mass_a - mass_b|^p, the
+    edge's term of its root's S_p^p; at p = inf the difference
+    |mass_a - mass_b|), ``share`` (of the distance; see the module
+    docstring), ``nodes_a``/``nodes_b`` (the measure's nodes in the subtree
+    with most mass, ``[{"node", "mass"}]``), ``words_a``/``words_b`` (for a
+    text index, the words of those nodes, ``[{"word", "node", "mass"}]``,
+    by the measure's mass on their node; None for other indexes) and, for
+    an index whose graph has node coordinates and no words (a point index),
+    ``coords`` (``{"edge": coordinates of v, "parent": of its parent}``).
+    ``roots`` has one dict per root used: ``position``, ``node``, ``eta``
+    (renormalised over the roots used), ``distance`` (S_p of that root),
+    ``share`` (eta times that over the distance; None at distance 0) and
+    ``edges`` (how many of its edges have a nonzero difference).
+    ``n_edges`` counts the (root, edge) pairs with a nonzero difference over
+    all roots: ``edges`` holds min(top, n_edges) of them. At distance 0
+    (equal measures) no edge carries anything and ``edges`` is empty.
+    """
+
+    def __init__(self, a, b, p, distance, roots, edges, n_edges):
+        self.a = a
+        self.b = b
+        self.p = p
+        self.distance = distance
+        self.roots = roots
+        self.edges = edges
+        self.n_edges = n_edges
+
+    def __repr__(self):
+        return (f"Explanation(a={self.a!r}, b={self.b!r}, p={self.p}, "
+                f"distance={self.distance:.6g}, edges={len(self.edges)} of {self.n_edges})")
+
+    @property
+    def shown_share(self):
+        """The share of the distance that the listed edges carry together."""
+        return float(sum(edge["share"] for edge in self.edges))
+
+    def to_dict(self):
+        """Everything as plain JSON-ready values (p = inf as "inf")."""
+        return {"a": self.a, "b": self.b, "p": "inf" if math.isinf(self.p) else self.p,
+                "distance": self.distance, "n_edges": self.n_edges,
+                "shown_share": self.shown_share, "roots": self.roots, "edges": self.edges}
+
+    def plot(self, path=None, ax=None, label_words=3):
+        """A horizontal bar chart of the listed edges' shares, largest on top,
+        each bar labelled with its subtree's words (``label_words`` per side,
+        "A: ... | B: ..."), or its edge and nodes for an index without words.
+        Bars are coloured by the measure with more mass in the subtree.
+
+        Draws on ``ax`` (a Matplotlib Axes) when given and returns it; else
+        on a figure of its own (not pyplot's), saved to ``path`` (its
+        extension names the format, as for ``Figure.savefig``), and returns
+        None. Needs Matplotlib: ``pip install "sobolev-index[plot]"``.
+        """
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as exc:
+            raise ImportError('plotting needs Matplotlib: pip install "sobolev-index[plot]"') \
+                from exc
+        if ax is None and path is None:
+            raise ValueError("give path (a file to save the chart to) or ax (an Axes to draw on)")
+        own_figure = ax is None
+        if own_figure:
+            # A Figure of its own, not pyplot's: saving it needs no display
+            # and leaves the caller's backend and open figures alone.
+            from matplotlib.figure import Figure
+
+            fig = Figure(figsize=(9, 1.2 + 0.45 * max(1, len(self.edges))))
+            ax = fig.add_subplot()
+        edges = self.edges[::-1]  # the largest share at the top
+        labels = [_bar_label(edge, label_words) for edge in edges]
+        colours = ["tab:blue" if edge["mass_a"] >= edge["mass_b"] else "tab:orange"
+                   for edge in edges]
+        ax.barh(range(len(edges)), [100.0 * edge["share"] for edge in edges], color=colours)
+        ax.set_yticks(range(len(edges)))
+        ax.set_yticklabels(labels, fontsize=8)
+        ax.set_xlabel("share of the distance (%)")
+        p = "inf" if math.isinf(self.p) else f"{self.p:g}"
+        ax.set_title(f"S_{p}({self.a or 'A'}, {self.b or 'B'}) = {self.distance:.4g}: top "
+                     f"{len(self.edges)} of {self.n_edges} subtrees "
+                     f"({100.0 * self.shown_share:.1f}% of it)\n"
+                     "blue: more of A in the subtree, orange: more of B", fontsize=9)
+        if not own_figure:
+            return ax
+        fig.tight_layout()
+        fig.savefig(path)
+        return None
+
+
+def _bar_label(edge, n):
+    if edge.get("words_a") is not None:
+        a = ", ".join(w["word"] for w in edge["words_a"][:n]) or "-"
+        b = ", ".join(w["word"] for w in edge["words_b"][:n]) or "-"
+        return f"A: {a} | B: {b}"
+    return f"edge {edge['edge']} (root {edge['root_node']})"
 
 
 class ExplainMixin:
-    """The explanation side of :class:`SobolevIndex` (being written)."""
+    """The explanation side of :class:`SobolevIndex`.
+
+    It reads the index's ``p``, ``roots``, ``graph``, ``trees`` and
+    ``_catalog`` and calls ``_check_open``, ``_selected_roots``,
+    ``_features_of`` (of ``SearchMixin``, as :meth:`distance` does) and
+    ``get``.
+    """
+
+    def explain(self, a, b, p=None, top=10, roots=None, n_words=5):
+        """The edges of the shortest-path trees (subtrees) that carry most of S_p(a, b).
+
+        ``a`` and ``b``: stored keys or (nodes, masses) measures, as for
+        :meth:`distance`. ``top``: how many (root, edge) pairs to list, by
+        decreasing share (None lists every edge with a nonzero difference).
+        ``roots``: positions into ``self.roots`` (default all), their eta
+        renormalised. ``n_words``: how many nodes, and words, to list per
+        measure and edge.
+
+        Each edge's share is its part of the distance: with one root, its
+        term of S_p^p over S_p^p; over several roots, each root's part
+        eta_r S_p^(r) is split among its edges in proportion to their terms,
+        so that the shares of all edges sum to 1 and
+        sum_r eta_r (sum of root r's terms)^(1/p) is the distance. At
+        p = inf the edge with a root's largest difference carries that
+        root's whole part (split equally among ties) and the other edges a
+        share of 0.
+
+        For a text index, each edge lists the words of each measure's nodes
+        in its subtree, the node with the most mass first (from the
+        catalog's words table; a node that stands for several words, in a
+        clustered graph, lists them all, most frequent first, since a
+        measure keeps its mass per node, not per word). For a point index
+        (node coordinates, no words) it gives the coordinates of the edge's
+        two nodes. Returns an :class:`Explanation`.
+        """
+        self._check_open()
+        p = self.p if p is None else check_p(p)
+        if top is not None:
+            _check_positive("top", top)
+        _check_positive("n_words", n_words)
+        positions, eta = self._selected_roots(roots)
+        fa = self._features_of(a, positions)
+        fb = self._features_of(b, positions)
+
+        parts = [self._root_terms(fa[i], fb[i], self.trees[r], p)
+                 for i, r in enumerate(positions)]
+        distance = float(sum(e * part["distance"] for e, part in zip(eta, parts)))
+        root_rows = []
+        for position, e, part in zip(positions, eta, parts):
+            root_rows.append({
+                "position": int(position), "node": int(self.roots[position]), "eta": float(e),
+                "distance": part["distance"],
+                "share": float(e * part["distance"] / distance) if distance > 0 else None,
+                "edges": int(len(part["edges"]))})
+        n_edges = sum(len(part["edges"]) for part in parts)
+        if distance == 0.0:
+            return Explanation(_name(a), _name(b), p, 0.0, root_rows, [], 0)
+
+        # Every (root, edge) pair with a nonzero difference, then the top ones.
+        which = np.concatenate([np.full(len(part["edges"]), i) for i, part in enumerate(parts)])
+        edge = np.concatenate([part["edges"] for part in parts])
+        share = np.concatenate([e * part["distance"] / distance * part["weights"]
+                                for e, part in zip(eta, parts)])
+        # Ordered by share, then (at p = inf, where only the largest
+        # differences have one) by eta times the difference, then by root
+        # and edge, so that the order is the same run after run.
+        size = np.concatenate([e * part["difference"] for e, part in zip(eta, parts)])
+        order = np.lexsort((edge, which, -size, -share))
+        if top is not None:
+            order = order[:int(top)]
+
+        picked = [(int(which[k]), int(edge[k])) for k in order]
+        below_a = self._masses_below(a, picked, positions)
+        below_b = self._masses_below(b, picked, positions)
+        words = self._words_of_nodes(
+            {node for found in (below_a, below_b) for nodes in found.values()
+             for node, _ in nodes[:n_words]})
+        coords = self.graph.coords if words is None else None
+
+        rows = []
+        for k, (i, v) in zip(order, picked):
+            part, tree = parts[i], self.trees[positions[i]]
+            j = int(np.searchsorted(part["edges"], v))
+            row = {
+                "root": int(positions[i]), "root_node": int(tree.root), "edge": v,
+                "parent": int(tree.parent[v]), "length": float(tree.length[v]),
+                "mass_a": float(part["mass_a"][j]), "mass_b": float(part["mass_b"][j]),
+                "term": float(part["terms"][j]), "share": float(share[k]),
+                "nodes_a": [{"node": n, "mass": m} for n, m in below_a[i, v][:n_words]],
+                "nodes_b": [{"node": n, "mass": m} for n, m in below_b[i, v][:n_words]],
+                "words_a": None if words is None else _words(below_a[i, v], words, n_words),
+                "words_b": None if words is None else _words(below_b[i, v], words, n_words),
+            }
+            if coords is not None:
+                row["coords"] = {"edge": coords[v].tolist(),
+                                 "parent": coords[tree.parent[v]].tolist()}
+            rows.append(row)
+        return Explanation(_name(a), _name(b), p, distance, root_rows, rows, n_edges)
+
+    @staticmethod
+    def _root_terms(fa, fb, tree, p):
+        """One root's edges with a nonzero difference (sorted), the two
+        subtree masses on them, their terms, S_p of the root, and each
+        edge's weight within the root (the shares of its part, summing to 1)."""
+        edges = np.union1d(fa.indices, fb.indices)
+        mass_a = np.zeros(len(edges))
+        mass_b = np.zeros(len(edges))
+        mass_a[np.searchsorted(edges, fa.indices)] = fa.data
+        mass_b[np.searchsorted(edges, fb.indices)] = fb.data
+        difference = np.abs(mass_a - mass_b)
+        keep = difference > 0
+        edges, mass_a, mass_b, difference = edges[keep], mass_a[keep], mass_b[keep], difference[keep]
+        largest = float(difference.max(initial=0.0))
+        if largest == 0.0:
+            weights = terms = np.zeros(0)
+            distance = 0.0
+        elif math.isinf(p):
+            terms = difference
+            distance = largest
+            ties = difference == largest
+            weights = ties / np.count_nonzero(ties)
+        else:
+            length = tree.length[edges]
+            terms = length * difference ** p
+            # Relative to the largest difference, as distances.difference_distance
+            # computes S_p: no term underflows for large p.
+            relative = length * (difference / largest) ** p
+            total = float(np.sum(relative))
+            distance = largest * total ** (1.0 / p)
+            weights = relative / total
+        return {"edges": edges, "mass_a": mass_a, "mass_b": mass_b, "difference": difference,
+                "terms": terms, "distance": float(distance), "weights": weights}
+
+    def _masses_below(self, item, picked, positions):
+        """{(i, v): [(node, mass), ...]} for each picked (root index i, edge
+        v): the nodes of ``item``'s measure in v's subtree of root
+        ``positions[i]``, by decreasing mass (ties by node)."""
+        nodes, masses = self._node_masses(item)
+        found = {key: [] for key in picked}
+        by_root = {}
+        for i, v in picked:
+            by_root.setdefault(i, []).append(v)
+        for i, wanted in by_root.items():
+            tree = self.trees[positions[i]]
+            mark = np.zeros(tree.n_nodes, dtype=bool)
+            mark[wanted] = True
+            # Every support node walks up to the root at once; each step
+            # records the nodes now standing on a picked edge.
+            current = nodes.copy()
+            alive = current != tree.root
+            while alive.any():
+                at = np.flatnonzero(alive)
+                hits = at[mark[current[at]]]
+                for s in hits.tolist():
+                    found[i, int(current[s])].append((int(nodes[s]), float(masses[s])))
+                current[at] = tree.parent[current[at]]
+                alive[at] = current[at] != tree.root
+        for pairs in found.values():
+            pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+        return found
+
+    def _node_masses(self, item):
+        """The distinct nodes of a stored key's or a measure's support and
+        its normalised masses on them."""
+        if isinstance(item, str):
+            doc = self.get(item)
+            nodes, masses = doc["nodes"], doc["masses"]
+        else:
+            batch = as_measure_batch([item], n_nodes=self.graph.n_nodes)
+            nodes, masses = batch.nodes, batch.masses * batch.row_scale[0]
+        unique, inverse = np.unique(np.asarray(nodes, dtype=np.int64), return_inverse=True)
+        return unique, np.bincount(inverse, weights=masses, minlength=len(unique))
+
+    def _words_of_nodes(self, nodes):
+        """{node: [words]} from the catalog's words table, most frequent word
+        first (then alphabetical); None when the index has no words table."""
+        if not self._catalog.has_table(WORDS_TABLE):
+            return None
+        out = {}
+        nodes = sorted(nodes)
+        for start in range(0, len(nodes), _SQL_CHUNK):
+            chunk = nodes[start:start + _SQL_CHUNK]
+            rows = self._catalog.query(
+                f"SELECT word, node, df FROM {WORDS_TABLE} WHERE node IN "
+                f"({', '.join('?' * len(chunk))})", chunk)
+            for word, node, df in rows:
+                out.setdefault(int(node), []).append((-int(df or 0), str(word)))
+        return {node: [word for _, word in sorted(pairs)] for node, pairs in out.items()}
+
+
+def _words(nodes, words, n):
+    """The first ``n`` words of ``nodes`` ([(node, mass)] by decreasing
+    mass) as [{"word", "node", "mass"}]."""
+    out = []
+    for node, mass in nodes:
+        for word in words.get(node, ()):
+            if len(out) == n:
+                return out
+            out.append({"word": word, "node": node, "mass": mass})
+    return out
+
+
+def _name(item):
+    """A stored key as it is; None for a measure given directly."""
+    return item if isinstance(item, str) else None
