@@ -188,3 +188,35 @@ def test_wilson_is_uniform_on_k4():
     assert len(counts) == 16
     chi2 = sum((c - 100) ** 2 / 100 for c in counts.values())
     assert chi2 < 45  # 15 degrees of freedom: p < 1e-4 beyond this
+
+
+def test_sliced_wasserstein_diagrams_matches_scipy_wasserstein_on_each_direction():
+    from scipy.stats import wasserstein_distance
+
+    rng = np.random.default_rng(3)
+    diagrams = []
+    for n in (4, 7, 1):
+        birth = rng.random(n)
+        diagrams.append(np.column_stack([birth, birth + rng.random(n)]))
+    D = baselines.sliced_wasserstein_diagrams(diagrams, n_directions=8)
+    angles = np.linspace(-np.pi / 2, np.pi / 2, 8, endpoint=False)
+
+    def expected(a, b):
+        total = 0.0
+        for theta in angles:
+            line = np.array([np.cos(theta), np.sin(theta)])
+            # Each side: its own points and the diagonal points nearest the other's.
+            diag_a = np.repeat(a.mean(axis=1, keepdims=True), 2, axis=1)
+            diag_b = np.repeat(b.mean(axis=1, keepdims=True), 2, axis=1)
+            u = np.vstack([a, diag_b]) @ line
+            v = np.vstack([b, diag_a]) @ line
+            # SciPy's W_1 is per unit mass; these are len(u) unit masses each.
+            total += len(u) * wasserstein_distance(u, v)
+        return total / len(angles)
+
+    for i in range(3):
+        assert D[i, i] == 0
+        for j in range(3):
+            if i != j:
+                assert D[i, j] == pytest.approx(expected(diagrams[i], diagrams[j]), rel=1e-12)
+                assert D[i, j] == D[j, i]
