@@ -485,7 +485,13 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
               help="Queries from a file ('-' for stdin): one per line of plain text, or one per "
                    "document of a corpus (--format); for a point index, point clouds or a "
                    "diagram file.")
-@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1), help="Neighbours per query.")
+@click.option("-k", "k", default=None, type=click.IntRange(1),
+              help="Neighbours per query.  [default: 10]")
+@click.option("--radius", default=None, type=float, metavar="R",
+              help="Every document within distance R instead of the k nearest (0: copies of "
+                   "the query).")
+@click.option("--limit", default=None, type=click.IntRange(1), metavar="N",
+              help="With --radius: at most the N nearest per query.")
 @_p_option
 @_roots_option
 @click.option("--label", "labels", multiple=True, help="Only documents with this label (repeatable).")
@@ -493,14 +499,18 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
               help="Vectors to place query words the index does not know.")
 @_format_option
 @_encoding_option
+@click.option("--stats", "show_stats", is_flag=True,
+              help="Also print what each query read and the time of each phase.")
 @_json_option
-def search(index, texts, keys, query_file, k, p, roots, labels, vectors, corpus_format, encoding,
-           as_json):
-    """The k nearest documents of each query, by ascending S_p.
+def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, vectors,
+           corpus_format, encoding, show_stats, as_json):
+    """The k nearest documents of each query, by ascending S_p, or with
+    --radius every document within that distance.
 
     Queries are answered in this order: --key ones, then --text ones, then
     those of --file. --json prints one list of {"key", "distance", "label"}
-    per query, in that order.
+    per query, in that order; with --stats, {"results": those lists,
+    "stats": {...}}.
     """
     from ..ingest.pipelines import query_measures
 
@@ -510,7 +520,8 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, corpus_
     with _open(index) as opened, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         query_names, results = [], []
-        options = dict(k=k, p=_parse_p(p), roots=_parse_roots(roots), where=where)
+        options = dict(k=k, p=_parse_p(p), roots=_parse_roots(roots), where=where,
+                       radius=radius, limit=limit, stats=show_stats)
         if keys:
             results.append(opened.search(list(keys), **options))
             query_names += [f"key {key}" for key in keys]
@@ -523,18 +534,53 @@ def search(index, texts, keys, query_file, k, p, roots, labels, vectors, corpus_
         for message in dict.fromkeys(_cli_words(str(w.message)) for w in caught):
             _note(f"warning: {message}")
         records = [r for result in results for r in result.to_records()]
+        truncated = [t for result in results for t in result.truncated]
         if not as_json:
             texts_of = _stored_texts(opened, {hit["key"] for hits in records for hit in hits})
+    stats = _joined_stats([result.stats for result in results]) if show_stats else None
     if as_json:
-        _echo_json(records)
+        _echo_json(records if stats is None else {"results": records, "stats": stats})
         return
-    for name, hits in zip(query_names, records):
+    for name, hits, cut in zip(query_names, records, truncated):
         click.echo(f"query: {name}")
-        click.echo(_table(["rank", "distance", "key", "label", "text"],
-                          [[j + 1, f"{hit['distance']:.4f}", hit["key"], hit["label"],
-                            _snippet(texts_of.get(hit["key"], ""), 50)]
-                           for j, hit in enumerate(hits)]))
+        if radius is not None and not hits:
+            click.echo(f"no document within {radius:g}")
+        else:
+            click.echo(_table(["rank", "distance", "key", "label", "text"],
+                              [[j + 1, f"{hit['distance']:.4f}", hit["key"], hit["label"],
+                                _snippet(texts_of.get(hit["key"], ""), 50)]
+                               for j, hit in enumerate(hits)]))
+        if cut:
+            click.echo(f"(more within the radius; the {limit} nearest are shown)")
         click.echo("")
+    if stats is not None:
+        click.echo("statistics:")
+        click.echo(_table(
+            ["query", "segments", "rows", "bounded", "refined", "read", "blocks", "scored",
+             "exact", "ms postings", "ms bounds", "ms scoring", "ms exact"],
+            [[_snippet(name, 30), q["segments"], q["rows"], q["bounded"], q["refined"],
+              q["rows_read"], q["blocks"], q["blocks_scored"], q["exact"]]
+             + [f"{1e3 * q['seconds'][phase]:.2f}"
+                for phase in ("postings", "bounds", "scoring", "exact")]
+             for name, q in zip(query_names, stats["queries"])]))
+        seconds = stats["seconds"]
+        click.echo(f"wall time: features {1e3 * seconds['features']:.2f} ms, search "
+                   f"{1e3 * seconds['search']:.2f} ms, names {1e3 * seconds['names']:.2f} ms, "
+                   f"total {1e3 * seconds['total']:.2f} ms")
+
+
+def _joined_stats(parts):
+    """The statistics of the search calls of one command as one: counts
+    and seconds added, the queries' lists one after the other."""
+    out = {"queries": [q for part in parts for q in part["queries"]], "seconds": {}}
+    for part in parts:
+        for name, value in part.items():
+            if name == "seconds":
+                for phase, spent in value.items():
+                    out["seconds"][phase] = out["seconds"].get(phase, 0.0) + spent
+            elif name != "queries":
+                out[name] = out.get(name, 0) + value
+    return out
 
 
 def _stored_texts(index, keys):

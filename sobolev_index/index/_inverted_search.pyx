@@ -42,7 +42,7 @@ dense block only, and the rows it cannot rule out get their exact value.
 from cython.parallel cimport prange, threadid
 from libc.math cimport fabs, fmin, pow, INFINITY
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, INT64_MAX
-from libc.stdlib cimport qsort
+from libc.stdlib cimport free, qsort, realloc
 from libc.string cimport memset
 
 import numpy as np
@@ -71,6 +71,22 @@ cdef extern from *:
     #else
     static inline int si_subnormals_flushed(void) { return 0; }
     static inline int si_set_subnormal_flush(int on) { (void) on; return 0; }
+    #endif
+    #if defined(_POSIX_C_SOURCE) || defined(__unix__) || defined(__APPLE__)
+    #include <time.h>
+    /* Seconds on a monotonic clock, for the search statistics. */
+    static inline double si_now(void) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (double) t.tv_sec + 1e-9 * (double) t.tv_nsec;
+    }
+    #else
+    #include <time.h>
+    static inline double si_now(void) {
+        struct timespec t;
+        timespec_get(&t, TIME_UTC);
+        return (double) t.tv_sec + 1e-9 * (double) t.tv_nsec;
+    }
     #endif
     #if defined(__GNUC__) || defined(__clang__)
     #define SI_PREFETCH(address) __builtin_prefetch(address)
@@ -103,6 +119,7 @@ cdef extern from *:
     int si_set_subnormal_flush(int on) noexcept nogil
     float64_t si_load(const float64_t* target) noexcept nogil
     void si_lower(float64_t* target, float64_t value) noexcept nogil
+    float64_t si_now() noexcept nogil
 
 # Far above the rounding error of a sum of a few thousand terms (about
 # 1e-13 of the summed magnitudes), and far below any gap between distances
@@ -139,6 +156,30 @@ cdef float64_t FLUSHED_ATOL_FACTOR = 2.0 ** 23
 # the largest dense difference, less this, is below that of the true row.
 cdef float64_t MAX_ALLOWANCE = 2.0 ** -22
 cdef float64_t FLOAT32_MAX = float32_max()
+# What each unit of work counts (see search_segments): rows whose dense
+# part was read and their value computed from the identity (at p = inf:
+# rows whose dense bound was read), exact values computed (candidates
+# re-ranked), rows whose group bound was computed, chunks of rows walked,
+# and chunks in which a row was read (at p = inf: scored exactly).
+cdef enum:
+    C_READ = 0
+    C_EXACT = 1
+    C_REFINED = 2
+    C_CHUNKS = 3
+    C_CHUNKS_SCORED = 4
+    N_COUNTS = 5
+# And, when asked, the seconds it spends walking posting lists, on the
+# cheapest bounds, on the rows those let through, and on exact values.
+cdef enum:
+    T_POSTINGS = 0
+    T_BOUNDS = 1
+    T_SCORING = 2
+    T_EXACT = 3
+    N_TIMES = 4
+COUNT_NAMES = ("rows_read", "exact", "refined", "blocks", "blocks_scored")
+TIME_NAMES = ("postings", "bounds", "scoring", "exact")
+# Results a radius search without a limit first makes room for, per thread.
+cdef Py_ssize_t GROW_START = 256
 # Doubles per cache line (64 bytes).
 cdef Py_ssize_t SHARED_STRIDE = 8
 # Posting values are prefetched this many entries ahead of the loop.
@@ -254,6 +295,12 @@ cdef struct Search:
     float64_t value_rtol, value_atol
     const int64_t* positions
     const float64_t* eta
+    # A radius search: a result whose value exceeds ``bound`` is dropped,
+    # and ``bound`` starts every query's shared threshold (inf otherwise).
+    # With ``grow`` (no limit) there is no k: every result goes to the
+    # thread's list (see _offer). ``timing``: the units time their phases.
+    bint radius, grow, timing
+    float64_t bound
     const offset_t* q_indptr
     const node_t* q_indices
     const float64_t* q_data
@@ -285,8 +332,15 @@ cdef struct Scratch:
     float64_t* f_acc
     node_t* f_touched
     float64_t* f_query
-    # Rows whose dense part was read, and exact values computed.
-    int64_t n_read, n_exact
+    # The current unit's counts and seconds (see C_READ and T_POSTINGS).
+    int64_t counts[N_COUNTS]
+    float64_t times[N_TIMES]
+    # A radius search without a limit: the thread's results and their
+    # queries, grown as needed (out_failed: an allocation failed).
+    Found* out
+    int64_t* out_query
+    Py_ssize_t out_n, out_cap
+    bint out_failed
     # A candidate whose stored measure is not one (see _row_ok), or whose
     # dense values are outside [0, 1] (bad_dense), or -1.
     int64_t bad_segment, bad_row
@@ -667,7 +721,8 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
     cdef Py_ssize_t k = se.k
     cdef Py_ssize_t t, j, j0, j1, seed_size
     cdef Py_ssize_t n_found = 0
-    cdef float64_t lb, thr, other
+    cdef int64_t exact_before
+    cdef float64_t lb, thr, other, t_mark = 0.0, t_now
     cdef float64_t* bounds = sc.bounds
     cdef Tagged seed
     cdef Found item
@@ -676,6 +731,10 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
     while j0 < row_hi:
         j1 = min(j0 + se.chunk, row_hi)
         seed_size = 0
+        sc.counts[C_CHUNKS] += 1
+        exact_before = sc.counts[C_EXACT]
+        if se.timing:
+            t_mark = si_now()
         # Read once per chunk and per exact value, not per row: other
         # threads write it.
         other = si_load(shared)
@@ -686,20 +745,22 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
                 lb = INFINITY
             bounds[j - j0] = lb
             if lb != INFINITY:
-                sc.n_read += 1
+                sc.counts[C_READ] += 1
                 if n_found < k:
                     seed.value = lb
                     seed.tag = j
                     heap_offer(sc.seed, &seed_size, k, &seed)
+        if se.timing:
+            t_now = si_now()
+            sc.times[T_BOUNDS] += t_now - t_mark
+            t_mark = t_now
         for t in range(seed_size + (j1 - j0)):
             if t < seed_size:
                 j = sc.seed[t].tag
             else:
                 j = j0 + t - seed_size
             lb = bounds[j - j0]
-            thr = other
-            if n_found == k and heap[0].value < thr:
-                thr = heap[0].value
+            thr = _threshold(NULL, 0, heap, n_found, k, other)
             # Masked and already-seen rows carry an infinite bound, which an
             # infinite threshold would not reject.
             if lb > thr or lb == INFINITY:
@@ -707,16 +768,20 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
             bounds[j - j0] = INFINITY
             if not _candidate_ok(sg, segment, sc, j):
                 continue
-            sc.n_exact += 1
+            sc.counts[C_EXACT] += 1
             item.value = _exact_max(se, sg, sc, i, j)
             item.doc = sg.doc_ids[j]
             item.segment = segment
             item.row = j
-            heap_offer(heap, &n_found, k, &item)
+            _offer(se, sc, i, heap, &n_found, &item)
             other = si_load(shared)
-            if n_found == k and heap[0].value < other:
+            if k > 0 and n_found == k and heap[0].value < other:
                 si_lower(shared, heap[0].value)
                 other = heap[0].value
+        if sc.counts[C_EXACT] > exact_before:
+            sc.counts[C_CHUNKS_SCORED] += 1
+        if se.timing:
+            sc.times[T_EXACT] += si_now() - t_mark
         j0 = j1
     _finish_unit(se, sg, sc, i, heap, n_found)
 
@@ -753,6 +818,8 @@ cdef inline float64_t _threshold(const float64_t* upper, Py_ssize_t n_upper,
     this unit's candidates, its k-th exact value, or ``other``, the least
     such value another unit of the same query has published."""
     cdef float64_t thr = other
+    if k == 0:
+        return thr  # a radius search without a limit
     if n_upper == k and upper[0] < thr:
         thr = upper[0]
     if n_found == k and heap[0].value < thr:
@@ -779,16 +846,50 @@ cdef void _settle(const Search* se, const SegmentView* sg, Py_ssize_t segment, P
     to the unit's results."""
     cdef Py_ssize_t t
     cdef Found item
+    cdef float64_t started = si_now() if se.timing else 0.0
     for t in range(count):
         if sc.cand_lows[t] <= threshold:
             if not _candidate_ok(sg, segment, sc, sc.cand_rows[t]):
                 continue
-            sc.n_exact += 1
+            sc.counts[C_EXACT] += 1
             item.value = _exact_value(se, sg, sc, i, sc.cand_rows[t])
             item.doc = sg.doc_ids[sc.cand_rows[t]]
             item.segment = segment
             item.row = sc.cand_rows[t]
-            heap_offer(heap, n_found, se.k, &item)
+            _offer(se, sc, i, heap, n_found, &item)
+    if se.timing:
+        sc.times[T_EXACT] += si_now() - started
+
+
+cdef void _offer(const Search* se, Scratch* sc, Py_ssize_t i, Found* heap,
+                 Py_ssize_t* n_found, const Found* item) noexcept nogil:
+    """Offer an exact result of query i to the unit's heap of the k best;
+    in a radius search only one within the bound, and without a limit to
+    the thread's list instead (grown by doubling)."""
+    cdef Py_ssize_t cap
+    cdef void* grown
+    # (NaN fails the comparison.)
+    if se.radius and not item.value <= se.bound:
+        return
+    if not se.grow:
+        heap_offer(heap, n_found, se.k, item)
+        return
+    if sc.out_n == sc.out_cap:
+        cap = max(GROW_START, 2 * sc.out_cap)
+        grown = realloc(sc.out, cap * sizeof(Found))
+        if grown == NULL:
+            sc.out_failed = True
+            return
+        sc.out = <Found*> grown
+        grown = realloc(sc.out_query, cap * sizeof(int64_t))
+        if grown == NULL:
+            sc.out_failed = True
+            return
+        sc.out_query = <int64_t*> grown
+        sc.out_cap = cap
+    sc.out[sc.out_n] = item[0]
+    sc.out_query[sc.out_n] = i
+    sc.out_n += 1
 
 
 cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segment,
@@ -801,7 +902,9 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
     cdef bint new_block, chunk_ends
     cdef Py_ssize_t n_found = 0, n_upper = 0, count = 0
     cdef int kind = se.kind
+    cdef int64_t read_before
     cdef float64_t p = se.p, v, c, x, lb, thr, lo, up, other
+    cdef float64_t t_mark = 0.0, t_now, exact_before = 0.0
     # Each unit looks at the mode of the thread that runs it.
     cdef float64_t atol = se.value_atol * (
         FLUSHED_ATOL_FACTOR if si_subnormals_flushed() else 1.0)
@@ -877,6 +980,10 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
         if j1 > row_hi:
             j1 = row_hi
         sc.j0 = j0
+        sc.counts[C_CHUNKS] += 1
+        read_before = sc.counts[C_READ]
+        if se.timing:
+            t_mark = si_now()
         # Shared posted columns: acc holds sum w g(q_c, x_c) per row. The
         # posting streams are prefetched: short lists restart often, and the
         # hardware prefetcher alone leaves the loop waiting on memory.
@@ -946,6 +1053,10 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                     sc.cursor[q_entry] = e
                 q_entry = q_entry + 1
 
+        if se.timing:
+            t_now = si_now()
+            sc.times[T_POSTINGS] += t_now - t_mark
+            t_mark = t_now
         # The cheapest bound of every row; while the top k is not yet full,
         # the rows with the smallest bounds go first, so that the threshold
         # tightens before the scan. Rows that may pass have their group norms
@@ -965,6 +1076,11 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
                         seed.value = lb
                         seed.tag = j
                         heap_offer(sc.seed, &seed_size, k, &seed)
+        if se.timing:
+            t_now = si_now()
+            sc.times[T_BOUNDS] += t_now - t_mark
+            t_mark = t_now
+            exact_before = sc.times[T_EXACT]
         for t in range(seed_size + (j1 - j0)):
             if t < seed_size:
                 j = sc.seed[t].tag
@@ -977,13 +1093,15 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             if lb > thr or lb == INFINITY:
                 continue
             bounds[j - j0] = INFINITY  # a seed is not looked at twice
-            if n_groups and _bound_groups(se, sg, sc, j) > thr:
-                continue
+            if n_groups:
+                sc.counts[C_REFINED] += 1
+                if _bound_groups(se, sg, sc, j) > thr:
+                    continue
             if not _dense_ok(se, sg, j):
                 _note_bad(sc, segment, j, True)
                 continue
             _value(se, sg, sc, j, &lo, &up)
-            sc.n_read += 1
+            sc.counts[C_READ] += 1
             if lo > thr:
                 continue
             if count == sc.cap:
@@ -997,16 +1115,33 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
             sc.cand_rows[count] = j
             sc.cand_lows[count] = lo
             count = count + 1
+            if k == 0:
+                continue  # a radius search without a limit: the bound stays
             heap_offer(sc.upper, &n_upper, k, &up)
             other = si_load(shared)
             if n_upper == k and sc.upper[0] < other:
                 si_lower(shared, sc.upper[0])
                 other = sc.upper[0]
+        if sc.counts[C_READ] > read_before:
+            sc.counts[C_CHUNKS_SCORED] += 1
+        if se.timing:
+            # Exact values settled in the loop count as exact, not scoring.
+            sc.times[T_SCORING] += (si_now() - t_mark) - (sc.times[T_EXACT] - exact_before)
         j0 = j1
 
     _settle(se, sg, segment, i, sc, count,
             _threshold(sc.upper, n_upper, heap, n_found, k, si_load(shared)), heap, &n_found)
     _finish_unit(se, sg, sc, i, heap, n_found)
+
+
+cdef inline void _unit_done(const Scratch* sc, int64_t* counts,
+                            float64_t* times) noexcept nogil:
+    """Copy a finished unit's counts and seconds to its own place."""
+    cdef Py_ssize_t c
+    for c in range(N_COUNTS):
+        counts[c] = sc.counts[c]
+    for c in range(N_TIMES):
+        times[c] = sc.times[c]
 
 
 cdef inline Py_ssize_t _lines(Py_ssize_t n_bytes) noexcept nogil:
@@ -1088,7 +1223,7 @@ def search_segments(
     Py_ssize_t k, float64_t p, Py_ssize_t chunk, Py_ssize_t min_candidates,
     float64_t[:, ::1] out_value, int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
     int64_t[:, ::1] out_doc, list parents, const node_t[::1] root_nodes,
-    n_threads=None,
+    n_threads=None, float64_t bound=INFINITY, bint grow=False, bint timing=False,
 ):
     """The k nearest stored rows of each query over several segments, exactly.
 
@@ -1111,26 +1246,47 @@ def search_segments(
     segment g goes to ``out_segment[i, t] = g``, ``out_row[i, t] = j`` and
     ``out_doc[i, t]`` (its document id) with its value in
     ``out_value[i, t]``, best first; unused places hold inf and -1.
-    Returns (rows whose dense part was read, exact values computed), summed
-    over the queries. Raises BadStoredValue for a candidate whose stored
-    measure has a node outside the graph or a mass that is not finite and
-    >= 0, or for a row read whose dense values are outside [0, 1].
+
+    A radius search gives ``bound`` (in the units above): it is every
+    query's threshold from the start, in place of a k-th value not yet
+    found, and a result above it is dropped. With ``grow`` there is no k
+    (pass k = 0 and outputs of no columns): every row within ``bound`` is
+    a result, kept in lists that grow as needed.
+
+    Returns (counts, seconds, grown): per query, the COUNT_NAMES counts
+    (int64, n_q x 5) summed over its units, and with ``timing`` the
+    thread-seconds its units spent in each of TIME_NAMES (n_q x 4, zeros
+    without); ``grown`` is None, or with ``grow`` the results as arrays
+    (query, value, doc, segment, row) in no particular order. Raises
+    BadStoredValue for a candidate whose stored measure has a node outside
+    the graph or a mass that is not finite and >= 0, or for a row read
+    whose dense values are outside [0, 1]; MemoryError when the results of
+    ``grow`` do not fit in memory.
     """
     cdef Py_ssize_t n_segments = len(segments)
     cdef Py_ssize_t n_sel = positions.shape[0]
     cdef int n_workers = effective_threads(n_threads)
     cdef Py_ssize_t g, i, s, t, u, n_units, n_ranges, n_blocks, offset = 0
-    cdef int64_t n_read, n_exact
     cdef Py_ssize_t max_dense = 1, max_groups = 1, max_entries = 1, work = 0, cap
     cdef SegmentArrays arrays
     cdef RowNorms row_norms
     cdef Search se
+    counts_arr = np.zeros((n_q, N_COUNTS), dtype=np.int64)
+    times_arr = np.zeros((n_q, N_TIMES))
+    no_results = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
+                  np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if grow and (k != 0 or out_value.shape[1] != 0):
+        raise ValueError(f"a search that grows its results takes k = 0, not {k}")
+    if not grow and k < 1:
+        raise ValueError(f"k is {k}; expected at least 1")
+    if not bound >= 0.0:
+        raise ValueError(f"bound is {bound}; expected a value >= 0")
     if n_q == 0 or n_segments == 0:
         out_value[:, :] = INFINITY
         out_segment[:, :] = -1
         out_row[:, :] = -1
         out_doc[:, :] = -1
-        return 0, 0
+        return counts_arr, times_arr, (no_results if grow else None)
 
     views_mem = np.zeros(n_segments * sizeof(SegmentView), dtype=np.uint8)
     cdef SegmentView* views = <SegmentView*> <size_t> views_mem.ctypes.data
@@ -1208,6 +1364,10 @@ def search_segments(
     se.kind = power_kind(p)
     se.single = n_sel == 1
     se.p = p
+    se.radius = grow or bound < INFINITY
+    se.grow = grow
+    se.timing = timing
+    se.bound = bound
     # (Not used at p = inf: see MAX_ALLOWANCE.)
     se.value_rtol = 0.0 if se.kind == 3 else p * VALUE_RTOL
     se.value_atol = 0.0 if se.kind == 3 else p * VALUE_ATOL
@@ -1261,13 +1421,22 @@ def search_segments(
         scratch.cand_rows = <int64_t*> _take(&free_at, cap * sizeof(int64_t))
         scratch.cand_lows = <float64_t*> _take(&free_at, cap * sizeof(float64_t))
         scratch.cap = cap
-        scratch.n_read = 0
-        scratch.n_exact = 0
+        scratch.out = NULL
+        scratch.out_query = NULL
+        scratch.out_n = 0
+        scratch.out_cap = 0
+        scratch.out_failed = False
         scratch.bad_segment = -1
         scratch.bad_row = -1
         scratch.bad_dense = False
-    # One cache line per query, for the same reason.
-    shared_arr = np.full(n_q * SHARED_STRIDE, INFINITY)
+    # One cache line per query, for the same reason. A radius search's
+    # bound is the threshold from the start.
+    shared_arr = np.full(n_q * SHARED_STRIDE, bound)
+    # Each unit's counts and seconds, written by the one thread that runs it.
+    unit_counts_arr = np.zeros(n_q * n_units * N_COUNTS, dtype=np.int64)
+    unit_times_arr = np.zeros(n_q * n_units * N_TIMES)
+    cdef int64_t[::1] unit_counts = unit_counts_arr
+    cdef float64_t[::1] unit_times = unit_times_arr
     found_mem = np.zeros(n_q * n_units * k * sizeof(Found), dtype=np.uint8)
     cdef float64_t[::1] shared = shared_arr
     cdef Found* found = <Found*> <size_t> found_mem.ctypes.data
@@ -1277,18 +1446,56 @@ def search_segments(
         (<_RowScratch> row_scratch[t]).lend(<Scratch*> (scratch_base + t * scratch_stride))
     try:
         _run(&se, views, units, n_q, n_units, k, n_workers, scratch_base, scratch_stride,
-             found, shared, out_value, out_segment, out_row, out_doc)
+             found, shared, out_value, out_segment, out_row, out_doc, &unit_counts[0],
+             &unit_times[0])
+        for t in range(n_workers):
+            scratch = <Scratch*> (scratch_base + t * scratch_stride)
+            if scratch.bad_segment >= 0:
+                raise BadStoredValue(scratch.bad_segment, scratch.bad_row,
+                                     bool(scratch.bad_dense))
+            if scratch.out_failed:
+                raise MemoryError("the results of a radius search do not fit in memory; "
+                                  "give a limit or a smaller radius")
+        grown = _grown_results(scratch_base, scratch_stride, n_workers) if grow else None
     finally:
         _give_back(n_nodes, row_scratch)
-    n_read = n_exact = 0
+        for t in range(n_workers):
+            scratch = <Scratch*> (scratch_base + t * scratch_stride)
+            free(scratch.out)
+            free(scratch.out_query)
+            scratch.out = NULL
+            scratch.out_query = NULL
+    counts_arr[:] = unit_counts_arr.reshape(n_q, n_units, N_COUNTS).sum(axis=1)
+    if timing:
+        times_arr[:] = unit_times_arr.reshape(n_q, n_units, N_TIMES).sum(axis=1)
+    return counts_arr, times_arr, grown
+
+
+cdef tuple _grown_results(char* scratch_base, Py_ssize_t scratch_stride, int n_workers):
+    """The threads' lists of a radius search without a limit, as arrays
+    (query, value, doc, segment, row)."""
+    cdef Py_ssize_t t, e, at = 0, total = 0
+    cdef Scratch* scratch
+    for t in range(n_workers):
+        total += (<Scratch*> (scratch_base + t * scratch_stride)).out_n
+    query_arr = np.empty(total, dtype=np.int64)
+    value_arr = np.empty(total)
+    doc_arr = np.empty(total, dtype=np.int64)
+    segment_arr = np.empty(total, dtype=np.int64)
+    row_arr = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] query_v = query_arr, doc_v = doc_arr, segment_v = segment_arr
+    cdef int64_t[::1] row_v = row_arr
+    cdef float64_t[::1] value_v = value_arr
     for t in range(n_workers):
         scratch = <Scratch*> (scratch_base + t * scratch_stride)
-        if scratch.bad_segment >= 0:
-            raise BadStoredValue(scratch.bad_segment, scratch.bad_row, bool(scratch.bad_dense))
-    for t in range(n_workers):
-        n_read += (<Scratch*> (scratch_base + t * scratch_stride)).n_read
-        n_exact += (<Scratch*> (scratch_base + t * scratch_stride)).n_exact
-    return n_read, n_exact
+        for e in range(scratch.out_n):
+            query_v[at] = scratch.out_query[e]
+            value_v[at] = scratch.out[e].value
+            doc_v[at] = scratch.out[e].doc
+            segment_v[at] = scratch.out[e].segment
+            row_v[at] = scratch.out[e].row
+            at += 1
+    return query_arr, value_arr, doc_arr, segment_arr, row_arr
 
 
 cdef void _run(const Search* se, SegmentView* views, const int64_t[:, ::1] units,
@@ -1296,19 +1503,27 @@ cdef void _run(const Search* se, SegmentView* views, const int64_t[:, ::1] units
                char* scratch_base, Py_ssize_t scratch_stride, Found* found,
                float64_t[::1] shared, float64_t[:, ::1] out_value,
                int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
-               int64_t[:, ::1] out_doc) noexcept:
-    """The units of search_segments, in parallel, then each query's best k."""
+               int64_t[:, ::1] out_doc, int64_t* unit_counts,
+               float64_t* unit_times) noexcept:
+    """The units of search_segments, in parallel, then each query's best
+    k; each unit's counts and seconds go to its place in ``unit_counts``
+    and ``unit_times`` (query by query, unit by unit)."""
     cdef Py_ssize_t t, u, i, take
     cdef Py_ssize_t n_found = n_units * k
+    cdef Scratch* sc
     with nogil:
         # Unit after unit, each for every query: a small segment's units
         # then mostly start from the k-th values the big ones have found.
         for t in prange(n_q * n_units, num_threads=n_workers, schedule="dynamic"):
             u = t // n_q
             i = t % n_q
+            sc = <Scratch*> (scratch_base + threadid() * scratch_stride)
+            memset(sc.counts, 0, N_COUNTS * sizeof(int64_t))
+            memset(sc.times, 0, N_TIMES * sizeof(float64_t))
             _search_unit(se, &views[units[u, 0]], units[u, 0], i, units[u, 1], units[u, 2],
-                         <Scratch*> (scratch_base + threadid() * scratch_stride),
-                         &found[(i * n_units + u) * k], &shared[i * SHARED_STRIDE])
+                         sc, &found[(i * n_units + u) * k], &shared[i * SHARED_STRIDE])
+            _unit_done(sc, unit_counts + (i * n_units + u) * N_COUNTS,
+                       unit_times + (i * n_units + u) * N_TIMES)
         for i in prange(n_q, num_threads=min(n_workers, n_q), schedule="static"):
             qsort(&found[i * n_found], n_found, sizeof(Found), _compare_found)
             take = min(k, out_value.shape[1])

@@ -633,8 +633,16 @@ def _check_constants():
         raise ValueError(f"RANGE_BLOCK_ROWS is {RANGE_BLOCK_ROWS}; expected a divisor of 65536")
 
 
-def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
-    """Exact k nearest rows over several segments' inverted files.
+# What search() reports per query (see _inverted_search.COUNT_NAMES and
+# TIME_NAMES): the kernel's counts, and with ``timing`` its seconds per phase.
+COUNT_NAMES = _inverted_search.COUNT_NAMES
+TIME_NAMES = _inverted_search.TIME_NAMES
+
+
+def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None, bound=math.inf,
+           limit=True, timing=False):
+    """Exact k nearest rows over several segments' inverted files, or
+    every row within a bound.
 
     ``files``: InvertedFile per segment; ``mask``: uint8, one per row of the
     segments one after the other, nonzero where the row may be returned;
@@ -646,14 +654,26 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
     (values, segments, rows, docs), each (n_queries, k): query i's t-th best
     is row ``rows[i, t]`` of ``files[segments[i, t]]``, document
     ``docs[i, t]``; unused places hold inf and -1. Ties go to the lower
-    document id. Also returns (rows whose dense part was read, exact values
-    computed), summed over the queries. The posting lists of the query's
+    document id.
+
+    A radius search gives ``bound`` (in the same units): rows whose value
+    exceeds it are never results, and it prunes from the start as the
+    k-th value would. With ``limit`` False there is no k (``k`` is
+    ignored): every row within ``bound`` is a result, and the four outputs
+    are lists of one array per query instead, best first.
+
+    Also returns the statistics: {name: int64 array of one value per
+    query} for COUNT_NAMES, and {"seconds": {name: float array}} for
+    TIME_NAMES (zeros unless ``timing``); see search_segments. The posting
+    lists of the query's
     columns are checked first (InvertedFile.check_lists), and each
     candidate's stored measure and the dense values the kernel reads by the
     kernel: CorruptIndexError for a bad one.
     """
     _check_constants()
     n_q = len(queries[0][0]) - 1
+    grow = not limit
+    k = 0 if grow else k
     values = np.empty((n_q, k))
     segments = np.empty((n_q, k), dtype=np.int64)
     rows = np.empty((n_q, k), dtype=np.int64)
@@ -667,7 +687,7 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
         for f in files:
             f.check_lists(slots)
     try:
-        n_read, n_exact = _inverted_search.search_segments(
+        counts, seconds, grown = _inverted_search.search_segments(
             [f.kernel for f in files], [f.row_norms(p) for f in files], mask,
             np.ascontiguousarray(indptr, dtype=np.int64),
             np.ascontiguousarray(indices, dtype=np.int32),
@@ -675,7 +695,8 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
             np.asarray(positions, dtype=np.int64), np.ascontiguousarray(eta, dtype=np.float64),
             k, p, CHUNK, MIN_CANDIDATES, values, segments, rows, docs,
             [tree.parent32 for tree in trees],
-            np.array([tree.root for tree in trees], dtype=np.int32), n_threads=n_threads)
+            np.array([tree.root for tree in trees], dtype=np.int32), n_threads=n_threads,
+            bound=float(bound), grow=grow, timing=bool(timing))
     except _inverted_search.BadStoredValue as exc:
         g, row, dense = exc.args
         if dense:
@@ -684,5 +705,21 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None):
             f"segment {files[g].name} has a stored measure with a node outside the graph or a "
             f"mass that is not finite and >= 0 (row {row}); run verify() and restore the file "
             "from a backup") from None
-    return values, segments, rows, docs, (int(n_read), int(n_exact))
+    stats = {name: counts[:, c] for c, name in enumerate(COUNT_NAMES)}
+    stats["seconds"] = {name: seconds[:, c] for c, name in enumerate(TIME_NAMES)}
+    if grow:
+        values, segments, rows, docs = _split_by_query(grown, n_q)
+    return values, segments, rows, docs, stats
+
+
+def _split_by_query(grown, n_q):
+    """The unordered results of a search without a limit, (query, value,
+    doc, segment, row) arrays, as one array per query of each of values,
+    segments, rows and docs, by ascending value, ties by document id."""
+    query, value, doc, segment, row = grown
+    order = np.lexsort((doc, value, query))
+    query, value, doc, segment, row = (a[order] for a in (query, value, doc, segment, row))
+    cuts = np.searchsorted(query, np.arange(n_q + 1))
+    return tuple([a[cuts[i]:cuts[i + 1]] for i in range(n_q)]
+                 for a in (value, segment, row, doc))
 

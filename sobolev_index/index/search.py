@@ -11,6 +11,7 @@ lifecycle and writes are in ``sobolev_index.py``.
 """
 import math
 import threading
+import time
 import warnings
 from typing import NamedTuple
 
@@ -51,6 +52,9 @@ MAX_K = 2**53
 # Documents per search call of knn_graph: large enough to fill the threads
 # and amortise a call, small enough to report progress often.
 KNN_GRAPH_BATCH = 1024
+# The counts SearchResult.stats holds, per query and summed (see SearchResult).
+_COUNTS = ("segments", "rows", "bounded", "refined", "rows_read", "blocks", "blocks_scored",
+           "exact")
 
 
 def _check_positive(name, value):
@@ -66,35 +70,88 @@ class SearchResult:
     insertion order); ``distances[i, j]`` is S_p to ``keys[i][j]``.
     ``distances`` has min(k, N) columns for N live documents, and inf where
     fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``.
+
+    A radius search finds a different number of documents per query:
+    ``distances`` is then a list of one 1-D array per query
+    (``distances[i][j]`` is S_p to ``keys[i][j]``), ``radius`` the radius
+    and ``truncated[i]`` whether more documents than ``limit`` lay within it
+    (only the ``limit`` nearest are kept). For a k-NN search ``radius`` is
+    None and ``truncated`` all False.
+
     ``stats`` says how much of the index the search read, summed over the
     queries: ``rows`` (the documents it could return, per query),
     ``rows_read`` (rows whose stored values were read in full, after their
     bounds could not rule them out) and ``exact`` (rows whose distance was
-    computed exactly). At p = inf, ``rows_read`` counts every row, since each
-    row's dense values are read for its bound; a search at a finite p > 16
-    reads and computes every row.
+    computed exactly: the candidates re-ranked), and ``segments``
+    (segments searched), ``bounded`` (rows whose cheapest lower bound was
+    computed), ``refined`` (rows whose tighter group bound was computed),
+    ``blocks`` (blocks of 8,192 rows walked; of 65,536 in a scan) and
+    ``blocks_scored`` (blocks in which a row was read). At p = inf,
+    ``rows_read`` counts every row, since each row's dense values are read
+    for its bound; a search at a finite p > 16 reads and computes every row
+    and bounds none. With ``search(..., stats=True)`` it also holds
+    ``queries``, the same counts for each query, each with ``seconds``: the
+    thread-seconds the search spent on that query walking posting lists
+    (``postings``), on the cheapest bounds (``bounds``), on the rows those
+    let through (``scoring``: group bounds and values from the identity)
+    and on exact values (``exact``); a scan's time is shared evenly among
+    the queries scanned together, as ``scoring``. ``stats["seconds"]`` is
+    then the wall-clock time of the batch's phases: query ``features``,
+    the ``search`` itself, looking up the ``names`` (keys and labels) of
+    the results, and the ``total``.
     """
 
-    def __init__(self, keys, distances, labels, p, stats=None):
+    def __init__(self, keys, distances, labels, p, stats=None, radius=None, truncated=None):
         self.keys = keys
         self.distances = distances
         self.labels = labels
         self.p = p
         self.stats = stats
+        self.radius = radius
+        self.truncated = [False] * len(keys) if truncated is None else truncated
 
     def __len__(self):
         return len(self.keys)
 
     def __repr__(self):
+        if self.radius is not None:
+            return (f"SearchResult(queries={len(self.keys)}, radius={self.radius}, "
+                    f"found={sum(len(k) for k in self.keys)}, p={self.p})")
         return f"SearchResult(queries={len(self.keys)}, k={self.distances.shape[1]}, p={self.p})"
 
     def to_records(self):
         """One list of {"key", "distance", "label"} dicts per query."""
         return [
-            [{"key": key, "distance": float(self.distances[i, j]), "label": label}
+            [{"key": key, "distance": float(self.distances[i][j]), "label": label}
              for j, (key, label) in enumerate(zip(keys, labels))]
             for i, (keys, labels) in enumerate(zip(self.keys, self.labels))
         ]
+
+
+def _check_radius(radius):
+    """The radius as a float >= 0 (inf allowed), or a ValueError naming it."""
+    if isinstance(radius, bool) or not isinstance(radius, (int, float, np.integer, np.floating)):
+        raise ValueError(f"radius is {radius!r}; expected a number >= 0")
+    radius = float(radius)
+    if not radius >= 0.0:  # also rejects NaN
+        raise ValueError(f"radius is {radius}; expected a number >= 0 (inf returns every "
+                         "document)")
+    return radius
+
+
+def _kernel_bound(radius, p, n_roots):
+    """The radius in the units the kernel compares (p-th powers for one root
+    at a finite p, else distances), widened by far more than the rounding of
+    the power and of the 1/p root that turns a value back into a distance:
+    a document whose reported distance is at most the radius is never
+    pruned. The result is then cut at the radius exactly (see search)."""
+    if math.isinf(radius):
+        return math.inf
+    bound = radius ** p if n_roots == 1 and not math.isinf(p) else radius
+    bound *= 1.0 + 1e-12
+    if bound == 0.0 and radius > 0.0:
+        bound = 5e-324  # radius ** p underflowed; only 0 can then be within it
+    return bound
 
 
 class SearchMixin:
@@ -109,63 +166,153 @@ class SearchMixin:
     ``get``.
     """
 
-    def search(self, queries, k=10, p=None, roots=None, where=None, n_threads=None):
-        """Exact k nearest neighbours under S_p (sliced over the index's roots).
+    def search(self, queries, k=None, p=None, roots=None, where=None, n_threads=None,
+               radius=None, limit=None, stats=False):
+        """Exact k nearest neighbours under S_p (sliced over the index's roots),
+        or every document within a radius.
 
         ``queries``: (nodes, masses) pairs, a sparse matrix of node masses, a
-        stored key, or a list of stored keys. ``roots``: positions into
-        ``self.roots`` to use (default all), their eta renormalised. ``where``:
+        stored key, or a list of stored keys. ``k``: neighbours per query
+        (default 10). ``roots``: positions into ``self.roots`` to use
+        (default all), their eta renormalised. ``where``:
         ``{"label": value_or_list}`` and/or ``{"keys": [...]}`` restricts the
         candidates. ``k`` larger than the number of live documents returns
         them all. Returns a :class:`SearchResult`. Ties go to the earlier
         document, except that a stored key used as a query comes first among
         the documents at distance 0 from it.
+
+        ``radius``: instead of k neighbours, every live document (under
+        ``where``) at distance at most ``radius`` from each query, nearest
+        first; ``inf`` returns them all. A document at the very distance a
+        search reported is within that radius, and at ``radius=0`` the
+        documents equal to the query are found. The search prunes with the
+        radius from the start, as it would with a k-th distance. ``limit``
+        caps the results per query, and with them the memory a search
+        holds: when more documents lie within the radius, the ``limit``
+        nearest are kept and ``truncated[i]`` says so. ``k`` and ``radius``
+        cannot be given together (``limit`` is a radius search's k).
+        ``stats=True`` adds per-query statistics and phase times to
+        ``SearchResult.stats``.
         """
         self._check_open()
+        started = time.perf_counter()
         p = self.p if p is None else check_p(p)
-        _check_positive("k", k)
-        if k > MAX_K:
-            raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns every "
-                             "live document anyway)")
-        # More neighbours than live documents cannot be found: buffers stay
-        # proportional to min(k, N), and every live document is returned.
-        n_columns = min(int(k), len(self))
-        k = max(1, n_columns)
+        if radius is not None:
+            if k is not None:
+                raise ValueError(f"k is {k!r} and radius is {radius!r}; give one of them (a "
+                                 "radius search takes limit to cap its results)")
+            radius = _check_radius(radius)
+            if limit is not None:
+                _check_positive("limit", limit)
+        elif limit is not None:
+            raise ValueError(f"limit is {limit!r} without a radius; limit caps a radius "
+                             "search (give k for the k nearest)")
+        else:
+            k = 10 if k is None else k
+            _check_positive("k", k)
+            if k > MAX_K:
+                raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns "
+                                 "every live document anyway)")
         positions, eta = self._selected_roots(roots)
         query_features = self._query_features(queries, positions, csr=False)
         n_queries = query_features[0].shape[0]
         scope = self._search_scope(where)
+        featured = time.perf_counter()
 
+        if radius is None:
+            # More neighbours than live documents cannot be found: buffers
+            # stay proportional to min(k, N), and every live document is
+            # returned.
+            n_columns = min(int(k), len(self))
+            k = max(1, n_columns)
+            bound = math.inf
+        else:
+            # A limit that cannot be reached needs no heap; one more than
+            # the limit tells whether it cut the results.
+            k = None if limit is None or limit >= scope.n_rows else int(limit) + 1
+            bound = _kernel_bound(radius, p, len(positions))
         keys = [[] for _ in range(n_queries)]
         labels = [[] for _ in range(n_queries)]
-        distances = np.full((n_queries, k), np.inf)
-        stats = {"rows": scope.n_rows * n_queries, "rows_read": 0, "exact": 0}
+        found_distances = [None] * n_queries
+        counts = {name: np.zeros(n_queries, dtype=np.int64) for name in _COUNTS}
+        seconds = {name: np.zeros(n_queries) for name in inverted.TIME_NAMES}
+        searched_seconds = named_seconds = 0.0
         # A scan (finite p > 16) reads and computes every row.
         scanned = None
         if LARGE_P < p < math.inf:
+            # The scan compares distances themselves, not p-th powers.
             scanned = self._scan(query_features, k, p, positions, eta, scope.masks,
-                                 scope.searched, n_threads)
+                                 scope.searched, n_threads,
+                                 bound=math.inf if radius is None else radius)
+            searched_seconds = scanned[1]["seconds"]
         for start in range(0, n_queries, QUERY_CHUNK):
             stop = min(n_queries, start + QUERY_CHUNK)
+            chunk_started = time.perf_counter()
             if scanned is None:
-                found, (n_read, n_exact) = self._search_chunk(
-                    query_features, start, stop, k, p, positions, eta, scope, n_threads)
+                found, chunk_stats = self._search_chunk(
+                    query_features, start, stop, k, p, positions, eta, scope, n_threads,
+                    bound=bound, timing=stats)
+                for name in _COUNTS:
+                    if name in chunk_stats:
+                        counts[name][start:stop] = chunk_stats[name]
+                for name in inverted.TIME_NAMES:
+                    seconds[name][start:stop] = chunk_stats["seconds"][name]
+                counts["bounded"][start:stop] = scope.n_rows
             else:
-                found = scanned[start:stop]
-                n_read = n_exact = scope.n_rows * (stop - start)
-            stats["rows_read"] += n_read
-            stats["exact"] += n_exact
+                found, scan_stats = scanned
+                found = found[start:stop]
+                counts["rows_read"][start:stop] = scope.n_rows
+                counts["exact"][start:stop] = scope.n_rows
+                counts["blocks"][start:stop] = scan_stats["blocks"]
+                counts["blocks_scored"][start:stop] = scan_stats["blocks_scored"]
+                seconds["scoring"][start:stop] = scan_stats["seconds"] / n_queries
+            searched_seconds += time.perf_counter() - chunk_started
+            chunk_started = time.perf_counter()
             named = self._documents_named([doc for _, _, _, docs in found for doc in docs])
             for i, (dist, _, _, docs) in enumerate(found):
                 q = start + i
-                distances[q, :len(dist)] = dist
+                found_distances[q] = dist
                 keys[q] = [named[doc][0] for doc in docs]
                 labels[q] = [named[doc][1] for doc in docs]
+            named_seconds += time.perf_counter() - chunk_started
+        counts["segments"][:] = len(scope.searched)
+        counts["rows"][:] = scope.n_rows
+
+        truncated = None
+        if radius is None:
+            distances = np.full((n_queries, k), np.inf)
+            for q, dist in enumerate(found_distances):
+                distances[q, :len(dist)] = dist
+            distances = distances[:, :n_columns]
+            width = n_columns
+        else:
+            # Exactly the documents whose reported distance is within the
+            # radius (the kernel's bound was wider), at most limit of them.
+            distances, truncated = [], []
+            for q, dist in enumerate(found_distances):
+                within = np.flatnonzero(np.asarray(dist) <= radius)
+                cut = limit is not None and len(within) > limit
+                within = within[:limit]
+                distances.append(np.array(np.asarray(dist)[within], dtype=np.float64))
+                keys[q] = [keys[q][j] for j in within.tolist()]
+                labels[q] = [labels[q][j] for j in within.tolist()]
+                truncated.append(bool(cut))
+            width = limit
         if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
                                         and isinstance(queries[0], str)):
             self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
-                                distances, labels, scope.masks)
-        return SearchResult(keys, distances[:, :n_columns], labels, p, stats)
+                                distances, labels, scope.masks, width)
+        totals = {name: int(counts[name].sum()) for name in _COUNTS}
+        if stats:
+            totals["queries"] = [
+                dict({name: int(counts[name][q]) for name in _COUNTS},
+                     seconds={name: float(seconds[name][q]) for name in inverted.TIME_NAMES})
+                for q in range(n_queries)]
+            totals["seconds"] = {"features": featured - started, "search": searched_seconds,
+                                 "names": named_seconds,
+                                 "total": time.perf_counter() - started}
+        return SearchResult(keys, distances, labels, p, totals, radius=radius,
+                            truncated=truncated)
 
     def _documents_named(self, doc_ids):
         """{doc id: (key, label)} from the catalog, for ids a search found."""
@@ -177,13 +324,15 @@ class SearchMixin:
                 "does not list; run verify() and restore from a backup")
         return named
 
-    def _own_key_first(self, query_keys, keys, distances, labels, masks):
+    def _own_key_first(self, query_keys, keys, distances, labels, masks, width):
         """A stored document used as the query comes first among the
         documents at distance 0 from it (duplicates), not after those with
-        lower ids, as long as ``where`` admits it."""
+        lower ids, as long as ``where`` admits it. ``distances[q]`` is
+        query q's row (an array); ``width`` the most results a query may
+        hold (None: no limit)."""
         position = {s.id: i for i, s in enumerate(self._segments)}
         for q, key in enumerate(query_keys):
-            if not keys[q] or distances[q, 0] != 0.0:
+            if not keys[q] or distances[q][0] != 0.0:
                 continue
             if key in keys[q]:
                 j = keys[q].index(key)
@@ -191,10 +340,10 @@ class SearchMixin:
                 del keys[q][j], labels[q][j]
             else:
                 doc_id, segment, row = self._locate(key)
-                if not masks[position[segment.id]][row] or distances[q, len(keys[q]) - 1] != 0.0:
+                if not masks[position[segment.id]][row] or distances[q][len(keys[q]) - 1] != 0.0:
                     continue
                 label = self._documents_named([doc_id])[doc_id][1]
-                if len(keys[q]) == distances.shape[1]:
+                if len(keys[q]) == width:
                     keys[q].pop()
                     labels[q].pop()
             keys[q].insert(0, key)
@@ -305,9 +454,10 @@ class SearchMixin:
         return masks
 
     def _search_chunk(self, query_features, start, stop, k, p, positions, eta, scope,
-                      n_threads):
+                      n_threads, bound=math.inf, timing=False):
         """Per query: (distances, segment positions, rows, doc ids), best
-        first; and (rows read in full, exact values computed)."""
+        first; and the kernel's statistics (see inverted.search). ``k``
+        None: every row within ``bound`` (in the kernel's units)."""
         searched = scope.searched
         queries = [row_range((F.indptr, F.indices, F.data), start, stop)
                    for F in query_features]
@@ -317,45 +467,61 @@ class SearchMixin:
                 or [np.zeros(0, dtype=bool)]).view(np.uint8)
         values, segs, rows, docs, stats = inverted.search(
             [self._segments[s].inverted_file(self.trees, self._edge_weight) for s in searched],
-            scope.mask, queries, positions, eta, k, p, self.trees, n_threads=n_threads)
-        if len(positions) == 1 and p != 1.0 and not math.isinf(p):
-            values = values ** (1.0 / p)
+            scope.mask, queries, positions, eta, 0 if k is None else k, p, self.trees,
+            n_threads=n_threads, bound=bound, limit=k is not None, timing=timing)
         found = []
         for i in range(stop - start):
             n = int(np.count_nonzero(segs[i] >= 0))
-            found.append((values[i, :n], [searched[g] for g in segs[i, :n].tolist()],
-                          rows[i, :n].tolist(), docs[i, :n].tolist()))
+            value = values[i][:n]
+            if len(positions) == 1 and p != 1.0 and not math.isinf(p):
+                value = value ** (1.0 / p)
+            found.append((value, [searched[g] for g in segs[i][:n].tolist()],
+                          rows[i][:n].tolist(), docs[i][:n].tolist()))
         return found, stats
 
-    def _scan(self, query_features, k, p, positions, eta, masks, searched, n_threads):
-        """Per query: (distances, segment positions, rows, doc ids), best
-        first, from every row of the searched segments.
+    def _scan(self, query_features, k, p, positions, eta, masks, searched, n_threads,
+              bound=math.inf):
+        """(per query: (distances, segment positions, rows, doc ids), best
+        first, from every row of the searched segments; {"blocks",
+        "blocks_scored", "seconds"} of the scan). ``k`` None: every row
+        within ``bound`` (a distance), else the k best within it.
 
         A large finite p scans every row: its p-th powers would underflow
         in the identity the inverted file relies on (see distances.LARGE_P).
         Rows go by SCAN_CHUNK_ROWS (their features rebuilt once per search
         unless kept), queries by QUERY_CHUNK: the distance block stays
         small."""
+        started = time.perf_counter()
         n_queries = query_features[0].shape[0]
         best = [_TopK(k) for _ in range(n_queries)]
+        blocks = blocks_scored = 0
         for s in searched:
             segment, mask = self._segments[s], masks[s]
             for a, b, rows in self._scan_rows(segment, positions):
+                blocks += 1
                 live = mask[a:b]
-                kk = min(k, int(live.sum()))
+                n_live = int(live.sum())
+                kk = n_live if k is None else min(k, n_live)
                 if kk == 0:
                     continue
+                blocks_scored += 1
                 doc_ids = segment.data.doc_ids[a:b]
                 for start in range(0, n_queries, QUERY_CHUNK):
                     stop = min(n_queries, start + QUERY_CHUNK)
                     total = self._scan_block(rows, query_features, start, stop, p, positions,
                                              eta, n_threads)
                     total[:, ~live] = np.inf
-                    threshold = np.partition(total, kk - 1, axis=1)[:, kk - 1]
+                    if k is None:
+                        threshold = np.full(stop - start, bound)
+                    else:
+                        threshold = np.minimum(
+                            np.partition(total, kk - 1, axis=1)[:, kk - 1], bound)
                     for i in range(stop - start):
-                        found = np.flatnonzero(total[i] <= threshold[i])
+                        found = np.flatnonzero((total[i] <= threshold[i]) & live)
                         best[start + i].offer(total[i, found], doc_ids[found], s, a + found)
-        return [top.result() for top in best]
+        return [top.result() for top in best], {
+            "blocks": blocks, "blocks_scored": blocks_scored,
+            "seconds": time.perf_counter() - started}
 
     def _scan_rows(self, segment, positions):
         """(a, b, features of rows a..b-1 per selected root) over a
@@ -553,7 +719,8 @@ class _FeatureRows(NamedTuple):
 
 
 class _TopK:
-    """The k best (distance, doc id) pairs seen so far; ties go to the lower id."""
+    """The k best (distance, doc id) pairs seen so far (all of them for k
+    None); ties go to the lower id."""
 
     def __init__(self, k):
         self.k = k
