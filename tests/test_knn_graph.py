@@ -175,6 +175,26 @@ def test_the_readme_hdbscan_example_runs_and_keeps_duplicates_together(built):
         assert labels[order.index(a)] == labels[order.index(b)]
 
 
+def test_the_readme_umap_example_runs_and_places_duplicates_together(built):
+    umap = pytest.importorskip("umap", reason="umap-learn is not installed (pip install umap-learn)")
+    path, keys, _ = built
+    with SobolevIndex.open(path) as index:
+        # As in the README:
+        k = 15
+        graph = index.knn_graph(k, include_self=True)      # UMAP counts each point as its own neighbour
+        n = graph.shape[0]
+        knn = (graph.indices.reshape(n, k), graph.data.reshape(n, k), None)
+        embedding = umap.UMAP(n_neighbors=k, metric="precomputed", precomputed_knn=knn,
+                              random_state=0).fit_transform(graph.maximum(graph.T))
+        order = index.keys_in_order()
+    assert embedding.shape == (len(keys), 2) and np.isfinite(embedding).all()
+    spread = np.median(np.linalg.norm(embedding[:, None] - embedding[None], axis=2))
+    # Two documents at distance 0 share their neighbours: they land together.
+    for a, b in (("d5", "d68"), ("d40", "d69")):
+        gap = np.linalg.norm(embedding[order.index(a)] - embedding[order.index(b)])
+        assert gap < 0.2 * spread
+
+
 def test_a_failed_write_leaves_neither_file(built, tmp_path, monkeypatch):
     from sobolev_index.ingest import pipelines
 
