@@ -871,6 +871,62 @@ def knn_graph(index, output, k, p, roots, include_self, silent, as_json):
                    f"{output}, keys to {keys_file} ({out['seconds']:.2f} s)")
 
 
+@main.command()
+@click.argument("index", type=click.Path())
+@click.option("--radius", default=0.0, show_default=True, type=float, metavar="R",
+              help="Join documents within distance R of each other (0: equal measures).")
+@_p_option
+@_roots_option
+@click.option("--edges", "max_edges", default=10, show_default=True, type=click.IntRange(0),
+              metavar="N", help="Pairs listed per group in the table (--json lists all).")
+@_silent_option
+@_json_option
+def duplicates(index, radius, p, roots, max_edges, silent, as_json):
+    """Groups of near-duplicate documents, the largest first.
+
+    Documents within distance R of each other are joined, and a group is
+    all the documents joined to each other directly or through others (so
+    its members can be farther apart than R). Each group lists its keys and
+    the pairs within R with their distances. --json prints a list of
+    {"keys": [...], "edges": [[key, key, distance], ...]}.
+    """
+    started = time.perf_counter()
+    progress = _progress(silent)
+    try:
+        with _open(index) as opened:
+            groups = opened.duplicates(radius, p=_parse_p(p), roots=_parse_roots(roots),
+                                       progress=lambda done, total: progress("documents", done,
+                                                                             total))
+            texts_of = {} if as_json else _stored_texts(
+                opened, {key for group in groups for key in group["keys"]})
+            labels_of = {} if as_json else {key: opened.get(key)["label"]
+                                            for group in groups for key in group["keys"]}
+            n_documents = len(opened)
+    finally:
+        progress.finish()
+    if as_json:
+        _echo_json([{"keys": g["keys"], "edges": [list(e) for e in g["edges"]]}
+                    for g in groups])
+        return
+    in_groups = sum(len(g["keys"]) for g in groups)
+    click.echo(f"{len(groups):,} groups of documents within {radius:g} of each other "
+               f"({in_groups:,} of {n_documents:,} documents; "
+               f"{time.perf_counter() - started:.2f} s)")
+    for number, group in enumerate(groups, 1):
+        click.echo("")
+        click.echo(f"group {number}: {len(group['keys'])} documents")
+        click.echo(_table(["key", "label", "text"],
+                          [[key, labels_of[key], _snippet(texts_of.get(key, ""), 60)]
+                           for key in group["keys"]]))
+        shown = group["edges"][:max_edges]
+        if shown:
+            click.echo(_table(["key", "key", "distance"],
+                              [[a, b, f"{d:.4f}"] for a, b, d in shown]))
+        if len(group["edges"]) > len(shown):
+            click.echo(f"... and {len(group['edges']) - len(shown):,} more pairs (--json lists "
+                       "them all)")
+
+
 # --------------------------------------------------------------------- sql
 @main.command()
 @click.argument("index", type=click.Path())

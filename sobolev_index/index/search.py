@@ -643,6 +643,77 @@ class SearchMixin:
         # not in column order.
         return sp.csr_matrix((values, columns, indptr), shape=(n, n))
 
+    def duplicates(self, radius=0.0, p=None, roots=None, batch=KNN_GRAPH_BATCH, n_threads=None,
+                   progress=None):
+        """Groups of near-duplicate documents: the connected components of
+        the graph that joins every two live documents at distance at most
+        ``radius`` (so a group's members can be farther apart than that,
+        through others between them). ``radius=0`` finds the documents
+        equal as measures.
+
+        Returns a list of groups of two or more documents, the largest
+        first (equal sizes in the insertion order of their first members).
+        Each group is a dict: ``keys``, the members in insertion order, and
+        ``edges``, a list of (key, key, distance) for every pair of members
+        within ``radius`` (the first key inserted first), nearest first.
+        Edges cost memory: a radius at which most documents are within
+        reach of each other makes about N^2 / 2 of them.
+
+        The edges come from radius searches (:meth:`search`) with the
+        documents themselves as queries, ``batch`` of them per call;
+        ``progress(done, total)`` is called after each batch.
+        """
+        self._check_open()
+        radius = _check_radius(radius)
+        _check_positive("batch", batch)
+        p = self.p if p is None else check_p(p)
+        self._selected_roots(roots)  # a bad roots argument fails before any work
+        keys = self.keys_in_order()
+        n = len(keys)
+        row_of = {key: i for i, key in enumerate(keys)}
+        parent = list(range(n))
+
+        def find(i):
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]  # path halving
+                i = parent[i]
+            return i
+
+        edges = {}
+        for start in range(0, n, int(batch)):
+            chunk = keys[start:start + int(batch)]
+            found = self.search(chunk, radius=radius, p=p, roots=roots, n_threads=n_threads)
+            for offset, (hits, dists) in enumerate(zip(found.keys, found.distances)):
+                i = start + offset
+                for hit, d in zip(hits, dists.tolist()):
+                    j = row_of[hit]
+                    if j == i:
+                        continue
+                    # Each pair is found from both ends; rounding may make
+                    # the two values differ in the last bit: keep the lower.
+                    pair = (i, j) if i < j else (j, i)
+                    if pair not in edges or d < edges[pair]:
+                        edges[pair] = d
+                    a, b = find(i), find(j)
+                    if a != b:
+                        parent[max(a, b)] = min(a, b)
+            if progress is not None:
+                progress(min(n, start + int(batch)), n)
+        members = {}
+        for i in range(n):
+            members.setdefault(find(i), []).append(i)
+        groups = [rows for rows in members.values() if len(rows) >= 2]
+        groups.sort(key=lambda rows: (-len(rows), rows[0]))
+        edges_of = {}
+        for (i, j), d in edges.items():
+            edges_of.setdefault(find(i), []).append((d, i, j))
+        out = []
+        for rows in groups:
+            group_edges = sorted(edges_of[find(rows[0])])
+            out.append({"keys": [keys[i] for i in rows],
+                        "edges": [(keys[i], keys[j], d) for d, i, j in group_edges]})
+        return out
+
     def pairwise(self, keys, other_keys=None, p=None, roots=None, n_threads=None):
         """Matrix of S_p between stored documents: ``keys`` x ``other_keys``
         (``keys`` with themselves by default; then exactly symmetric with a
