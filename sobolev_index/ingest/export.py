@@ -1,0 +1,582 @@
+"""Export an index as JSON lines, and build an identical index from such a file.
+
+An export is the documented backup and migration path: every live document
+with everything a rebuild needs, in a text file any tool can read. Line 1
+is a header (a JSON object) describing the source index: the export's
+format and version, the package version, the kind of index, the number of
+documents, the graph (node and edge counts, the checksum of its file and
+its parameters), p, the roots and their weights eta, the meta values the
+ingest layer keeps (text settings, build recipe, point-set kind) and, for a
+text index, the words table (word, node, document frequency). Every other
+line is one live document, in insertion order::
+
+    {"key": ..., "label": ..., "fields": {...}, "text": ..., "nodes": [...],
+     "masses": [...], "added_at": ...}
+
+``text`` is there for a text index whose documents kept their text (it is
+the stored ``fields["text"]``, taken out of the fields). ``masses`` are the
+masses as the index stores them (not normalised; the index normalises), so
+that they come back bit for bit: JSON numbers written by Python's ``repr``
+of a float read back to the same float. ``added_at`` is informational: a
+rebuilt index records its own time.
+
+The graph file is not exported (it holds the node coordinates and the
+shortest-path trees, which JSON would not keep exactly); a rebuild takes it
+from an index of the same graph (``graph_from``: the source itself, or a
+copy of it), whose ``graph.h5`` must have the checksum the header records.
+Documents are added in the order of the file, so the rebuilt index breaks
+ties in search as the source did, and its graph, roots, eta and p are the
+source's: searches give identical keys and distances.
+"""
+import json
+import math
+import os
+import warnings
+
+import numpy as np
+
+from .._version import __version__
+from ..errors import AssumptionWarning, CorruptIndexError
+from ..graph import normalise_eta
+from ..index import SobolevIndex, storage
+from ..measures import as_measure_batch
+from .fill import TEXT_META, add_in_batches, check_fields, create_and_fill, index_kind, label_text
+from .words import add_words, read_words
+
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "export_index", "build_from_export",
+           "read_export_header"]
+
+# The header's "format" and "format_version": a file with another format is
+# not an export; a higher version was written by a newer release.
+EXPORT_FORMAT = "sobolev-index-export"
+EXPORT_VERSION = 1
+# The meta names the index layer writes for itself (SobolevIndex.create, the
+# commit protocol); every other meta value belongs to a layer above and is
+# exported as it is, so that nothing a build recorded is lost.
+INDEX_META = frozenset({
+    "format", "format_version", "created_at", "p", "n_nodes", "n_edges", "dim", "graph",
+    "graph_checksum", "next_doc_id", "next_segment_id", "retired_files",
+})
+# Documents read from the catalog per query while exporting.
+EXPORT_CHUNK = 10_000
+# The names a document line may have.
+RECORD_NAMES = frozenset({"key", "label", "fields", "text", "nodes", "masses", "added_at"})
+HEADER_NAMES = ("format", "format_version", "package_version", "kind", "documents", "graph",
+                "p", "roots", "eta", "meta", "words")
+
+
+def _silent(stage, done, total):
+    pass
+
+
+# ------------------------------------------------------------------ export
+def check_export_output(out):
+    """``out`` as a path for :func:`export_index`, checked before any work:
+    a name that does not exist yet, in a folder that does."""
+    out = os.fspath(out)
+    if os.path.exists(out):
+        raise ValueError(f"output {out!r} exists; choose a new file name (an export never "
+                         "overwrites a file)")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise ValueError(f"output is {out!r}, but the folder {folder} does not exist")
+    return out
+
+
+def _p_json(p):
+    return "inf" if math.isinf(p) else float(p)
+
+
+def _header(index, kind):
+    """The first line of an export of ``index``: what a rebuild checks its
+    ``graph_from`` against, and the ingest layer's meta values and words."""
+    catalog = index.catalog
+    meta = {name: value for name, value in catalog.query("SELECT name, value FROM meta")
+            if name not in INDEX_META}
+    meta = {name: json.loads(value) for name, value in sorted(meta.items())}
+    words = None
+    if kind == "text":
+        words = [[word, int(node), int(df)] for word, (node, df) in read_words(catalog).items()]
+    return {
+        "format": EXPORT_FORMAT,
+        "format_version": EXPORT_VERSION,
+        "package_version": __version__,
+        "kind": kind,
+        "documents": len(index),
+        "graph": {"n_nodes": int(index.graph.n_nodes), "n_edges": int(index.graph.n_edges),
+                  "checksum": catalog.meta_value("graph_checksum"), "params": index.graph.params},
+        "p": _p_json(index.p),
+        "roots": [int(r) for r in index.roots],
+        "eta": [float(e) for e in index.eta],
+        "meta": meta,
+        "words": words,
+    }
+
+
+class _SegmentMeasures:
+    """The stored measures of the index's committed segments, read from
+    their files (memory-mapped) as a document first needs them."""
+
+    def __init__(self, index):
+        self.path = index.path
+        self.n_roots = len(index.roots)
+        self.files = dict(index.catalog.query("SELECT id, file FROM segments"))
+        self.loaded = {}
+
+    def measure(self, doc_id, segment_id, row):
+        data = self.loaded.get(segment_id)
+        if data is None:
+            if segment_id not in self.files:
+                raise CorruptIndexError(
+                    f"{self.path}: document {doc_id} is in segment {segment_id}, which the "
+                    "catalog does not list; run verify() and restore from a backup")
+            try:
+                data = storage.read_segment(self.path, self.files[segment_id], self.n_roots)
+            except FileNotFoundError:
+                raise CorruptIndexError(
+                    f"{self.path}: segment file {self.files[segment_id]} is gone: a writer "
+                    "merged it away after this export read the catalog; run the export "
+                    "again") from None
+            self.loaded[segment_id] = data
+        if not (0 <= row < data.rows and int(data.doc_ids[row]) == doc_id):
+            raise CorruptIndexError(
+                f"{self.path}: segment {self.files[segment_id]} does not hold document "
+                f"{doc_id} at row {row}, where the catalog puts it; run verify() and restore "
+                "from a backup")
+        start, stop = int(data.indptr[row]), int(data.indptr[row + 1])
+        # Python ints and floats: json writes a float as its shortest repr,
+        # which reads back to the same float64.
+        return (np.asarray(data.nodes[start:stop], dtype=np.int64).tolist(),
+                np.asarray(data.masses[start:stop], dtype=np.float64).tolist())
+
+
+def _live_documents(catalog):
+    """(id, key, segment, row, label, fields, added_at) of the live
+    documents in id (insertion) order, EXPORT_CHUNK rows per query."""
+    last = 0
+    while True:
+        rows = catalog.query(
+            "SELECT id, key, segment, row, label, fields, added_at FROM documents "
+            "WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ?", (last, EXPORT_CHUNK))
+        yield from rows
+        if len(rows) < EXPORT_CHUNK:
+            return
+        last = rows[-1][0]
+
+
+def _record(doc, measures, kind):
+    doc_id, key, segment_id, row, label, fields, added_at = doc
+    nodes, masses = measures.measure(int(doc_id), int(segment_id), int(row))
+    fields = json.loads(fields) if fields else None
+    record = {"key": key, "label": label, "fields": fields}
+    if kind == "text" and isinstance(fields, dict) and isinstance(fields.get("text"), str):
+        record["text"] = fields.pop("text")
+        record["fields"] = fields or None
+    record.update(nodes=nodes, masses=masses, added_at=added_at)
+    return record
+
+
+def _line(value):
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+
+
+def export_index(index_or_path, out, progress=None):
+    """Write every live document of an index to ``out`` as JSON lines.
+
+    ``index_or_path``: a :class:`SobolevIndex` (open for reading or
+    writing; a reader exports its snapshot) or the path of one (opened for
+    reading and closed again). Line 1 of ``out`` is a header describing the
+    index (graph checksum, p, roots, eta, text settings and recipe, the
+    words table of a text index), then one line per document in insertion
+    order with its key, label, fields, stored text, and its measure as
+    ``nodes`` and ``masses`` exactly as stored (see the module's
+    docstring). :func:`build_from_export` rebuilds an identical index from
+    it.
+
+    ``out`` must not exist, and its folder must. The file is written under
+    a temporary name beside it and renamed into place once complete and
+    flushed to disk, so a failed or interrupted export leaves nothing.
+    ``progress("exporting", done, total)`` is called as documents are
+    written. Returns ``{"path", "documents", "bytes", "kind", "words"}``
+    (``words``: the size of a text index's words table, else None).
+    """
+    out = check_export_output(out)
+    progress = progress or _silent
+    if isinstance(index_or_path, SobolevIndex):
+        return _export(index_or_path, out, progress)
+    with SobolevIndex.open(index_or_path, mode="r") as index:
+        return _export(index, out, progress)
+
+
+def _export(index, out, progress):
+    kind = index_kind(index)
+    header = _header(index, kind)
+    total = header["documents"]
+    partial = os.path.join(os.path.dirname(os.path.abspath(out)),
+                           f".{os.path.basename(out)}.partial-{os.getpid()}")
+    written = 0
+    progress("exporting", 0, total)
+    try:
+        with open(partial, "x", encoding="utf-8") as handle:
+            handle.write(_line(header))
+            measures = _SegmentMeasures(index)
+            # Pinned: no writer deletes a segment file of the latest commit
+            # while its measures are read (as a reader loading a snapshot).
+            with storage.files_pinned(index.path):
+                for doc in _live_documents(index.catalog):
+                    handle.write(_line(_record(doc, measures, kind)))
+                    written += 1
+                    if written % 1000 == 0:
+                        progress("exporting", written, total)
+            if written != total:
+                raise CorruptIndexError(
+                    f"{index.path}: the catalog lists {written} live documents but the index "
+                    f"counts {total}; run verify()")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, out)
+        storage.fsync_path(os.path.dirname(os.path.abspath(out)), directory=True)
+    except BaseException:
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise
+    progress("exporting", written, total)
+    return {"path": os.path.abspath(out), "documents": written, "bytes": os.path.getsize(out),
+            "kind": kind, "words": None if header["words"] is None else len(header["words"])}
+
+
+# ------------------------------------------------------------------ import
+def _bad(path, lineno, message):
+    """A ValueError naming the export file's line: "FILE line N is ...",
+    or "FILE line N: 'name' is ..." for what a part of the line holds."""
+    joint = " " if message.startswith(("is ", "has ", "nests ")) else ": "
+    return ValueError(f"{path} line {lineno}{joint}{message}")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _parse_line(line, path, lineno):
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise _bad(path, lineno, f"is not JSON ({exc.msg} at column {exc.colno}); expected one "
+                   "JSON object per line, as `export` writes") from None
+    except RecursionError:
+        raise _bad(path, lineno, "nests objects and lists too deeply to be read") from None
+    if not isinstance(value, dict):
+        raise _bad(path, lineno, f"is a JSON {type(value).__name__}; expected an object")
+    return value
+
+
+def _check_header(header, path):
+    """The header line, checked: what it must hold, in the types a rebuild
+    uses. A ValueError names what is wrong on line 1."""
+    def bad(message):
+        return _bad(path, 1, message)
+
+    if header.get("format") != EXPORT_FORMAT:
+        raise bad(f"is not a sobolev-index export header (its 'format' is "
+                  f"{header.get('format')!r:.60}; expected {EXPORT_FORMAT!r}); write the file "
+                  "with `sobolev-index export`")
+    version = header.get("format_version")
+    if not _is_int(version) or version < 1:
+        raise bad(f"'format_version' is {version!r}; expected an integer >= 1")
+    if version > EXPORT_VERSION:
+        raise bad(f"the export has format version {version}, written by a newer release "
+                  f"(sobolev-index {header.get('package_version')}); this release reads version "
+                  f"{EXPORT_VERSION}")
+    missing = [name for name in HEADER_NAMES if name not in header]
+    if missing:
+        raise bad(f"the header has no {', '.join(map(repr, missing))}; expected {HEADER_NAMES}")
+    graph = header["graph"]
+    if not (isinstance(graph, dict) and _is_int(graph.get("n_nodes"))
+            and isinstance(graph.get("checksum"), str)):
+        raise bad(f"'graph' is {graph!r:.80}; expected an object with 'n_nodes' (an integer) "
+                  "and 'checksum' (text)")
+    if not _is_int(header["documents"]) or header["documents"] < 0:
+        raise bad(f"'documents' is {header['documents']!r}; expected an integer >= 0")
+    p = header["p"]
+    if not (p == "inf" or (_is_number(p) and p >= 1)):
+        raise bad(f"'p' is {p!r}; expected a number >= 1 or 'inf'")
+    roots, eta = header["roots"], header["eta"]
+    if not (isinstance(roots, list) and roots and all(_is_int(r) for r in roots)):
+        raise bad(f"'roots' is {roots!r:.80}; expected a non-empty list of node ids")
+    if not (isinstance(eta, list) and len(eta) == len(roots) and all(map(_is_number, eta))):
+        raise bad(f"'eta' is {eta!r:.80}; expected one number per root ({len(roots)})")
+    if not isinstance(header["meta"], dict):
+        raise bad(f"'meta' is {header['meta']!r:.60}; expected an object")
+    kind = header["kind"]
+    words = header["words"]
+    if kind == "text":
+        if TEXT_META not in header["meta"]:
+            raise bad(f"the export is of a text index but 'meta' has no {TEXT_META!r} settings")
+        if not isinstance(words, list):
+            raise bad(f"'words' is {words!r:.60}; a text index's export needs its words table "
+                      "as a list of [word, node, df]")
+        for i, row in enumerate(words):
+            if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str)
+                    and _is_int(row[1]) and 0 <= row[1] < graph["n_nodes"] and _is_int(row[2])
+                    and row[2] >= 0):
+                raise bad(f"words[{i}] is {row!r:.60}; expected [word, node, df] with a node "
+                          f"in 0..{graph['n_nodes'] - 1} and a count df >= 0")
+    elif words is not None:
+        raise bad(f"'words' is given, but the export is of a {kind or 'plain measures'} index; "
+                  "only a text index has a words table")
+    return header
+
+
+def read_export_header(export_path):
+    """The header (line 1) of an export file, checked; see
+    :func:`export_index`."""
+    export_path = os.fspath(export_path)
+    with _open_export(export_path) as handle:
+        first = handle.readline()
+    if not first.strip():
+        raise _bad(export_path, 1, "is empty; expected the export's header line")
+    return _check_header(_parse_line(first, export_path, 1), export_path)
+
+
+def _open_export(path):
+    if not os.path.isfile(path):
+        if os.path.isdir(path):
+            raise ValueError(f"export file {path} is a directory; expected a file written by "
+                             "`sobolev-index export`")
+        raise ValueError(f"export file {path} does not exist")
+    return open(path, encoding="utf-8", errors="strict", newline="")
+
+
+def _read_documents(handle, path, kind, progress, total):
+    """Every document line after the header, checked; returns (keys,
+    labels, fields, line numbers, indptr, nodes, masses)."""
+    keys, labels, fields, lines, lengths = [], [], [], [], []
+    node_parts, mass_parts = [], []
+    seen = {}
+    for lineno, line in enumerate(handle, 2):
+        if not line.strip():
+            continue
+        record = _parse_line(line, path, lineno)
+        unknown = sorted(set(record) - RECORD_NAMES)
+        if unknown:
+            raise _bad(path, lineno, f"has {', '.join(map(repr, unknown))}; expected only "
+                       f"{', '.join(sorted(RECORD_NAMES))}")
+        key = record.get("key")
+        if not isinstance(key, str) or not key:
+            raise _bad(path, lineno, f"'key' is {key!r:.60}; expected a non-empty string")
+        if key in seen:
+            raise _bad(path, lineno, f"key {key!r} appears twice (first on line {seen[key]}); "
+                       "keys are unique")
+        seen[key] = lineno
+        where = f"{path} line {lineno}"
+        label = record.get("label")
+        if label is not None and not isinstance(label, str):
+            raise _bad(path, lineno, f"'label' is {label!r:.60}; expected a string or null")
+        label = label_text(label, where)
+        item = record.get("fields")
+        if item is not None and not isinstance(item, dict):
+            raise _bad(path, lineno, f"'fields' is {item!r:.60}; expected an object or null")
+        if "text" in record:
+            text = record["text"]
+            if kind != "text":
+                raise _bad(path, lineno, "has 'text', but the export is of a "
+                           f"{kind or 'plain measures'} index; only a text index keeps texts")
+            if not isinstance(text, str):
+                raise _bad(path, lineno, f"'text' is {text!r:.60}; expected a string")
+            if item is not None and "text" in item:
+                raise _bad(path, lineno, "has 'text' both on its own and in 'fields'; expected "
+                           "one of them")
+            item = {**(item or {}), "text": text}
+        check_fields(item, where)
+        nodes, masses = record.get("nodes"), record.get("masses")
+        if not (isinstance(nodes, list) and nodes and all(_is_int(n) for n in nodes)):
+            raise _bad(path, lineno, f"'nodes' is {nodes!r:.60}; expected a non-empty list of "
+                       "node ids")
+        if not (isinstance(masses, list) and len(masses) == len(nodes)
+                and all(map(_is_number, masses))):
+            raise _bad(path, lineno, f"'masses' is {masses!r:.60}; expected one number per "
+                       f"node ({len(nodes)})")
+        keys.append(key)
+        labels.append(label)
+        fields.append(item)
+        lines.append(lineno)
+        lengths.append(len(nodes))
+        node_parts.append(nodes)
+        mass_parts.append(masses)
+        if len(keys) % 1000 == 0:
+            progress("reading", len(keys), total)
+    if len(keys) != total:
+        raise ValueError(f"{path} holds {len(keys)} documents, but its header says {total}; "
+                         "the file is incomplete or was edited; export the index again")
+    indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    nodes = np.fromiter((n for part in node_parts for n in part), dtype=np.int64,
+                        count=int(indptr[-1]))
+    masses = np.fromiter((float(m) for part in mass_parts for m in part), dtype=np.float64,
+                         count=int(indptr[-1]))
+    return keys, labels, fields, lines, indptr, nodes, masses
+
+
+class _LineNames:
+    """What measure errors call document i: the export file and its line."""
+
+    def __init__(self, path, lines, keys):
+        self.path, self.lines, self.keys = path, lines, keys
+
+    def __getitem__(self, i):
+        return f"{self.path} line {self.lines[i]} (key {self.keys[i]!r})"
+
+
+def _weights_giving(eta):
+    """Root weights that :meth:`SobolevIndex.create` turns into ``eta``
+    bit for bit, or False if none is found. ``create`` divides the weights
+    it is given by their sum, and a stored eta (normalised once already)
+    does not always survive a second division: equal weights are its
+    default (None); other weights are tried as they are, then scaled by
+    the floats nearest 1 and nearest their sum (one of these gives back
+    about 19 in 20 random weight vectors that the first try does not)."""
+    n = len(eta)
+    if np.array_equal(np.full(n, 1.0 / n), eta):
+        return None
+    candidates = [1.0, float(eta.sum())]
+    for base in list(candidates):
+        up = down = base
+        for _ in range(6):
+            up, down = np.nextafter(up, np.inf), np.nextafter(down, -np.inf)
+            candidates += [up, down]
+    for scale in candidates:
+        weights = eta * scale
+        if np.array_equal(normalise_eta(weights, n), eta):
+            return weights
+    return False
+
+
+def _check_graph_from(source, header, export_path):
+    """ValueError unless the index ``source`` has the export's graph (its
+    graph.h5 has the checksum the header records: the same nodes, edges,
+    lengths, coordinates and trees), roots, eta and p."""
+    graph = header["graph"]
+    where = f"--graph-from {source.path}"
+    if source.graph.n_nodes != graph["n_nodes"]:
+        raise ValueError(f"{where} has a graph of {source.graph.n_nodes:,} nodes, but the export "
+                         f"{export_path} was made on one of {graph['n_nodes']:,}; give the index "
+                         "the export was made from (or a copy of it)")
+    checksum = storage.file_checksum(os.path.join(source.path, storage.GRAPH_FILE))
+    if checksum != graph["checksum"]:
+        raise ValueError(f"{where} has another graph than the export {export_path} (graph.h5 "
+                         f"sha256 {checksum[:12]}..., the export's {graph['checksum'][:12]}...); "
+                         "give the index the export was made from (or a copy of it)")
+    found = {"roots": [int(r) for r in source.roots], "eta": [float(e) for e in source.eta],
+             "p": _p_json(source.p)}
+    for name, value in found.items():
+        if value != header[name]:
+            raise ValueError(f"{where} has {name} {value}, but the export {export_path} was made "
+                             f"with {header[name]}; give the index the export was made from")
+
+
+def build_from_export(index_path, export_path, graph_from, progress=None, batch_size=1000):
+    """Build a new index at ``index_path`` from an export file (see
+    :func:`export_index`), on the graph of the index ``graph_from`` (a
+    path or an open :class:`SobolevIndex`).
+
+    ``graph_from`` must hold the graph the export was made on: its
+    ``graph.h5`` must have the SHA-256 recorded in the export's header (the
+    same nodes, edges, lengths, coordinates and shortest-path trees), and
+    its roots, eta and p must be the header's; the source index itself or a
+    copy of it does. The rebuilt index takes that graph, roots, eta and p,
+    the export's meta values (text settings, recipe, point-set kind) and,
+    for a text index, its words table with document frequencies, so that
+    ``add`` and queries read text as on the source. The documents are added
+    in the file's order, with their keys, labels, fields (a line's
+    ``text`` back in ``fields["text"]``) and measures as stored, in
+    committed batches of ``batch_size``.
+
+    Everything is checked before anything is written: ``index_path`` must
+    be new (or an empty folder), the file well formed (a ValueError names
+    the line and what was expected, and a file with fewer or more documents
+    than its header says is refused), every measure valid on the graph, and
+    the graph the export's. A build that fails later leaves nothing.
+    ``progress(stage, done, total)`` reports "reading" and "adding".
+    Returns (index open for writing, report): ``documents``, ``kind``,
+    ``words`` (None unless text), ``nodes``, ``edges``, ``roots``,
+    ``graph_checksum``.
+    """
+    index_path = os.fspath(index_path)
+    export_path = os.fspath(export_path)
+    progress = progress or _silent
+    storage.require_new_directory(index_path)
+    if isinstance(graph_from, SobolevIndex):
+        return _build(index_path, export_path, graph_from, progress, batch_size)
+    with SobolevIndex.open(graph_from, mode="r") as source:
+        return _build(index_path, export_path, source, progress, batch_size)
+
+
+def _build(index_path, export_path, source, progress, batch_size):
+    with _open_export(export_path) as handle:
+        try:
+            first = handle.readline()
+            if not first.strip():
+                raise _bad(export_path, 1, "is empty; expected the export's header line")
+            header = _check_header(_parse_line(first, export_path, 1), export_path)
+            _check_graph_from(source, header, export_path)
+            kind, total = header["kind"], header["documents"]
+            progress("reading", 0, total)
+            keys, labels, fields, lines, indptr, nodes, masses = _read_documents(
+                handle, export_path, kind, progress, total)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{export_path} is not UTF-8 text ({exc.reason} at byte "
+                             f"{exc.start} of a line); expected a file written by "
+                             "`sobolev-index export`") from None
+    progress("reading", total, total)
+    batch = as_measure_batch(indptr=indptr, nodes=nodes, masses=masses,
+                             n_nodes=source.graph.n_nodes,
+                             names=_LineNames(export_path, lines, keys))
+    words = header["words"]
+    graph = source.graph
+    checksum = header["graph"]["checksum"]
+    weights = _weights_giving(source.eta)
+    if weights is False:
+        raise ValueError(f"the root weights of {source.path} ({source.eta.tolist()}) cannot be "
+                         "given to a new index bit for bit (SobolevIndex.create normalises "
+                         "them again); nothing was built")
+
+    def fill(index):
+        # The trees are rebuilt by create() from the graph and roots; they
+        # are those of graph_from only if no tie was broken another way
+        # (with another seed): the graph file's checksum says.
+        rebuilt = storage.file_checksum(os.path.join(index.path, storage.GRAPH_FILE))
+        if rebuilt != checksum:
+            raise CorruptIndexError(
+                f"the graph rebuilt from {source.path} differs from it (graph.h5 sha256 "
+                f"{rebuilt[:12]}..., expected {checksum[:12]}...): its shortest-path trees "
+                "break ties with lengths perturbed from another seed than the graph's; "
+                "nothing was built")
+        if not np.array_equal(index.eta, source.eta):
+            raise CorruptIndexError(
+                f"the root weights of {source.path} ({source.eta.tolist()}) do not come out "
+                f"bit for bit when normalised again ({index.eta.tolist()}); nothing was built")
+        meta = header["meta"]
+        if words is not None:
+            add_words(index.catalog, words, meta=meta)
+        elif meta:
+            index.catalog.set_meta(meta)
+        added = add_in_batches(index, batch, keys, labels, fields, batch_size=batch_size,
+                               progress=progress)
+        return {"documents": len(added)}
+
+    with warnings.catch_warnings():
+        # A tree whose ties are broken by perturbed lengths warns as it is
+        # rebuilt; the checksum above says whether it came out the same.
+        warnings.simplefilter("ignore", AssumptionWarning)
+        index, report = create_and_fill(
+            index_path, graph, fill, roots=list(header["roots"]),
+            eta=weights,
+            p=math.inf if header["p"] == "inf" else header["p"], on_violation="perturb",
+            seed=graph.params.get("seed", 0))
+    report.update({"kind": header["kind"], "words": None if words is None else len(words),
+                   "graph_checksum": checksum, "source_documents": header["documents"]})
+    return index, report
