@@ -344,6 +344,25 @@ def test_an_empty_index_round_trips(tmp_path):
         assert len(index) == 0 and index.p == np.inf
 
 
+def test_a_reader_exports_its_snapshot(tmp_path):
+    graph = Graph.from_points(np.random.default_rng(3).normal(size=(N_NODES, 2)),
+                              n_nodes=N_NODES, edges="log", seed=0)
+    measures = _measures(10, 4)
+    with SobolevIndex.create(tmp_path / "ix", graph, roots=2) as writer:
+        writer.add(measures[:8], keys=[f"k{i}" for i in range(8)])
+        with SobolevIndex.open(tmp_path / "ix") as reader:
+            # Committed after the reader opened: not in its export.
+            writer.add(measures[8:], keys=["k8", "k9"])
+            writer.delete(["k2"])
+            export_index(reader, str(tmp_path / "snapshot.jsonl"))
+        export_index(writer, str(tmp_path / "latest.jsonl"))
+    header, *records = _lines(tmp_path / "snapshot.jsonl")
+    assert header["documents"] == 8 and [r["key"] for r in records] == [f"k{i}" for i in range(8)]
+    assert [r["masses"] for r in records] == [m.tolist() for _, m in measures[:8]]
+    header, *records = _lines(tmp_path / "latest.jsonl")
+    assert [r["key"] for r in records] == ["k0", "k1"] + [f"k{i}" for i in range(3, 10)]
+
+
 # ------------------------------------------------------------ bad input
 def test_export_refuses_an_existing_output_or_a_missing_folder(plain_source, tmp_path):
     directory = plain_source[0]

@@ -36,7 +36,7 @@ import warnings
 import numpy as np
 
 from .._version import __version__
-from ..errors import AssumptionWarning, CorruptIndexError
+from ..errors import AssumptionWarning, CorruptIndexError, SobolevIndexError
 from ..graph import normalise_eta
 from ..index import SobolevIndex, storage
 from ..measures import as_measure_batch
@@ -87,6 +87,15 @@ def _p_json(p):
     return "inf" if math.isinf(p) else float(p)
 
 
+def _graph_checksum(index):
+    """The SHA-256 of the index's graph file as recorded when it was written
+    (of the file itself, for a catalog that does not record it)."""
+    recorded = index.catalog.meta_value("graph_checksum")
+    if isinstance(recorded, str):
+        return recorded
+    return storage.file_checksum(os.path.join(index.path, storage.GRAPH_FILE))
+
+
 def _header(index, kind):
     """The first line of an export of ``index``: what a rebuild checks its
     ``graph_from`` against, and the ingest layer's meta values and words."""
@@ -104,7 +113,7 @@ def _header(index, kind):
         "kind": kind,
         "documents": len(index),
         "graph": {"n_nodes": int(index.graph.n_nodes), "n_edges": int(index.graph.n_edges),
-                  "checksum": catalog.meta_value("graph_checksum"), "params": index.graph.params},
+                  "checksum": _graph_checksum(index), "params": index.graph.params},
         "p": _p_json(index.p),
         "roots": [int(r) for r in index.roots],
         "eta": [float(e) for e in index.eta],
@@ -133,7 +142,7 @@ class _SegmentMeasures:
             try:
                 data = storage.read_segment(self.path, self.files[segment_id], self.n_roots)
             except FileNotFoundError:
-                raise CorruptIndexError(
+                raise SobolevIndexError(
                     f"{self.path}: segment file {self.files[segment_id]} is gone: a writer "
                     "merged it away after this export read the catalog; run the export "
                     "again") from None
