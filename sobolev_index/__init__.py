@@ -34,7 +34,7 @@ _LAZY = {
     "NotAnIndexError": "errors", "SobolevIndexError": "errors",
     "UnsupportedFormatError": "errors", "OlderFormatError": "errors",
     "EDGE_KINDS": "graph", "Graph": "graph", "ShortestPathTree": "graph",
-    "SearchResult": "index", "SobolevIndex": "index",
+    "Explanation": "index", "SearchResult": "index", "SobolevIndex": "index",
 }
 
 
@@ -65,6 +65,7 @@ __all__ = [
     "AssumptionWarning",
     "CorruptIndexError",
     "DuplicateKeyError",
+    "Explanation",
     "IndexLockedError",
     "KeyNotFoundError",
     "NotAnIndexError",

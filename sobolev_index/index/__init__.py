@@ -1,7 +1,8 @@
 """The persistent index: immutable HDF5 segments under one SQLite commit point.
 
 ``SobolevIndex`` (``sobolev_index.py``) is the entry point: its lifecycle
-and writes. Around it: ``search`` executes queries, ``verify`` checks files
+and writes. Around it: ``search`` executes queries, ``explain`` splits a
+distance among the tree's edges, ``verify`` checks files
 against the catalog, ``segment`` holds a segment in memory, ``inverted`` is
 a segment's inverted file (built and searched by the compiled
 ``_inverted_build`` and ``_inverted_search``), ``csr`` the row arrays they
@@ -11,6 +12,7 @@ the SQLite commit point), and ``sql`` the S_p functions for SQL queries.
 Nothing here knows how measures were made (text, points): that is
 ``sobolev_index.ingest``, one layer up.
 """
+from .explain import Explanation
 from .sobolev_index import SearchResult, SobolevIndex
 
-__all__ = ["SearchResult", "SobolevIndex"]
+__all__ = ["Explanation", "SearchResult", "SobolevIndex"]
