@@ -446,6 +446,8 @@ def _rename(i, old, new):
     (_prepend(4, N_NODES, 1.0),
      rf"line 5 \(key .*\) has node {N_NODES}, but the graph's nodes are 0..{N_NODES - 1}"),
     (_edit(4, nodes=[], masses=[]), r"line 5: 'nodes' is \[\]; expected a non-empty list"),
+    (_edit(4, nodes=[0], masses=[10 ** 400]), r"line 5: 'masses' is .* within float64's range"),
+    (_edit(4, nodes=[2 ** 70], masses=[1.0]), r"line 5: 'nodes' is .* expected a non-empty list"),
     (_rename(3, "key", "kee"), r"line 4 has 'kee'; expected only"),
     (lambda lines: lines.__setitem__(6, lines[5]),
      r"line 7: key .* appears twice \(first on line 6\)"),

@@ -270,6 +270,17 @@ def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _is_node(value):
+    # An int64 (JSON integers have no bound; the range is checked with the
+    # graph's, with the measures).
+    return _is_int(value) and abs(value) < 2**63
+
+
+def _is_mass(value):
+    # A number a float64 holds (JSON integers have no bound).
+    return _is_number(value) and (isinstance(value, float) or abs(value) <= 1e308)
+
+
 def _parse_line(line, path, lineno):
     try:
         value = json.loads(line)
@@ -402,13 +413,13 @@ def _read_documents(handle, path, kind, progress, total):
             item = {**(item or {}), "text": text}
         check_fields(item, where)
         nodes, masses = record.get("nodes"), record.get("masses")
-        if not (isinstance(nodes, list) and nodes and all(_is_int(n) for n in nodes)):
+        if not (isinstance(nodes, list) and nodes and all(map(_is_node, nodes))):
             raise _bad(path, lineno, f"'nodes' is {nodes!r:.60}; expected a non-empty list of "
                        "node ids")
         if not (isinstance(masses, list) and len(masses) == len(nodes)
-                and all(map(_is_number, masses))):
+                and all(map(_is_mass, masses))):
             raise _bad(path, lineno, f"'masses' is {masses!r:.60}; expected one number per "
-                       f"node ({len(nodes)})")
+                       f"node ({len(nodes)}), each within float64's range")
         keys.append(key)
         labels.append(label)
         fields.append(item)
