@@ -431,9 +431,15 @@ def normalise_eta(eta, n_roots):
     eta = np.asarray(eta, dtype=np.float64)
     if eta.shape != (n_roots,):
         raise ValueError(f"eta has shape {eta.shape}; expected one weight per root, ({n_roots},)")
-    if not np.all(np.isfinite(eta)) or np.any(eta < 0) or eta.sum() <= 0:
+    total = eta.sum()
+    if not np.all(np.isfinite(eta)) or np.any(eta < 0) or total <= 0:
         raise ValueError(f"eta is {eta.tolist()}; expected finite weights >= 0 with a positive sum")
-    return eta / eta.sum()
+    # Weights that sum to 1 up to the rounding of their sum are kept as
+    # given: normalising twice then changes nothing, so a stored eta given
+    # to a new index (a rebuild from an export) comes back bit for bit.
+    if abs(total - 1.0) <= n_roots * 2.0 ** -52:
+        return eta.copy()
+    return eta / total
 
 
 class _Search:

@@ -313,9 +313,9 @@ def test_point_round_trip_is_the_same_index(point_source, tmp_path):
 
 @pytest.mark.parametrize("roots, eta", [(7, None), (4, [28.0, 81.0, 67.0, 1.0])])
 def test_root_weights_come_back_bit_for_bit(tmp_path, roots, eta):
-    # create() divides the weights it is given by their sum: seven equal
-    # weights, and these four once normalised, change in their last bits
-    # when divided again, so a rebuild cannot simply pass them on.
+    # Seven equal weights, and these four once normalised, change in their
+    # last bits when divided by their sum again: create() must keep weights
+    # that already sum to 1 as they are for a rebuild to reproduce them.
     stored = np.full(roots, 1.0 / roots) if eta is None else np.array(eta) / sum(eta)
     assert not np.array_equal(stored / stored.sum(), stored)
     graph = Graph.from_points(np.random.default_rng(2).normal(size=(N_NODES, 2)),

@@ -508,3 +508,21 @@ def test_roots_explicit_list():
         g.roots(2, strategy=[4, 30])
     with pytest.raises(ValueError):
         g.roots(2, strategy="no-such-strategy")
+
+
+def test_root_weights_normalised_once_stay_as_they_are():
+    from sobolev_index.graph import normalise_eta
+
+    rng = np.random.default_rng(5)
+    changed_by_a_second_division = 0
+    for _ in range(500):
+        n = int(rng.integers(1, 12))
+        weights = rng.random(n) * 10 ** rng.uniform(-3, 3) + 1e-9
+        once = normalise_eta(weights, n)
+        assert abs(once.sum() - 1.0) <= n * 2.0 ** -52
+        np.testing.assert_allclose(once, weights / weights.sum(), rtol=1e-15)
+        # A stored eta given again (a rebuild) must come back bit for bit,
+        # although dividing it by its sum once more would often change it.
+        assert np.array_equal(normalise_eta(once, n), once)
+        changed_by_a_second_division += not np.array_equal(once / once.sum(), once)
+    assert changed_by_a_second_division > 0

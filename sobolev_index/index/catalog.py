@@ -37,6 +37,10 @@ SCHEMA = {
                    "label": str, "fields": str, "deleted": int, "added_at": str}, "id"),
 }
 
+# The table of node names a text index adds (the ingest layer writes it:
+# word -> graph node and document frequency). The index reads it only to
+# name the nodes of an explanation (explain.py).
+WORDS_TABLE = "words"
 
 # A time as the writers record it (storage.utc_now), and as ISO 8601 writes it.
 _ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?")

@@ -19,15 +19,11 @@ import numpy as np
 
 from ..distances import check_p
 from ..measures import as_measure_batch
+from .catalog import WORDS_TABLE
 from .search import _check_positive
 
 __all__ = ["ExplainMixin", "Explanation"]
 
-# The table that text indexes keep in their catalog (written by the ingest
-# layer, sobolev_index/ingest/words.py): word -> graph node and document
-# frequency. Read here by name only: the index does not import the layer
-# that writes it.
-WORDS_TABLE = "words"
 # Nodes per SQL statement (SQLite's limit on parameters is 999 in old builds).
 _SQL_CHUNK = 500
 

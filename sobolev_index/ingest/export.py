@@ -37,7 +37,6 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import AssumptionWarning, CorruptIndexError, SobolevIndexError
-from ..graph import normalise_eta
 from ..index import SobolevIndex, storage
 from ..measures import as_measure_batch
 from .fill import TEXT_META, add_in_batches, check_fields, create_and_fill, index_kind, label_text
@@ -451,30 +450,6 @@ class _LineNames:
         return f"{self.path} line {self.lines[i]} (key {self.keys[i]!r})"
 
 
-def _weights_giving(eta):
-    """Root weights that :meth:`SobolevIndex.create` turns into ``eta``
-    bit for bit, or False if none is found. ``create`` divides the weights
-    it is given by their sum, and a stored eta (normalised once already)
-    does not always survive a second division: equal weights are its
-    default (None); other weights are tried as they are, then scaled by
-    the floats nearest 1 and nearest their sum (one of these gives back
-    about 19 in 20 random weight vectors that the first try does not)."""
-    n = len(eta)
-    if np.array_equal(np.full(n, 1.0 / n), eta):
-        return None
-    candidates = [1.0, float(eta.sum())]
-    for base in list(candidates):
-        up = down = base
-        for _ in range(6):
-            up, down = np.nextafter(up, np.inf), np.nextafter(down, -np.inf)
-            candidates += [up, down]
-    for scale in candidates:
-        weights = eta * scale
-        if np.array_equal(normalise_eta(weights, n), eta):
-            return weights
-    return False
-
-
 def _check_graph_from(source, header, export_path):
     """ValueError unless the index ``source`` has the export's graph (its
     graph.h5 has the checksum the header records: the same nodes, edges,
@@ -558,11 +533,6 @@ def _build(index_path, export_path, source, progress, batch_size):
     words = header["words"]
     graph = source.graph
     checksum = header["graph"]["checksum"]
-    weights = _weights_giving(source.eta)
-    if weights is False:
-        raise ValueError(f"the root weights of {source.path} ({source.eta.tolist()}) cannot be "
-                         "given to a new index bit for bit (SobolevIndex.create normalises "
-                         "them again); nothing was built")
 
     def fill(index):
         # The trees are rebuilt by create() from the graph and roots; they
@@ -594,7 +564,7 @@ def _build(index_path, export_path, source, progress, batch_size):
         warnings.simplefilter("ignore", AssumptionWarning)
         index, report = create_and_fill(
             index_path, graph, fill, roots=list(header["roots"]),
-            eta=weights,
+            eta=source.eta,
             p=math.inf if header["p"] == "inf" else header["p"], on_violation="perturb",
             seed=graph.params.get("seed", 0))
     report.update({"kind": header["kind"], "words": None if words is None else len(words),

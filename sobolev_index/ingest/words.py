@@ -1,13 +1,13 @@
 """The ``words`` table of a text index: each word's graph node and document
 frequency, kept in the index's catalog next to the documents.
 
-The index itself knows nothing of words; this module adds the table through
-the catalog's generic transaction, in the same commit as the meta values
-that describe the text settings.
+The index does not make words; this module adds the table through the
+catalog's generic transaction, in the same commit as the meta values that
+describe the text settings (the index only reads it, to name the nodes of
+an explanation).
 """
+from ..index.catalog import WORDS_TABLE
 from ..index.storage import utc_now
-
-WORDS_TABLE = "words"
 
 
 def read_words(catalog):
