@@ -10,7 +10,16 @@ M-node "log" graph, side by side in one run:
   alternating blocks, one untimed warm-up call before each block, medians.
 - insert throughput of 1,000-measure batches at N=10^4 and at N=N_max;
 - open-to-first-result time at N_max;
-- bytes on disk per measure.
+- bytes on disk per measure;
+- how much of the index a search reads (``search(..., stats=True)``): the
+  share of the rows whose cheapest bound was computed, whose group bound
+  was, whose stored values were read, and which were scored exactly, the
+  share of the 8,192-row blocks in which a row was read, each phase's time
+  per query, and what asking for the statistics costs (the batch timed
+  with ``stats=True`` beside the same batch without);
+- a radius search of the same batch (``search(queries, radius=r)``) at r =
+  the median of its 10th-neighbour distances: its time, results per query,
+  and the same shares, checked against scikit-learn's ``radius_neighbors``.
 
 ``--threads N`` (default: all cores) goes to our searches (``n_threads``), to
 scikit-learn and PyNNDescent (``n_jobs``), and caps every BLAS and OpenMP
@@ -30,6 +39,7 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -94,10 +104,14 @@ def measure_latency(reader, nn, nnd, query_measures, Q, p, k, n_single, blocks, 
     # 2-query call, which loads the same code and data as a full batch.
     batch_fns = {
         "ours": lambda i: reader.search(query_measures, k=k, p=p, n_threads=threads),
+        "ours_stats": lambda i: reader.search(query_measures, k=k, p=p, n_threads=threads,
+                                              stats=True),
         "sklearn": lambda i: nn.kneighbors(Q),
     }
     batch_warmups = {
         "ours": lambda: reader.search(query_measures[:2], k=k, p=p, n_threads=threads),
+        "ours_stats": lambda: reader.search(query_measures[:2], k=k, p=p, n_threads=threads,
+                                            stats=True),
         "sklearn": lambda: nn.kneighbors(Q[:2]),
     }
     if nnd is not None:
@@ -135,7 +149,15 @@ def measure_latency(reader, nn, nnd, query_measures, Q, p, k, n_single, blocks, 
     checks.close(f"p={p} single-query search distances", single_rel)
 
     per_query = {name: t.median / n_batch for name, t in batched.items()}
+    counted = batched["ours_stats"].result
+    checks.recall(f"p={p} batched search with stats vs scikit-learn",
+                  recall(counted.keys, truth))
+    within = measure_radius(reader, nn, query_measures, Q, p, threads,
+                            float(np.median(sk_dist[:, k - 1])), checks)
     entry = {
+        "radius": within,
+        "pruning": pruning(counted.stats),
+        "stats_overhead": per_query["ours_stats"] / per_query["ours"] - 1.0,
         "ours_batch_ms": per_query["ours"] * 1e3, "ours_single_ms": single["ours"].median * 1e3,
         "sklearn_batch_ms": per_query["sklearn"] * 1e3,
         "sklearn_single_ms": single["sklearn"].median * 1e3,
@@ -154,6 +176,41 @@ def measure_latency(reader, nn, nnd, query_measures, Q, p, k, n_single, blocks, 
         entry["pynndescent_batch_ms"] = per_query["pynndescent"] * 1e3
         entry["pynndescent_recall"] = recall([[f"doc-{j + 1}" for j in row] for row in nnd_idx], truth)
     return entry
+
+
+def measure_radius(reader, nn, query_measures, Q, p, threads, radius, checks):
+    """One radius search of the batch: its time per query, results per
+    query and pruning, and a check against scikit-learn's radius_neighbors
+    (the same documents, up to those within 1e-9 of the radius). It is
+    timed warm, after one untimed call."""
+    reader.search(query_measures, radius=radius, p=p, n_threads=threads, stats=True)
+    started = time.perf_counter()
+    found = reader.search(query_measures, radius=radius, p=p, n_threads=threads, stats=True)
+    seconds = time.perf_counter() - started
+    sk_dist, sk_idx = nn.radius_neighbors(Q, radius=radius * (1 + 1e-9))
+    same = True
+    for keys, dist, idx in zip(found.keys, sk_dist, sk_idx):
+        sure = {f"doc-{j + 1}" for j, d in zip(idx, dist) if d <= radius * (1 - 1e-9)}
+        maybe = {f"doc-{j + 1}" for j in idx}
+        same = same and sure <= set(keys) <= maybe
+    checks.require(f"p={p} radius search vs scikit-learn radius_neighbors", same)
+    return {"radius": radius, "ms_per_query": 1e3 * seconds / len(query_measures),
+            "results_per_query": float(np.mean([len(keys) for keys in found.keys])),
+            "pruning": pruning(found.stats)}
+
+
+def pruning(stats):
+    """Shares of the rows (and blocks) a batch's search bounded, refined,
+    read and scored exactly, and its phases' milliseconds per query, from
+    ``SearchResult.stats`` of ``search(..., stats=True)``."""
+    queries = stats["queries"]
+    rows = stats["rows"]
+    out = {f"fraction_{name}": stats[name] / rows
+           for name in ("bounded", "refined", "rows_read", "exact")}
+    out["fraction_blocks_scored"] = stats["blocks_scored"] / max(stats["blocks"], 1)
+    for phase in queries[0]["seconds"]:
+        out[f"{phase}_ms"] = 1e3 * sum(q["seconds"][phase] for q in queries) / len(queries)
+    return out
 
 
 def main(argv=None):
@@ -252,6 +309,25 @@ def main(argv=None):
                              f"{entry['single_max_relative_distance_difference']:.1e}", ""])
             results["latency"] = latency
             reader.close()
+            pruning_rows = []
+            for p in (1, 2):
+                entry = latency[f"p{p}"]
+                rate = entry["pruning"]
+                pruning_rows.append(
+                    [f"p={p}"] + [f"{100 * rate[f'fraction_{name}']:.2f}%" for name in
+                                  ("bounded", "refined", "rows_read", "exact", "blocks_scored")]
+                    + [f"{rate[f'{phase}_ms']:.3f}" for phase in
+                       ("postings", "bounds", "scoring", "exact")]
+                    + [f"{100 * entry['stats_overhead']:+.1f}%"])
+                within = entry["radius"]
+                rate = within["pruning"]
+                pruning_rows.append(
+                    [f"p={p}, radius {within['radius']:.4g} ({within['results_per_query']:.1f} "
+                     f"found, {within['ms_per_query']:.2f} ms/query)"]
+                    + [f"{100 * rate[f'fraction_{name}']:.2f}%" for name in
+                       ("bounded", "refined", "rows_read", "exact", "blocks_scored")]
+                    + [f"{rate[f'{phase}_ms']:.3f}" for phase in
+                       ("postings", "bounds", "scoring", "exact")] + [""])
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -261,6 +337,12 @@ def main(argv=None):
         f"{n_single} single queries)",
         ["query", "ours", "sklearn brute", "ours faster by", "our recall", "max rel diff",
          "PyNNDescent"], rows, threads)
+    print_table(
+        f"what a k={k} search and a radius search read, share of the rows (search(..., "
+        "stats=True); thread-ms per query in each phase; time of the batch with stats "
+        "against without)",
+        ["search", "bounded", "group bound", "read", "exact", "blocks read", "ms postings",
+         "ms bounds", "ms scoring", "ms exact", "stats cost"], pruning_rows, threads)
     print_table("storage", ["measure", "value"], [
         ["insert at N=10k (1,000-measure batches)", f"{insert['at_10k']['measures_per_s']:,.0f} measures/s"],
         [f"insert at N={n_total:,}", f"{insert['at_max']['measures_per_s']:,.0f} measures/s"],

@@ -38,6 +38,14 @@ p = inf (S_inf = max_c |q_c - x_c|, no weights) has no such identity, but
 the dense columns alone bound it from below: max over c in H of
 |q_c - x_c| <= S_inf(q, x). That bound is read for every row, from the
 dense block only, and the rows it cannot rule out get their exact value.
+
+A radius search runs the same loops with the radius (in the same units)
+as every query's threshold from the start, so its bounds prune as a k-th
+value would; without a limit it keeps no k best, and each thread appends
+the rows within the radius to a list of its own. Each unit of work counts
+what it bounded, read and scored (and, when asked, times its phases) in
+its thread's scratch, copied to the unit's own place when it ends: no
+counter is shared between threads.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport fabs, fmin, pow, INFINITY
