@@ -299,21 +299,34 @@ _format_option = click.option(
 @click.option("--skip-empty", is_flag=True,
               help="Skip documents with no known word (or stop words only) instead of failing.")
 @click.option("--no-text", is_flag=True, help="Do not keep document texts in the catalog.")
+@click.option("--from-export", "from_export", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False),
+              help="Rebuild from a file `sobolev-index export` wrote (with --graph-from), "
+                   "instead of a corpus or points.")
+@click.option("--graph-from", "graph_from", default=None, metavar="INDEX",
+              type=click.Path(file_okay=False),
+              help="With --from-export: the index whose graph, roots and p the rebuilt index "
+                   "takes (the export's source, or a copy of it).")
 @_format_option
 @_encoding_option
 @_silent_option
 @_json_option
 def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nodes, edges, k,
           roots, seed, p, weighting, stopwords, token_pattern, fold_case, skip_empty, no_text,
-          corpus_format, encoding, silent, as_json):
+          from_export, graph_from, corpus_format, encoding, silent, as_json):
     """Build INDEX (a new directory) from a corpus and word vectors, or from
-    point clouds or persistence diagrams (--points).
+    point clouds or persistence diagrams (--points), or again from an
+    export (--from-export FILE --graph-from INDEX).
 
     Options left unset come from --recipe; `info` shows what was chosen."""
     from ..ingest.documents import text_settings
     from ..ingest.pipelines import build_from_files
     from ..ingest.text import stopwords_from
 
+    if from_export or graph_from:
+        from .export import build_from_export_cli
+
+        return build_from_export_cli(index, from_export, graph_from, silent, as_json)
     started = time.perf_counter()
     if points and (corpus or vectors):
         raise click.UsageError("give either --corpus and --vectors, or --points")

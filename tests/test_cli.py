@@ -37,8 +37,13 @@ def writable(built, tmp_path):
 def test_version_and_help_list_every_command():
     assert __version__ in run("--version").output
     out = run("--help").output
-    for command in ("build", "add", "search", "get", "delete", "compact", "verify", "info",
-                    "distance", "gram", "knn-graph", "sql", "quickstart"):
+    from sobolev_index.cli import main
+
+    expected = {"build", "add", "search", "get", "delete", "compact", "verify", "upgrade", "info",
+                "distance", "gram", "knn-graph", "duplicates", "explain", "export", "sql",
+                "quickstart"}
+    assert set(main.commands) == expected
+    for command in expected:
         assert command in out
 
 
