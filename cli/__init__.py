@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -82,6 +83,14 @@ def _hint_for(exc):
     return None
 
 
+def _discard_stdout():
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # no file descriptor behind stdout (a test runner's buffer)
+
+
 class _Group(click.Group):
     def invoke(self, ctx):
         from ..errors import InvalidMeasureError, SobolevIndexError
@@ -93,6 +102,12 @@ class _Group(click.Group):
             # the shell's convention, 128 + SIGINT, rather than Click's 1.
             click.echo("\nAborted!", err=True)
             sys.exit(130)
+        except BrokenPipeError:
+            # The reader of stdout left (`... | head`): not an error of the
+            # command. Later writes, and the flush at exit, go nowhere; the
+            # status is the shell's 128 + SIGPIPE.
+            _discard_stdout()
+            sys.exit(141)
         except (SobolevIndexError, ValueError, OSError) as exc:
             # OSError: a missing or unwritable path, a read-only file system,
             # a full disk: one line with the system's own words.

@@ -76,3 +76,28 @@ def test_importing_the_package_loads_no_numerical_library():
     done = run_python("import sobolev_index as s\nprint(s.SobolevIndex.__name__, "
                       "s.pairwise_sobolev.__name__, 'Graph' in dir(s))")
     assert done.stdout.split() == ["SobolevIndex", "pairwise_sobolev", "True"], done.stderr
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from sobolev_index import Graph, SobolevIndex
+
+    graph = Graph.from_points(np.random.default_rng(0).normal(size=(20, 2)), n_nodes=20, seed=0)
+    rng = np.random.default_rng(1)
+    with SobolevIndex.create(tmp_path / "ix", graph, on_violation="perturb") as index:
+        index.add([(np.array([int(rng.integers(20))]), np.array([1.0])) for _ in range(3000)])
+    # `sobolev-index search ... | head -1`: far more output than a pipe holds.
+    child = subprocess.Popen(
+        [sys.executable, "-m", "sobolev_index", "search", str(tmp_path / "ix"), "--key", "doc-1",
+         "-k", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = child.stdout.readline()
+    child.stdout.close()
+    stderr = child.stderr.read().decode()
+    child.wait(timeout=120)
+    assert first.startswith(b"query")
+    assert child.returncode == 141, (child.returncode, stderr)
+    assert stderr == ""
