@@ -879,7 +879,8 @@ def knn_graph(index, output, k, p, roots, include_self, silent, as_json):
     started = time.perf_counter()
     progress = _progress(silent)
     try:
-        with _open(index) as opened:
+        with _open(index) as opened, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
             keys = opened.keys_in_order()
             graph = opened.knn_graph(k, p=_parse_p(p), roots=_parse_roots(roots),
                                      include_self=include_self,
@@ -888,6 +889,8 @@ def knn_graph(index, output, k, p, roots, include_self, silent, as_json):
             used_p = opened.p if p is None else _parse_p(p)
     finally:
         progress.finish()
+    for warning in caught:
+        _note(f"note: {warning.message}")
     keys_file = save_knn_graph(output, graph, keys)
     out = {"output": output, "keys": keys_file, "documents": len(keys), "k": k,
            "p": "inf" if math.isinf(used_p) else used_p, "include_self": include_self,

@@ -4,6 +4,7 @@ every row holds the k smallest distances to other documents (ties may pick
 either document), at their reference values."""
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -69,7 +70,10 @@ def test_rows_hold_the_k_nearest_other_documents(built, p, k):
     path, keys, reference = built
     with SobolevIndex.open(path) as index:
         assert index.keys_in_order() == keys
-        graph = index.knn_graph(k, p=p, batch=16)
+        with warnings.catch_warnings():
+            # k = 200 is capped at the 68 other documents (with a warning).
+            warnings.simplefilter("ignore", UserWarning)
+            graph = index.knn_graph(k, p=p, batch=16)
     _check_rows(graph, reference[p], k, include_self=False)
 
 
@@ -212,3 +216,17 @@ def test_a_failed_write_leaves_neither_file(built, tmp_path, monkeypatch):
     with pytest.raises(OSError):
         pipelines.save_knn_graph(str(tmp_path / "g.npz"), graph, keys)
     assert os.listdir(tmp_path) == []
+
+
+def test_k_beyond_the_other_documents_is_capped_with_a_note(built, tmp_path):
+    path, keys, reference = built
+    n = len(keys)
+    with SobolevIndex.open(path) as index:
+        with pytest.warns(UserWarning, match=f"k is {n + 5}, more than the {n - 1} other"):
+            graph = index.knn_graph(n + 5)
+        with pytest.warns(UserWarning, match=f"k is {n + 1}, more than the {n} documents"):
+            index.knn_graph(n + 1, include_self=True)
+    _check_rows(graph, reference[1], n + 5, include_self=False)
+    result = run("knn-graph", str(path), str(tmp_path / "g.npz"), "-k", str(n + 5), "--silent")
+    assert result.exit_code == 0
+    assert f"note: k is {n + 5}, more than the {n - 1} other documents there are" in result.stderr

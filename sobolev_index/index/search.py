@@ -596,7 +596,8 @@ class SearchMixin:
         the neighbours from the structure, not from nonzero values. Each
         row's entries are in increasing distance, not in column order
         (``sklearn.neighbors.sort_graph_by_row_values`` accepts it as it
-        is). With fewer than k other documents a row holds them all. The
+        is). With fewer than k other documents a row holds them all, and a
+        UserWarning says so. The
         result takes 12 to 16 bytes per entry, N x min(k, N) entries: with k
         near N it is a dense matrix.
 
@@ -617,6 +618,10 @@ class SearchMixin:
         row_of = {key: i for i, key in enumerate(keys)}
         want = int(k) if include_self else min(int(k), max(n - 1, 0))
         want = min(want, n)
+        if n and want < k:
+            others = "documents" if include_self else "other documents"
+            warnings.warn(f"k is {k}, more than the {want:,} {others} there are: each row holds "
+                          f"all {want:,}", UserWarning, stacklevel=2)
         columns = np.zeros(n * want, dtype=np.int64)
         values = np.zeros(n * want, dtype=np.float64)
         for start in range(0, n, int(batch)):
