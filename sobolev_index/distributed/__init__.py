@@ -1,0 +1,13 @@
+"""Sharded indexes: one exact k-NN index over several SobolevIndex
+directories, searched in this process or on a Dask cluster (the optional
+extra ``[distributed]``).
+
+This layer sits above ``sobolev_index.index``; nothing below it imports it,
+and Dask is imported only when a ``dask.distributed.Client`` is given.
+"""
+from .errors import ShardedWriteError, ShardError
+from .manifest import route
+from .sharded import ShardedIndex
+from .shards import open_shard
+
+__all__ = ["ShardedIndex", "ShardedWriteError", "ShardError", "open_shard", "route"]

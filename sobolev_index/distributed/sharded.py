@@ -1,0 +1,750 @@
+"""ShardedIndex: one exact k-NN index over S ordinary SobolevIndex shards.
+
+The shards share one graph, roots and eta; a key always goes to the shard
+its stable hash names (``manifest.route``), so each shard's own duplicate
+check keeps keys unique across shards. A search fans the query batch out to
+every shard (threads in this process, or tasks on the Dask workers that
+hold the shards, see ``shards.py``) and merges their top k on the client:
+by distance, ties by global insertion order (``manifest.SequenceTable``),
+which is the order a single index built from the same calls breaks them in.
+"""
+import math
+import os
+import shutil
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+from ..distances import check_p
+from ..errors import (
+    DuplicateKeyError,
+    InvalidMeasureError,
+    KeyNotFoundError,
+    SobolevIndexError,
+)
+from ..graph import Graph
+from ..index import SearchResult, SobolevIndex, storage
+from ..index.sobolev_index import _check_text, _checked_column, _json_fields
+from ..measures import MeasureBatch, as_measure_batch
+from . import shards as tasks
+from .errors import ShardedWriteError, ShardError
+from .manifest import (
+    SequenceTable,
+    new_manifest,
+    read_manifest,
+    route,
+    shard_name,
+    write_manifest,
+)
+
+__all__ = ["ShardedIndex"]
+
+# The most keys an error message lists (the exception holds them all).
+KEYS_SHOWN = 50
+# The counts of SearchResult.stats summed over the shards.
+_COUNTS = ("segments", "rows", "bounded", "refined", "rows_read", "blocks", "blocks_scored",
+           "exact")
+
+
+class ShardedIndex:
+    """An exact k-NN index of measures under S_p split over S shards.
+
+    Create one with :meth:`create`, open one with :meth:`open`. Each shard
+    is an ordinary :class:`SobolevIndex` directory (open it, verify it,
+    search it on its own); the sharded index adds a manifest (shard
+    directories, routing rule, graph checksum, roots, eta) and the global
+    insertion order of the documents. Reads and writes have the signatures
+    and results of :class:`SobolevIndex`, and searches return what a single
+    index holding the same documents returns: the same keys, distances and
+    labels, ties in the same order.
+
+    Writes that span shards are **not atomic across shards**: each shard
+    commits its part of a batch on its own. When some parts fail, the others
+    stay committed and :class:`ShardedWriteError` lists exactly which keys
+    were committed (``committed``) and why the others were not (``failed``).
+
+    With ``client=None`` the shards are opened in this process and searched
+    on threads; with a ``dask.distributed.Client`` each shard is opened on a
+    worker and stays there, and the work goes to it as tasks.
+    """
+
+    def __init__(self, path, mode, manifest, placement, sequence, lock, client):
+        self.path = path
+        self.mode = mode
+        self.client = client
+        self._manifest = manifest
+        self._placement = placement
+        self._sequence = sequence
+        self._lock = lock
+        self._closed = False
+        self.p = check_p(math.inf if manifest["p"] == "inf" else manifest["p"])
+        self.roots = np.asarray(manifest["roots"], dtype=np.int64)
+        self.eta = np.asarray(manifest["eta"], dtype=np.float64)
+        self.n_nodes = int(manifest["n_nodes"])
+        self.shard_paths = [os.path.join(path, name) for name in manifest["shards"]]
+
+    # ------------------------------------------------------------ lifecycle
+    @classmethod
+    def create(cls, path, graph, roots=None, eta=None, p=1, shards=2, on_violation="raise",
+               seed=0, client=None):
+        """Create a sharded index of ``shards`` shards at ``path`` (a new or
+        empty directory) and open it for writing.
+
+        ``roots``, ``eta``, ``p``, ``on_violation`` and ``seed`` are those of
+        :meth:`SobolevIndex.create`: the first shard chooses the roots (and
+        eta), the others are created with the same root nodes, so that all
+        of them hold the same graph and trees. ``client``: see :meth:`open`.
+        """
+        if not isinstance(graph, Graph):
+            raise TypeError(f"graph is {type(graph).__name__}; expected a sobolev_index.Graph")
+        if isinstance(shards, bool) or not isinstance(shards, (int, np.integer)) or shards < 1:
+            raise ValueError(f"shards is {shards!r}; expected a number of shards >= 1")
+        shards = int(shards)
+        path = os.fspath(path)
+        storage.require_new_directory(path)
+        p = check_p(p)
+        # Built in a sibling directory and renamed into place, as a single
+        # index is: a crash never leaves a half-made sharded index at path.
+        parent = os.path.dirname(os.path.abspath(path)) or "."
+        os.makedirs(parent, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=".sobolev-sharded-", dir=parent)
+        try:
+            os.chmod(staging, 0o777 & ~storage.current_umask())
+            first = SobolevIndex.create(os.path.join(staging, shard_name(0)), graph, roots=roots,
+                                        eta=eta, p=p, on_violation=on_violation, seed=seed)
+            with first:
+                made = tasks.describe_index(first)
+            for i in range(1, shards):
+                # The roots as nodes, and the eta as given: weights given
+                # again once normalised could come out different in the last bit.
+                shard = SobolevIndex.create(os.path.join(staging, shard_name(i)), graph,
+                                            roots=list(made["roots"]), eta=eta, p=p,
+                                            on_violation=on_violation, seed=seed)
+                with shard:
+                    _check_agrees(i, os.path.join(path, shard_name(i)),
+                                  tasks.describe_index(shard), made, "shard 0")
+            SequenceTable.create(staging)
+            manifest = new_manifest(shards, made["graph_checksum"], made["roots"],
+                                    made["eta"], p)
+            manifest["n_nodes"] = int(graph.n_nodes)
+            write_manifest(staging, manifest)
+            if os.path.isdir(path):
+                os.rmdir(path)
+            os.rename(staging, path)
+            storage.fsync_path(parent, directory=True)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return cls.open(path, mode="a", client=client)
+
+    @classmethod
+    def open(cls, path, mode="r", client=None, timeout=None):
+        """Open a sharded index for reading (``"r"``) or writing (``"a"``).
+
+        ``client``: None opens the shards in this process; a
+        ``dask.distributed.Client`` opens each shard inside a task on one of
+        its workers (``shard-{i}-{version}``, movable to another worker if
+        that one dies), and runs searches and writes as tasks there. A
+        writer holds ``write.lock`` of the sharded index (waiting up to
+        ``timeout`` seconds) and, on the workers, each shard's.
+
+        Raises :class:`ShardError` naming the first shard that cannot be
+        opened, or whose graph, roots or eta differ from the manifest's.
+        """
+        if mode not in ("r", "a"):
+            raise ValueError(f"mode is {mode!r}; expected 'r' (read) or 'a' (append/write)")
+        path = os.fspath(path)
+        manifest = read_manifest(path)
+        lock = storage.WriterLock(path, timeout) if mode == "a" else None
+        sequence = placement = None
+        try:
+            sequence = SequenceTable(path, readonly=(mode == "r"))
+            paths = [os.path.join(path, name) for name in manifest["shards"]]
+            if client is None:
+                placement = tasks.LocalShards(paths, mode)
+            else:
+                placement = tasks.DaskShards(client, paths, mode)
+            failed = placement.open()
+            described = {}
+            if not failed:
+                described = placement.map(tasks.describe, {i: () for i in range(len(paths))})
+                failed = {i: exc for i, exc in described.items() if isinstance(exc, Exception)}
+            if failed:
+                i = min(failed)
+                exc = failed[i]
+                others = f" (and {len(failed) - 1} other shard(s))" if len(failed) > 1 else ""
+                raise ShardError(f"shard {i} of {path} ({paths[i]}) cannot be opened{others}: "
+                                 f"{exc}", i, paths[i], exc) from exc
+            for i in range(len(paths)):
+                _check_agrees(i, paths[i], described[i], manifest, "the manifest")
+        except BaseException:
+            if placement is not None:
+                placement.close()
+            if sequence is not None:
+                sequence.close()
+            if lock is not None:
+                lock.release()
+            raise
+        return cls(path, mode, manifest, placement, sequence, lock, client)
+
+    def close(self):
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        try:
+            self._placement.close()
+        finally:
+            self._sequence.close()
+            if self._lock is not None:
+                self._lock.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self._closed else self.mode
+        where = "local" if self.client is None else "dask"
+        return f"ShardedIndex({self.path!r}, {state}, shards={self.shards}, {where})"
+
+    @property
+    def shards(self):
+        """The number of shards."""
+        return len(self.shard_paths)
+
+    @property
+    def writable(self):
+        return not self._closed and self.mode == "a"
+
+    def shard_of(self, key):
+        """The shard number that holds (or would hold) ``key``."""
+        if not isinstance(key, str):
+            raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        return route(key, self.shards)
+
+    def refresh(self):
+        """Move every shard to its latest commit (readers)."""
+        self._check_open()
+        self._raise_failed(self._placement.map(tasks.refresh, self._every_shard()), "refresh")
+
+    # ---------------------------------------------------------------- checks
+    def _check_open(self):
+        if self._closed:
+            raise SobolevIndexError(f"the sharded index at {self.path} is closed")
+
+    def _check_writable(self):
+        self._check_open()
+        if self.mode != "a":
+            raise SobolevIndexError(f"the sharded index at {self.path} is open for reading; "
+                                    "open it with mode='a' to change it")
+
+    def _every_shard(self, *args):
+        return {i: args for i in range(self.shards)}
+
+    def _raise_failed(self, results, what):
+        """The results by shard, or the first shard's error (a note names the
+        shard): bad input raises the same error in every shard."""
+        for i in sorted(results):
+            exc = results[i]
+            if isinstance(exc, Exception):
+                exc.add_note(f"({what} in shard {i}, {self.shard_paths[i]})")
+                raise exc
+        return results
+
+    def _by_shard(self, keys):
+        """{shard: [positions in keys]} of str keys."""
+        parts = {}
+        for j, key in enumerate(keys):
+            parts.setdefault(route(key, self.shards), []).append(j)
+        return parts
+
+    # ------------------------------------------------------------ inspection
+    def __len__(self):
+        self._check_open()
+        return sum(self._raise_failed(
+            self._placement.map(tasks.size, self._every_shard()), "len").values())
+
+    def __contains__(self, key):
+        self._check_open()
+        return isinstance(key, str) and bool(
+            self._placement.run(route(key, self.shards), tasks.contains, key))
+
+    def __iter__(self):
+        """The live keys, in insertion order."""
+        return iter(self.keys_in_order())
+
+    def existing_keys(self, keys):
+        """The set of those of ``keys`` that are live documents."""
+        self._check_open()
+        if isinstance(keys, str) or not hasattr(keys, "__iter__"):
+            raise TypeError(f"keys is {keys!r:.60}; expected a list of keys")
+        keys = [k for k in keys if isinstance(k, str)]
+        parts = self._by_shard(keys)
+        found = self._raise_failed(self._placement.map(
+            tasks.call, {i: ("existing_keys", [keys[j] for j in js]) for i, js in parts.items()}),
+            "existing_keys")
+        return set().union(*found.values()) if found else set()
+
+    def keys_in_order(self):
+        """The live keys in insertion order (over all shards)."""
+        self._check_open()
+        per_shard = self._raise_failed(
+            self._placement.map(tasks.call, self._every_shard("keys_in_order")), "keys")
+        everything = [(key, i, j) for i in sorted(per_shard)
+                      for j, key in enumerate(per_shard[i])]
+        seq = self._sequence.lookup([key for key, _, _ in everything])
+        everything.sort(key=lambda t: (seq.get(t[0], math.inf), t[1], t[2]))
+        return [key for key, _, _ in everything]
+
+    def get(self, key):
+        """The stored measure and metadata of ``key`` (see
+        :meth:`SobolevIndex.get`), with ``shard``, the shard that holds it;
+        ``id`` is the document's id within that shard."""
+        self._check_open()
+        i = self.shard_of(key)
+        doc = self._placement.run(i, tasks.call, "get", key)
+        doc["shard"] = i
+        return doc
+
+    def info(self):
+        """Counts and sizes summed over the shards (documents, deleted,
+        segments, bytes), the shared graph, roots, eta and p, and
+        ``shards``: each shard's path, documents, deleted, segments and
+        bytes."""
+        self._check_open()
+        infos = self._raise_failed(
+            self._placement.map(tasks.call, self._every_shard("info")), "info")
+        infos = [infos[i] for i in range(self.shards)]
+        first = infos[0]
+        own = sum(os.path.getsize(os.path.join(self.path, name))
+                  for name in os.listdir(self.path)
+                  if os.path.isfile(os.path.join(self.path, name)))
+        return {
+            "path": os.path.abspath(self.path),
+            "documents": sum(info["documents"] for info in infos),
+            "deleted": sum(info["deleted"] for info in infos),
+            "segments": sum(info["segments"] for info in infos),
+            "nodes": first["nodes"], "edges": first["edges"], "roots": first["roots"],
+            "eta": first["eta"], "p": first["p"],
+            "bytes": own + sum(info["bytes"] for info in infos),
+            "graph": first["graph"],
+            "format_version": self._manifest["format_version"],
+            "created_at": self._manifest.get("created_at"),
+            "routing": dict(self._manifest["routing"]),
+            "shards": [{"shard": i, "path": info["path"], "documents": info["documents"],
+                        "deleted": info["deleted"], "segments": info["segments"],
+                        "bytes": info["bytes"]} for i, info in enumerate(infos)],
+        }
+
+    # --------------------------------------------------------------- writing
+    def add(self, measures, keys=None, labels=None, fields=None):
+        """Add a batch of measures; returns their keys.
+
+        The batch is validated in full first (measures, keys, labels,
+        fields, keys already in the index): bad input raises before any
+        shard writes. Each shard then commits its part in one transaction,
+        durably, as :meth:`SobolevIndex.add` does. **The batch is not atomic
+        across shards**: if some parts fail, the others stay committed and
+        :class:`ShardedWriteError` lists the committed keys. Without
+        ``keys``, keys are ``doc-N`` with N the document's global sequence
+        number (as a single index names them by document id).
+        """
+        return self._write(measures, keys, labels, fields, upsert=False)
+
+    def upsert(self, measures, keys, labels=None, fields=None):
+        """Add measures, replacing live documents with the same keys (in the
+        shard that holds each key). Not atomic across shards: see :meth:`add`."""
+        if keys is None:
+            raise ValueError("upsert needs keys: the documents to replace are found by key")
+        return self._write(measures, keys, labels, fields, upsert=True)
+
+    def _write(self, measures, keys, labels, fields, upsert):
+        self._check_writable()
+        batch = measures if isinstance(measures, MeasureBatch) else as_measure_batch(
+            measures, n_nodes=self.n_nodes)
+        n = len(batch)
+        keys = self._checked_keys(keys, n)
+        # The checks a single index makes, here before any shard writes.
+        labels = _checked_column("labels", labels, n, str)
+        fields = _checked_column("fields", fields, n, dict)
+        for i, value in enumerate(fields):
+            if value is not None:
+                _json_fields(value, i)
+        if not upsert:
+            existing = self.existing_keys(keys)
+            for key in keys:
+                if key in existing:
+                    raise DuplicateKeyError(
+                        f"key {key!r} is already in the index; use upsert() to replace it")
+        if n == 0:
+            return []
+        parts = self._by_shard(keys)
+        _, before = self._sequence.assign(keys)
+        results = self._placement.map(tasks.write, {
+            i: (_rows_of(batch, js), [keys[j] for j in js], [labels[j] for j in js],
+                [fields[j] for j in js], upsert)
+            for i, js in parts.items()})
+        failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
+        if failed:
+            lost = [keys[j] for i in failed for j in parts[i]]
+            self._sequence.restore(lost, before)
+            done = {j for i, js in parts.items() if i not in failed for j in js}
+            raise _write_error("upsert" if upsert else "add", [keys[j] for j in sorted(done)],
+                               failed, n, self.shard_paths)
+        return keys
+
+    def _checked_keys(self, keys, n):
+        """The batch's keys, checked as a single index checks them; without
+        keys, ``doc-N`` from the next sequence numbers, made unique."""
+        if keys is None:
+            first = self._sequence.next_seq()
+            keys = [f"doc-{first + i}" for i in range(n)]
+            taken = self.existing_keys(keys)
+            for i in range(n):
+                suffix = 1
+                while keys[i] in taken:  # a user chose this key already
+                    keys[i], suffix = f"doc-{first + i}.{suffix}", suffix + 1
+                    taken |= self.existing_keys([keys[i]])
+        else:
+            if isinstance(keys, str):
+                raise TypeError("keys must be a list of str, not one str")
+            keys = list(keys)
+            if len(keys) != n:
+                raise ValueError(f"{len(keys)} keys were given for {n} measures; expected one each")
+            for i, key in enumerate(keys):
+                if not isinstance(key, str) or not key:
+                    raise ValueError(f"key {i} is {key!r}; keys must be non-empty str")
+                _check_text(f"key {i}", key)
+        seen = set()
+        for key in keys:
+            if key in seen:
+                raise DuplicateKeyError(f"key {key!r} appears twice in this batch")
+            seen.add(key)
+        return keys
+
+    def delete(self, keys):
+        """Delete documents by key; returns the count. Every key is looked up
+        first (one missing: nothing is deleted); then each shard deletes its
+        keys in its own transaction, so, as for :meth:`add`, a failure in
+        some shards raises :class:`ShardedWriteError` listing the keys that
+        were deleted."""
+        self._check_writable()
+        if isinstance(keys, str):
+            keys = [keys]
+        try:
+            keys = list(keys)
+        except TypeError:
+            raise TypeError(f"keys is {keys!r}; expected a key (str) or a list of keys") from None
+        for key in keys:
+            if not isinstance(key, str):
+                raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        live = self.existing_keys(keys)
+        missing = [k for k in keys if k not in live]
+        if missing:
+            raise KeyNotFoundError(
+                f"{len(missing)} key(s) are not in the index, e.g. {missing[0]!r}; nothing was "
+                "deleted")
+        keys = list(dict.fromkeys(keys))
+        parts = self._by_shard(keys)
+        results = self._placement.map(tasks.delete, {
+            i: ([keys[j] for j in js],) for i, js in parts.items()})
+        failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
+        if failed:
+            done = sorted(j for i, js in parts.items() if i not in failed for j in js)
+            raise _write_error("delete", [keys[j] for j in done], failed, len(keys),
+                               self.shard_paths)
+        return sum(count for count, _ in results.values())
+
+    def compact(self):
+        """Compact every shard (see :meth:`SobolevIndex.compact`)."""
+        self._check_writable()
+        self._raise_failed(self._placement.map(tasks.call, self._every_shard("compact")),
+                           "compact")
+
+    def verify(self, repair=False, sample=None, seed=0):
+        """Verify every shard (see :meth:`SobolevIndex.verify`) and their
+        agreement with the manifest. Returns ``{"ok", "problems",
+        "documents", "deleted", "segments", "shards"}``: the problems of all
+        shards, each prefixed with its shard, and each shard's own report."""
+        self._check_open()
+        kwargs = {"repair": repair, "seed": seed}
+        if sample is not None:
+            kwargs["sample"] = sample
+        reports = self._placement.map(tasks.verify, self._every_shard(kwargs))
+        problems, out = [], []
+        for i in range(self.shards):
+            report = reports[i]
+            if isinstance(report, Exception):
+                report = {"ok": False, "problems": [f"verify raised {report!r}"],
+                          "documents": None, "deleted": None, "segments": None}
+            else:
+                try:
+                    _check_agrees(i, self.shard_paths[i], report.pop("describe"),
+                                  self._manifest, "the manifest")
+                except ShardError as exc:
+                    report["problems"].append(str(exc))
+                    report["ok"] = False
+            problems += [f"shard {i} ({self.shard_paths[i]}): {p}" for p in report["problems"]]
+            out.append(report)
+
+        def total(name):
+            values = [r.get(name) for r in out]
+            return None if any(v is None for v in values) else sum(values)
+
+        return {"ok": not problems, "problems": problems, "documents": total("documents"),
+                "deleted": total("deleted"), "segments": total("segments"), "shards": out}
+
+    # ---------------------------------------------------------------- search
+    def search(self, queries, k=None, p=None, roots=None, where=None, n_threads=None,
+               radius=None, limit=None, stats=False):
+        """Exact k nearest neighbours under S_p over every shard, or every
+        document within a radius: the arguments and the
+        :class:`SearchResult` of :meth:`SobolevIndex.search`, and the same
+        answer as a single index holding the same documents.
+
+        Each shard finds its own top ``k`` (or its documents within
+        ``radius``, up to ``limit``), and the client merges them: by
+        distance, ties by global insertion order (the order in which the
+        documents were added through the sharded index, which is the order
+        a single index given the same calls keeps), so a shard's top k
+        always holds every document of the merged top k. A stored key used
+        as a query is searched as its stored measure, exactly (the key's
+        own shard sends it), and comes first among the documents at
+        distance 0 from it, as in a single index. ``n_threads`` is per
+        shard. ``stats`` sums the shards' counts; with ``stats=True``
+        ``seconds`` holds the wall-clock time of the fan-out (``search``),
+        the ``merge`` and the ``total``.
+        """
+        self._check_open()
+        started = time.perf_counter()
+        p = self.p if p is None else check_p(p)
+        query_keys = None
+        if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
+                                        and all(isinstance(q, str) for q in queries)):
+            query_keys = [queries] if isinstance(queries, str) else list(queries)
+            stored = self._stored_measures(query_keys)
+            queries = [(nodes, masses) for nodes, masses, _ in stored]
+        # Checked here, once, so that bad queries raise one clear error.
+        n_queries = len(as_measure_batch(queries, n_nodes=self.n_nodes))
+        if n_queries == 0:
+            raise InvalidMeasureError("no queries were given")
+        kwargs = {"k": k, "p": p, "roots": roots, "n_threads": n_threads, "radius": radius,
+                  "limit": limit, "stats": stats}
+        args_of = {}
+        shared = self._placement.scatter(queries)
+        for i in range(self.shards):
+            args_of[i] = (shared, dict(kwargs, where=self._shard_where(where, i)), n_queries)
+        found = self._raise_failed(self._placement.map(tasks.search, args_of), "search")
+        searched = time.perf_counter()
+        found = [found[i] for i in range(self.shards)]
+
+        absent = set.intersection(*[f[5] for f in found])
+        if absent:
+            warnings.warn(f"no live document has the label {', '.join(sorted(map(repr, absent)))}",
+                          UserWarning, stacklevel=2)
+        if radius is None:
+            width = min(int(k if k is not None else 10),
+                        sum(f[0].shape[1] for f in found))
+        else:
+            width = limit
+        keys, distances, labels, truncated = self._merge(found, n_queries, width)
+        if query_keys is not None:
+            self._own_key_first(query_keys, stored, where, keys, distances, labels, width)
+        if radius is None:
+            out = np.full((n_queries, width), np.inf)
+            for q, row in enumerate(distances):
+                out[q, :len(row)] = row
+            distances = out
+        else:
+            truncated = [bool(t or any(f[3][q] for f in found)) for q, t in enumerate(truncated)]
+        totals = _summed_stats(found, n_queries, stats)
+        if stats:
+            totals["seconds"] = {"search": searched - started,
+                                 "merge": time.perf_counter() - searched,
+                                 "total": time.perf_counter() - started}
+        return SearchResult(keys, distances, labels, p, totals,
+                            radius=None if radius is None else float(radius),
+                            truncated=None if radius is None else truncated)
+
+    def _stored_measures(self, keys):
+        """(nodes, masses, label) of each stored key, from its shard."""
+        for key in keys:
+            if not isinstance(key, str):
+                raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        parts = self._by_shard(keys)
+        got = self._raise_failed(self._placement.map(
+            tasks.stored_measures, {i: ([keys[j] for j in js],) for i, js in parts.items()}),
+            "search")
+        out = [None] * len(keys)
+        for i, js in parts.items():
+            for j, measure in zip(js, got[i]):
+                out[j] = measure
+        return out
+
+    def _shard_where(self, where, i):
+        """``where`` for shard i: its ``keys`` only those routed to it."""
+        if not isinstance(where, dict) or not isinstance(where.get("keys"), (list, tuple)):
+            return where
+        mine = [key for key in where["keys"]
+                if isinstance(key, str) and route(key, self.shards) == i]
+        return dict(where, keys=mine)
+
+    def _merge(self, found, n_queries, width):
+        """Per query, the shards' hits merged: keys, distances, labels (lists)
+        and whether more than ``width`` hits were found (``width`` None: no
+        cut). Sorted by distance, then by shard and rank within it, which
+        is insertion order except between shards: equal distances from
+        several shards in reach of the cut are put in insertion order by
+        their sequence numbers (looked up only for them)."""
+        merged, ties = [], set()
+        for q in range(n_queries):
+            dist, shard_of, rank, key_of = [], [], [], []
+            for i, f in enumerate(found):
+                hits = f[1][q]
+                dist.append(np.asarray(f[0][q][:len(hits)], dtype=np.float64))
+                shard_of.append(np.full(len(hits), i))
+                rank.append(np.arange(len(hits)))
+                key_of.extend(hits)
+            dist = np.concatenate(dist)
+            shard_of = np.concatenate(shard_of)
+            order = np.argsort(dist, kind="stable")  # shard, then rank among equals
+            dist, shard_of = dist[order], shard_of[order]
+            cut = len(order) if width is None else min(width, len(order))
+            tie_groups = []
+            if cut:
+                # Runs of equal distance that start before the cut and hold
+                # hits of more than one shard.
+                starts = np.flatnonzero(np.r_[True, dist[1:] != dist[:-1]])
+                ends = np.r_[starts[1:], len(dist)]
+                for a, b in zip(starts, ends):
+                    if a >= cut:
+                        break
+                    if b - a > 1 and np.any(shard_of[a:b] != shard_of[a]):
+                        tie_groups.append((a, b))
+                        ties.update(key_of[j] for j in order[a:b])
+            merged.append((order, dist, shard_of, key_of, tie_groups, cut))
+        seq = self._sequence.lookup(ties) if ties else {}
+        keys, distances, labels, truncated = [], [], [], []
+        for q, (order, dist, shard_of, key_of, tie_groups, cut) in enumerate(merged):
+            order = order.copy()
+            for a, b in tie_groups:
+                # A key without a number (a write interrupted between the
+                # sequence table and its shard) goes after those with one.
+                group = sorted(range(a, b), key=lambda j: (seq.get(key_of[order[j]], math.inf),
+                                                            shard_of[j], order[j]))
+                order[a:b] = order[group]
+            label_of = [label for f in found for label in f[2][q]]
+            keys.append([key_of[j] for j in order[:cut]])
+            labels.append([label_of[j] for j in order[:cut]])
+            distances.append(np.array(dist[:cut], dtype=np.float64))
+            truncated.append(cut < len(order))
+        return keys, distances, labels, truncated
+
+    def _own_key_first(self, query_keys, stored, where, keys, distances, labels, width):
+        """As :meth:`SobolevIndex.search`: a stored key used as a query comes
+        first among the documents at distance 0 from it, if ``where``
+        admits it."""
+        for q, key in enumerate(query_keys):
+            if not keys[q] or distances[q][0] != 0.0:
+                continue
+            label = stored[q][2]
+            if key in keys[q]:
+                j = keys[q].index(key)
+                del keys[q][j], labels[q][j]
+            else:
+                if not _admitted(key, label, where) or distances[q][len(keys[q]) - 1] != 0.0:
+                    continue
+                if width is not None and len(keys[q]) == width:
+                    keys[q].pop()
+                    labels[q].pop()
+            keys[q].insert(0, key)
+            labels[q].insert(0, label)
+
+
+# --------------------------------------------------------------------- helpers
+def _check_agrees(i, path, described, expected, whose):
+    """ShardError unless shard i has the graph checksum, roots and eta of
+    ``expected`` (the manifest, or shard 0 while creating)."""
+    for name in ("graph_checksum", "roots", "eta"):
+        got, want = described[name], expected[name]
+        if name != "graph_checksum":
+            got, want = [float(v) for v in got], [float(v) for v in want]
+        if got != want:
+            raise ShardError(
+                f"shard {i} ({path}) has {name.replace('_', ' ')} {got}, but {whose} has "
+                f"{want}: the shard belongs to another index; restore it from a backup",
+                i, path)
+
+
+def _rows_of(batch, rows):
+    """The measures ``rows`` of a validated batch, as a batch of their own
+    (not checked again): the same arrays a single index would store."""
+    rows = np.asarray(rows, dtype=np.int64)
+    sizes = np.diff(batch.indptr)[rows]
+    indptr = np.zeros(len(rows) + 1, dtype=batch.indptr.dtype)
+    np.cumsum(sizes, out=indptr[1:])
+    starts = np.asarray(batch.indptr)[rows]
+    take = np.repeat(starts - indptr[:-1], sizes) + np.arange(int(indptr[-1]))
+    return MeasureBatch(indptr=indptr, nodes=batch.nodes[take], masses=batch.masses[take],
+                        row_scale=batch.row_scale[rows])
+
+
+def _write_error(what, committed, failed, n, paths):
+    reasons = "; ".join(f"shard {i} ({paths[i]}): {exc!r}" for i, exc in sorted(failed.items()))
+    shown = ", ".join(map(repr, committed[:KEYS_SHOWN]))
+    if len(committed) > KEYS_SHOWN:
+        shown += f", ... ({len(committed)} in all; see .committed)"
+    done = "deleted" if what == "delete" else "committed"
+    return ShardedWriteError(
+        f"{what} of {n} key(s) failed in {len(failed)} shard(s) and is not atomic across "
+        f"shards: {len(committed)} key(s) were {done}: [{shown}]; the others were not. "
+        f"Errors: {reasons}", committed, failed)
+
+
+def _admitted(key, label, where):
+    """Whether ``where`` admits the document ``key`` with ``label``."""
+    if not where:
+        return True
+    if "keys" in where and key not in set(where["keys"]):
+        return False
+    if "label" in where:
+        wanted = where["label"]
+        wanted = set(wanted) if isinstance(wanted, (list, tuple, set, frozenset)) else {wanted}
+        return label in wanted
+    return True
+
+
+def _summed_stats(found, n_queries, per_query):
+    """The shards' SearchResult.stats counts, summed (per query too)."""
+    totals = {name: 0 for name in _COUNTS}
+    queries = [None] * n_queries if per_query else None
+    for f in found:
+        stats = f[4]
+        if not stats:
+            continue
+        for name in _COUNTS:
+            totals[name] += int(stats.get(name, 0))
+        if per_query and "queries" in stats:
+            for q, one in enumerate(stats["queries"]):
+                if queries[q] is None:
+                    queries[q] = {name: 0 for name in _COUNTS}
+                    queries[q]["seconds"] = {}
+                for name in _COUNTS:
+                    queries[q][name] += one.get(name, 0)
+                for name, value in one.get("seconds", {}).items():
+                    queries[q]["seconds"][name] = queries[q]["seconds"].get(name, 0.0) + value
+    if per_query:
+        totals["queries"] = [q if q is not None else dict({name: 0 for name in _COUNTS},
+                                                           seconds={}) for q in queries]
+    return totals

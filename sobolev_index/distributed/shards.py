@@ -1,0 +1,306 @@
+"""Where the shards of a :class:`ShardedIndex` live and how work reaches them.
+
+Every operation on a shard is a module-level function ``task(shard, ...)``
+that runs next to the shard: in this process on a thread (``LocalShards``),
+or on the Dask worker that holds it (``DaskShards``). On Dask, each shard is
+opened inside a task, by path, and the open index stays in that worker's
+memory as the task's result; tasks that use it depend on that future, so the
+scheduler runs them where it is. If the worker dies, the scheduler opens the
+shard again elsewhere from its lineage (the open task) and reruns the tasks
+that needed it; a shard's state is what its directory holds, since every
+write is committed before its task returns. An open HDF5 or SQLite handle is
+never pickled: a shard moved between workers is opened again by path there.
+"""
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..index import SobolevIndex
+
+
+class Shard:
+    """An open shard (``index``, a :class:`SobolevIndex`) and where it is
+    (``path``, ``mode``). Pickled, it is its path and mode: unpickling opens
+    the index again."""
+
+    def __init__(self, path, mode):
+        self.path = path
+        self.mode = mode
+        self.index = SobolevIndex.open(path, mode=mode)
+        # Tasks of one shard can run at once on a worker's threads; a write
+        # and a search of the same index must not.
+        self.lock = threading.Lock()
+
+    def __reduce__(self):
+        return (open_shard, (self.path, self.mode))
+
+    def __sizeof__(self):
+        # What moving it would cost (opening it again): large, so that the
+        # scheduler runs its tasks where it already is.
+        return 1 << 30
+
+
+def open_shard(path, mode="r"):
+    """Open the shard directory ``path`` (a task on a Dask worker, or a call
+    in this process)."""
+    return Shard(path, mode)
+
+
+try:  # Tell Dask what a shard costs to move, where Dask is installed.
+    from dask.sizeof import sizeof as _dask_sizeof
+
+    @_dask_sizeof.register(Shard)
+    def _sizeof_shard(shard):
+        return 1 << 30
+except ImportError:  # the in-process shards need no Dask
+    pass
+
+
+# ------------------------------------------------------------------ the tasks
+def describe(shard):
+    """What a sharded index checks of each shard at open: graph checksum,
+    roots, eta, p, live documents."""
+    with shard.lock:
+        return describe_index(shard.index)
+
+
+def describe_index(index):
+    return {"graph_checksum": index.catalog.meta_value("graph_checksum"),
+            "roots": index.roots.tolist(), "eta": index.eta.tolist(), "p": index.p,
+            "documents": len(index)}
+
+
+def search(shard, queries, kwargs, n_queries):
+    """``index.search(queries, **kwargs)`` as plain data: (distances, keys,
+    labels, truncated, stats, absent). With ``where={"label": ...}``, only
+    the wanted labels this shard has are searched for (none: nothing is
+    searched), and ``absent`` is the set of the others: a single index warns
+    of labels no document has, and the sharded index warns once, of those
+    that no shard has, rather than once per shard that lacks them."""
+    with shard.lock:
+        index = shard.index
+        absent = set()
+        where = kwargs.get("where")
+        if isinstance(where, dict) and "label" in where:
+            wanted = where["label"]
+            wanted = set(wanted) if isinstance(wanted, (list, tuple, set, frozenset)) \
+                else {wanted}
+            present = index.catalog.live_rows_with_labels(wanted)[2]
+            absent = wanted - set(present)
+            if not present:
+                return _nothing_found(n_queries, kwargs) + (absent,)
+            kwargs = dict(kwargs, where=dict(where, label=sorted(present)))
+        result = index.search(queries, **kwargs)
+        return (result.distances, result.keys, result.labels, result.truncated, result.stats,
+                absent)
+
+
+def _nothing_found(n_queries, kwargs):
+    empty = [[] for _ in range(n_queries)]
+    if kwargs.get("radius") is None:
+        distances = np.zeros((n_queries, 0))
+    else:
+        distances = [np.zeros(0) for _ in range(n_queries)]
+    return distances, empty, [[] for _ in range(n_queries)], [False] * n_queries, None
+
+
+def stored_measures(shard, keys):
+    """The stored (nodes, masses) of each of ``keys``, as they were added
+    (masses not normalised again), and their labels: a query built from them
+    has exactly the features the index stores for the key, which ``get``'s
+    normalised masses do not always give to the last bit."""
+    with shard.lock:
+        index = shard.index
+        index._check_open()
+        out = []
+        for doc_id, segment, row in index._locate_many(list(keys)):
+            data = segment.data
+            start, stop = int(data.indptr[row]), int(data.indptr[row + 1])
+            label = index._documents_named([doc_id])[doc_id][1]
+            out.append((data.nodes[start:stop].astype("int64"),
+                        data.masses[start:stop].astype("float64"), label))
+        return out
+
+
+def write(shard, batch, keys, labels, fields, upsert):
+    """Add (or upsert) one shard's part of a batch; returns its live count."""
+    with shard.lock:
+        index = shard.index
+        if upsert:
+            index.upsert(batch, keys, labels=labels, fields=fields)
+        else:
+            index.add(batch, keys, labels=labels, fields=fields)
+        return len(index)
+
+
+def delete(shard, keys):
+    with shard.lock:
+        count = shard.index.delete(keys)
+        return count, len(shard.index)
+
+
+def call(shard, method, *args, **kwargs):
+    """``index.method(*args, **kwargs)``, for the operations whose result is
+    plain data (len, info, get, verify, compact, existing_keys, ...)."""
+    with shard.lock:
+        attribute = getattr(shard.index, method)
+        return attribute(*args, **kwargs) if callable(attribute) else attribute
+
+
+def verify(shard, kwargs):
+    """``index.verify(**kwargs)``, with ``describe`` of the shard."""
+    with shard.lock:
+        report = shard.index.verify(**kwargs)
+        report["describe"] = describe_index(shard.index)
+        return report
+
+
+def contains(shard, key):
+    with shard.lock:
+        return key in shard.index
+
+
+def size(shard):
+    with shard.lock:
+        return len(shard.index)
+
+
+def refresh(shard):
+    with shard.lock:
+        shard.index.refresh()
+        return len(shard.index)
+
+
+def close(shard):
+    with shard.lock:
+        shard.index.close()
+
+
+# ------------------------------------------------------------------ placements
+class LocalShards:
+    """The shards opened in this process; tasks run on a pool of threads
+    (one per shard), so a query batch searches the shards at once."""
+
+    def __init__(self, paths, mode):
+        self.paths = list(paths)
+        self.mode = mode
+        self.shards = []
+        self._pool = ThreadPoolExecutor(max_workers=len(self.paths),
+                                        thread_name_prefix="sobolev-shard")
+
+    def open(self):
+        """Open the shards in order: {shard: exception} of those that failed
+        (the others stay open, for close)."""
+        failed = {}
+        for i, path in enumerate(self.paths):
+            try:
+                self.shards.append(open_shard(path, self.mode))
+            except Exception as exc:  # named by the caller
+                self.shards.append(None)
+                failed[i] = exc
+        return failed
+
+    def run(self, i, task, *args):
+        return task(self.shards[i], *args)
+
+    def scatter(self, data):
+        return data
+
+    def map(self, task, args_of):
+        """{shard: task(shard, *args)} for each shard in ``args_of`` (shard ->
+        args), all at once; a shard whose task raised maps to its exception."""
+        futures = {i: self._pool.submit(task, self.shards[i], *args)
+                   for i, args in args_of.items()}
+        out = {}
+        for i, future in futures.items():
+            try:
+                out[i] = future.result()
+            except Exception as exc:  # reported per shard by the caller
+                out[i] = exc
+        return out
+
+    def close(self):
+        for shard in self.shards:
+            if shard is not None:
+                close(shard)
+        self.shards = []
+        self._pool.shutdown(wait=True)
+
+
+class DaskShards:
+    """The shards opened on the workers of a ``dask.distributed.Client``.
+
+    Shard i is the result of the task ``shard-{i}-{version}`` (``version``
+    new for each open), placed round-robin on the workers, moveable
+    (``allow_other_workers``) so that the scheduler can open it again on
+    another worker when its own dies. Queries are scattered once per batch
+    and searched by one task per shard.
+    """
+
+    def __init__(self, client, paths, mode):
+        self.client = client
+        self.paths = list(paths)
+        self.mode = mode
+        self.version = uuid.uuid4().hex[:12]
+        workers = sorted(client.scheduler_info()["workers"])
+        if not workers:
+            raise RuntimeError("the Dask cluster has no workers; start some before opening "
+                               "a sharded index on it")
+        self.futures = [
+            client.submit(open_shard, path, mode, key=f"shard-{i}-{self.version}",
+                          workers=[workers[i % len(workers)]], allow_other_workers=True,
+                          pure=False)
+            for i, path in enumerate(self.paths)]
+
+    def open(self):
+        """Wait for the shards to open; their errors are raised by the first
+        task on each (``describe``)."""
+        from distributed import wait
+
+        wait(self.futures)
+        return {}
+
+    def _submit(self, i, task, args, holders):
+        """Submit ``task(shard i, *args)`` on the worker that holds shard i
+        (``holders``: from ``who_has``). Without the restriction the
+        scheduler may treat a shard's tasks as root tasks and run them on
+        another worker, moving the shard there (opening it a second time).
+        The restriction is loose: once that worker is gone, the task runs
+        where the shard is opened again."""
+        where = holders.get(self.futures[i].key)
+        return self.client.submit(task, self.futures[i], *args, pure=False,
+                                  workers=list(where) if where else None,
+                                  allow_other_workers=True)
+
+    def _holders(self, shards):
+        return self.client.who_has([self.futures[i] for i in shards])
+
+    def run(self, i, task, *args):
+        return self._submit(i, task, args, self._holders([i])).result()
+
+    def scatter(self, data):
+        # In a list, so that a list of queries is scattered as one object.
+        return self.client.scatter([data], hash=False)[0]
+
+    def map(self, task, args_of):
+        holders = self._holders(list(args_of))
+        futures = {i: self._submit(i, task, args, holders) for i, args in args_of.items()}
+        out = {}
+        for i, future in futures.items():
+            try:
+                out[i] = future.result()
+            except Exception as exc:  # reported per shard by the caller
+                out[i] = exc
+        return out
+
+    def close(self):
+        try:
+            closing = [self.client.submit(close, f, pure=False) for f in self.futures]
+            self.client.gather(closing, errors="skip")
+        except Exception:
+            pass
+        for future in self.futures:
+            future.release()
+        self.futures = []
