@@ -157,6 +157,11 @@ def verify(shard, kwargs):
         return report
 
 
+def query_batch(queries):
+    """The queries themselves: a task whose result the workers share."""
+    return queries
+
+
 def contains(shard, key):
     with shard.lock:
         return key in shard.index
@@ -255,12 +260,12 @@ class DaskShards:
             for i, path in enumerate(self.paths)]
 
     def open(self):
-        """Wait for the shards to open; their errors are raised by the first
-        task on each (``describe``)."""
+        """Wait for the shards to open: {shard: exception} of those that failed."""
         from distributed import wait
 
         wait(self.futures)
-        return {}
+        return {i: future.exception() for i, future in enumerate(self.futures)
+                if future.status == "error"}
 
     def _submit(self, i, task, args, holders):
         """Submit ``task(shard i, *args)`` on the worker that holds shard i
@@ -270,9 +275,8 @@ class DaskShards:
         The restriction is loose: once that worker is gone, the task runs
         where the shard is opened again."""
         where = holders.get(self.futures[i].key)
-        return self.client.submit(task, self.futures[i], *args, pure=False,
-                                  workers=list(where) if where else None,
-                                  allow_other_workers=True)
+        placed = {"workers": list(where), "allow_other_workers": True} if where else {}
+        return self.client.submit(task, self.futures[i], *args, pure=False, **placed)
 
     def _holders(self, shards):
         return self.client.who_has([self.futures[i] for i in shards])
@@ -281,8 +285,10 @@ class DaskShards:
         return self._submit(i, task, args, self._holders([i])).result()
 
     def scatter(self, data):
-        # In a list, so that a list of queries is scattered as one object.
-        return self.client.scatter([data], hash=False)[0]
+        """A future of ``data`` (a query batch) for the tasks of every shard.
+        Not ``client.scatter``: scattered data is lost with the worker that
+        holds it, while the result of a task is computed again."""
+        return self.client.submit(query_batch, data, pure=False)
 
     def map(self, task, args_of):
         holders = self._holders(list(args_of))

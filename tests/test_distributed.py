@@ -1,0 +1,489 @@
+"""ShardedIndex (sobolev_index.distributed): S SobolevIndex shards behind one
+manifest, searched in this process on threads or on a Dask LocalCluster.
+
+Every search is compared with a single SobolevIndex given the same calls
+(identical keys, distances and labels: the merge must break ties between
+shards in insertion order, as one index does), and a small case with
+tests/reference.py brute force. The corpus repeats measures, so that ties
+between shards are common, and the test checks that it has them.
+"""
+import hashlib
+import json
+import math
+import os
+import shutil
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip(
+    "distributed", reason="dask.distributed is not installed (pip install 'sobolev-index[distributed]')")
+
+import reference as ref  # noqa: E402
+from _support.expected import RefModel, check_topk, expected_dists  # noqa: E402
+from _support.graphs import random_graph  # noqa: E402
+from _support.index import assert_unchanged, snapshot  # noqa: E402
+from _support.measures import random_measures  # noqa: E402
+
+from sobolev_index import SobolevIndex  # noqa: E402
+from sobolev_index.distributed import ShardedIndex, ShardedWriteError, ShardError, route  # noqa: E402
+from sobolev_index.distributed import shards as shard_tasks  # noqa: E402
+from sobolev_index.errors import (  # noqa: E402
+    CorruptIndexError,
+    DuplicateKeyError,
+    InvalidMeasureError,
+    KeyNotFoundError,
+    NotAnIndexError,
+    SobolevIndexError,
+)
+
+N_NODES = 40
+SHARDS = 3
+P_VALUES = [1, 2, math.inf]
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return random_graph(17, N_NODES)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two worker processes of one thread each, for the whole module."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                      dashboard_address=None) as local, Client(local) as client:
+        yield client
+
+
+def corpus(seed=0, n=160):
+    """Random measures, a fifth of them repeated (equal measures are at equal
+    distance from every query: ties, spread over the shards by their keys)."""
+    rng = np.random.default_rng(seed)
+    measures = random_measures(rng, N_NODES, n)
+    for j in rng.choice(n, size=n // 5, replace=False):
+        measures.append(measures[int(j)])
+    labels = [f"topic-{i % 4}" for i in range(len(measures))]
+    return measures, labels
+
+
+def both(tmp_path, spec, roots=None, p=1, client=None, shards=SHARDS, batches=4, seed=0):
+    """A single index and a sharded one given the same adds (in batches,
+    keys generated), an upsert and a delete."""
+    graph = spec.lib()
+    single = SobolevIndex.create(tmp_path / "single", graph, roots=roots, p=p)
+    sharded = ShardedIndex.create(tmp_path / "sharded", graph, roots=roots, p=p, shards=shards,
+                                  client=client)
+    measures, labels = corpus(seed)
+    step = math.ceil(len(measures) / batches)
+    for start in range(0, len(measures), step):
+        part = slice(start, start + step)
+        got = sharded.add(measures[part], labels=labels[part])
+        assert got == single.add(measures[part], labels=labels[part])
+    keys = single.keys_in_order()
+    for index in (single, sharded):
+        index.upsert(measures[:6], keys[10:16], labels=["upserted"] * 6)
+        assert index.delete(keys[20:25]) == 5
+    return single, sharded, measures
+
+
+def assert_same(a, b, what=""):
+    """Identical SearchResults: keys, labels, distances bit for bit."""
+    assert a.keys == b.keys, f"{what}: keys differ"
+    assert a.labels == b.labels, f"{what}: labels differ"
+    if a.radius is None:
+        assert a.distances.shape == b.distances.shape, what
+        assert np.array_equal(a.distances, b.distances), f"{what}: distances differ"
+    else:
+        assert a.truncated == b.truncated, f"{what}: truncated differs"
+        assert all(np.array_equal(x, y) for x, y in zip(a.distances, b.distances)), what
+
+
+def cross_shard_tie_order(result, shards):
+    """Whether some query has two documents of different shards at equal
+    distance, the later shard's first: only the global insertion order puts
+    them so (a merge by shard number would not)."""
+    for keys, row in zip(result.keys, result.distances):
+        for j in range(len(keys) - 1):
+            if row[j] == row[j + 1] and route(keys[j], shards) > route(keys[j + 1], shards):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------- the routing rule
+def test_route_is_blake2b_of_the_utf8_key_modulo_shards():
+    # The documented rule, computed here with hashlib: a change of rule would
+    # send keys to shards that do not hold them.
+    for key in ["doc-1", "doc-2", "paper/42", "ключ", "🙂"]:
+        digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+        for shards in (1, 2, 7, 1000003):
+            assert route(key, shards) == int.from_bytes(digest, "big") % shards
+
+
+def test_route_spreads_keys_over_the_shards():
+    counts = np.bincount([route(f"doc-{i}", 4) for i in range(4000)], minlength=4)
+    assert counts.min() > 850, counts
+
+
+# ------------------------------------------------------- sharded == single, in-process
+@pytest.mark.parametrize("roots", [None, 3], ids=["one-root", "sliced"])
+def test_search_equals_single_index(tmp_path, spec, roots):
+    single, sharded, measures = both(tmp_path, spec, roots=roots)
+    with single, sharded:
+        assert len(sharded) == len(single) == len(measures) - 5
+        assert sharded.keys_in_order() == single.keys_in_order()
+        queries = measures[::7] + random_measures(np.random.default_rng(5), N_NODES, 10)
+        tied = False
+        for p in P_VALUES:
+            for k in (1, 7, 30, 10_000):
+                got, want = sharded.search(queries, k=k, p=p), single.search(queries, k=k, p=p)
+                assert_same(got, want, f"p={p} k={k}")
+                tied |= cross_shard_tie_order(got, sharded.shards)
+            keys = single.keys_in_order()[::9]
+            assert_same(sharded.search(keys, k=12, p=p), single.search(keys, k=12, p=p),
+                        f"stored keys as queries, p={p}")
+            assert_same(sharded.search(queries, radius=0.2, p=p),
+                        single.search(queries, radius=0.2, p=p), f"radius p={p}")
+            assert_same(sharded.search(queries, radius=0.35, limit=4, p=p),
+                        single.search(queries, radius=0.35, limit=4, p=p), f"limit p={p}")
+            if roots is not None:
+                assert_same(sharded.search(queries, k=9, p=p, roots=[2, 0]),
+                            single.search(queries, k=9, p=p, roots=[2, 0]), f"roots p={p}")
+        assert tied, "no query had tied documents of two shards out of shard order"
+
+
+def test_search_with_where_equals_single_index(tmp_path, spec):
+    single, sharded, measures = both(tmp_path, spec)
+    with single, sharded:
+        queries = measures[:12]
+        some = single.keys_in_order()[::3]
+        for where in ({"label": "topic-1"}, {"label": ["topic-0", "upserted"]},
+                      {"keys": some}, {"keys": some, "label": "topic-2"}):
+            assert_same(sharded.search(queries, k=8, where=where),
+                        single.search(queries, k=8, where=where), f"where={where}")
+        # The query's own key comes first among duplicates only if where admits it.
+        keys = single.keys_in_order()[:30]
+        where = {"keys": keys[::2]}
+        assert_same(sharded.search(keys, k=5, where=where), single.search(keys, k=5, where=where))
+
+
+def test_a_label_no_shard_has_warns_once(tmp_path, spec):
+    single, sharded, measures = both(tmp_path, spec)
+    with single, sharded:
+        # topic-3 is in some shards only: no warning.
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            sharded.search(measures[:2], k=3, where={"label": "topic-3"})
+        with pytest.warns(UserWarning, match="no live document has the label 'nope'") as caught:
+            got = sharded.search(measures[:2], k=3, where={"label": "nope"})
+        assert len(caught) == 1
+        assert got.keys == [[], []] and np.all(np.isinf(got.distances))
+
+
+def test_search_against_reference_brute_force(tmp_path):
+    spec = random_graph(5, 12)
+    rng = np.random.default_rng(11)
+    measures = random_measures(rng, 12, 30)
+    measures += measures[:8]
+    sharded = ShardedIndex.create(tmp_path / "s", spec.lib(), roots=[0, 5], shards=4)
+    with sharded:
+        keys = sharded.add(measures)
+        model = RefModel(spec, sharded.roots)
+        alphas = {key: model.alphas(m) for key, m in zip(keys, measures)}
+        order = {key: i for i, key in enumerate(keys)}
+        queries = random_measures(rng, 12, 6) + measures[:3]
+        for p in P_VALUES:
+            got = sharded.search(queries, k=9, p=p)
+            for q, query in enumerate(queries):
+                exp = expected_dists(model, model.alphas(query), alphas, p, sharded.eta)
+                check_topk(got.keys[q], got.distances[q], exp, 9, order=order,
+                           what=f"p={p} query {q}")
+        # And the nearest of the last search, straight from the paper's formula.
+        nearest = measures[order[got.keys[0][0]]]
+        trees = [spec.ref_tree(int(r)) for r in sharded.roots]
+        assert math.isclose(got.distances[0, 0],
+                            ref.ref_sliced(queries[0], nearest, trees, math.inf, sharded.eta),
+                            rel_tol=1e-10)
+
+
+# ------------------------------------------------------------- sharded == single, Dask
+@pytest.mark.parametrize("roots", [None, 3], ids=["one-root", "sliced"])
+def test_search_on_dask_equals_single_index(tmp_path, spec, cluster, roots):
+    single, sharded, measures = both(tmp_path, spec, roots=roots, client=cluster)
+    with single, sharded:
+        queries = measures[::5]
+        for p in P_VALUES:
+            assert_same(sharded.search(queries, k=11, p=p), single.search(queries, k=11, p=p),
+                        f"dask p={p}")
+            keys = single.keys_in_order()[::11]
+            assert_same(sharded.search(keys, k=6, p=p), single.search(keys, k=6, p=p))
+        assert_same(sharded.search(queries, radius=0.3, limit=5),
+                    single.search(queries, radius=0.3, limit=5))
+        assert sharded.keys_in_order() == single.keys_in_order()
+        # The shards live on the workers, one open task each.
+        held = cluster.who_has()
+        assert sum(key.startswith("shard-") for key in held) == sharded.shards
+    # A reader on the cluster sees the same.
+    with ShardedIndex.open(tmp_path / "sharded", client=cluster) as reader, \
+            SobolevIndex.open(tmp_path / "single") as single:
+        assert_same(reader.search(queries, k=11, p=2), single.search(queries, k=11, p=2))
+        assert reader.info()["documents"] == len(single)
+
+
+# ---------------------------------------------------------- writes across the shards
+def test_add_upsert_delete_across_shards(tmp_path, spec):
+    single, sharded, measures = both(tmp_path, spec, batches=2)
+    with single, sharded:
+        keys = single.keys_in_order()
+        # Both spread over every shard.
+        assert len({route(k, SHARDS) for k in keys[:40]}) == SHARDS
+        info = sharded.info()
+        assert [s["documents"] for s in info["shards"]] == [
+            sum(route(k, SHARDS) == i for k in keys) for i in range(SHARDS)]
+        assert info["documents"] == len(single) and info["deleted"] == 5 + 6
+        for index in (single, sharded):
+            index.upsert(measures[30:40], keys[:5] + ["new-a", "new-b", "new-c", "new-d", "new-e"])
+            assert index.delete(["new-b", keys[7], keys[7]]) == 2
+            index.add(measures[40:43], keys=["x", "y", "z"], labels=["a", None, "b"],
+                      fields=[{"n": 1}, None, {"s": "t"}])
+        assert sharded.keys_in_order() == single.keys_in_order()
+        assert len(sharded) == len(single)
+        for key in ("x", "z", keys[0], "new-e"):
+            a, b = sharded.get(key), single.get(key)
+            assert np.array_equal(a["nodes"], b["nodes"])
+            assert np.array_equal(a["masses"], b["masses"])
+            assert (a["label"], a["fields"]) == (b["label"], b["fields"])
+            assert a["shard"] == route(key, SHARDS)
+        assert "x" in sharded and "new-b" not in sharded and keys[7] not in sharded
+        assert sharded.existing_keys(["x", "new-b", 3]) == {"x"}
+        for p in P_VALUES:
+            assert_same(sharded.search(measures[::6], k=15, p=p),
+                        single.search(measures[::6], k=15, p=p), f"after writes p={p}")
+        sharded.compact()
+        single.compact()
+        assert sharded.info()["deleted"] == 0
+        assert_same(sharded.search(measures[::6], k=15), single.search(measures[::6], k=15))
+        report = sharded.verify()
+        assert report["ok"], report["problems"]
+        assert report["documents"] == len(single)
+
+
+def test_writes_on_dask(tmp_path, spec, cluster):
+    single, sharded, measures = both(tmp_path, spec, client=cluster, batches=3)
+    with single, sharded:
+        for index in (single, sharded):
+            index.upsert(measures[50:53], ["doc-1", "doc-2", "fresh"])
+            index.delete("doc-3")
+        assert sharded.keys_in_order() == single.keys_in_order()
+        assert_same(sharded.search(measures[::4], k=9, p=2), single.search(measures[::4], k=9, p=2))
+        assert sharded.verify()["ok"]
+
+
+def test_every_shard_is_an_ordinary_index(tmp_path, spec):
+    single, sharded, _ = both(tmp_path, spec)
+    single.close()
+    sharded.close()
+    manifest = json.loads((tmp_path / "sharded" / "manifest.json").read_text())
+    assert manifest["routing"]["hash"] == "blake2b" and manifest["routing"]["modulo"] == SHARDS
+    assert not [n for n in os.listdir(tmp_path / "sharded") if n.endswith(".tmp")]
+    total = 0
+    checksums = set()
+    for name in manifest["shards"]:
+        with SobolevIndex.open(tmp_path / "sharded" / name) as shard:
+            assert shard.verify()["ok"]
+            total += len(shard)
+            checksums.add(shard.catalog.meta_value("graph_checksum"))
+            assert all(route(k, SHARDS) == manifest["shards"].index(name) for k in shard)
+    assert checksums == {manifest["graph_checksum"]}
+    with SobolevIndex.open(tmp_path / "single") as single:
+        assert total == len(single)
+
+
+def test_keys_are_unique_across_shards(tmp_path, spec):
+    _, sharded, measures = both(tmp_path, spec)
+    with sharded:
+        before = [snapshot(p) for p in sharded.shard_paths]
+        with pytest.raises(DuplicateKeyError, match="'doc-30' is already in the index"):
+            sharded.add(measures[:3], keys=["fresh-1", "doc-30", "fresh-2"])
+        with pytest.raises(DuplicateKeyError, match="appears twice"):
+            sharded.add(measures[:2], keys=["fresh-1", "fresh-1"])
+        with pytest.raises(InvalidMeasureError):
+            sharded.add(measures[:2] + [([0, 1], [1.0, float("nan")])])
+        with pytest.raises(ValueError, match=r"labels\[1\]"):
+            sharded.add(measures[:2], labels=["a", 3])
+        with pytest.raises(KeyNotFoundError, match="nothing was deleted"):
+            sharded.delete(["doc-30", "no-such-key"])
+        for path, snap in zip(sharded.shard_paths, before):
+            assert_unchanged(snap, path, "bad input")
+
+
+def test_generated_keys_skip_taken_ones(tmp_path, spec):
+    graph = spec.lib()
+    measures, _ = corpus()
+    with SobolevIndex.create(tmp_path / "one", graph) as single, \
+            ShardedIndex.create(tmp_path / "many", graph, shards=2) as sharded:
+        for index in (single, sharded):
+            index.add(measures[:2], keys=["doc-3", "doc-4"])
+            index.add(measures[2:6])
+        assert sharded.keys_in_order() == single.keys_in_order()
+
+
+# ---------------------------------------------------------------- failures
+def test_failed_multi_shard_add_names_the_committed_keys(tmp_path, spec, monkeypatch):
+    _, sharded, measures = both(tmp_path, spec)
+    with sharded:
+        failing = sharded.shard_paths[1]
+        write = shard_tasks.write
+
+        def write_or_fail(shard, *args):
+            if shard.path == failing:
+                raise OSError(28, "No space left on device (simulated)")
+            return write(shard, *args)
+
+        monkeypatch.setattr(shard_tasks, "write", write_or_fail)
+        keys = [f"new-{i}" for i in range(30)]
+        before = len(sharded)
+        with pytest.raises(ShardedWriteError) as caught:
+            sharded.add(measures[:30], keys=keys)
+        expected = [k for k in keys if route(k, SHARDS) != 1]
+        assert 0 < len(expected) < len(keys)
+        assert caught.value.committed == expected
+        assert set(caught.value.failed) == {1}
+        message = str(caught.value)
+        assert "not atomic across shards" in message and "shard 1" in message
+        assert all(repr(k) in message for k in expected)
+        assert isinstance(caught.value, SobolevIndexError)
+        assert len(sharded) == before + len(expected)
+        assert sharded.existing_keys(keys) == set(expected)
+        # Writing the batch again completes it; the order of the keys that
+        # failed is that of the retry.
+        monkeypatch.setattr(shard_tasks, "write", write)
+        sharded.upsert(measures[:30], keys)
+        assert sharded.existing_keys(keys) == set(keys)
+        assert sharded.keys_in_order()[-len(keys):] == keys
+
+
+def test_failed_multi_shard_delete_names_the_deleted_keys(tmp_path, spec, monkeypatch):
+    _, sharded, _ = both(tmp_path, spec)
+    with sharded:
+        delete = shard_tasks.delete
+        monkeypatch.setattr(shard_tasks, "delete", lambda shard, keys: (
+            delete(shard, keys) if shard.path != sharded.shard_paths[0] else 1 / 0))
+        keys = sharded.keys_in_order()[:20]
+        with pytest.raises(ShardedWriteError, match="not atomic") as caught:
+            sharded.delete(keys)
+        assert caught.value.committed == [k for k in keys if route(k, SHARDS) != 0]
+        assert sharded.existing_keys(keys) == {k for k in keys if route(k, SHARDS) == 0}
+
+
+def test_a_shard_that_fails_to_open_is_named(tmp_path, spec, cluster):
+    _, sharded, _ = both(tmp_path, spec)
+    sharded.close()
+    root = tmp_path / "sharded"
+    broken = root / "shard-002"
+    os.replace(broken / "catalog.sqlite", tmp_path / "catalog.sqlite")
+    for client in (None, cluster):
+        with pytest.raises(ShardError, match=r"shard 2 .*shard-002.* cannot be opened") as caught:
+            ShardedIndex.open(root, client=client)
+        assert caught.value.shard == 2 and caught.value.path == str(broken)
+    # Nothing stays locked: once repaired, it opens for writing.
+    os.replace(tmp_path / "catalog.sqlite", broken / "catalog.sqlite")
+    ShardedIndex.open(root, mode="a").close()
+
+
+def test_a_shard_of_another_index_is_named(tmp_path, spec):
+    _, sharded, _ = both(tmp_path, spec)
+    sharded.close()
+    root = tmp_path / "sharded"
+    shutil.rmtree(root / "shard-001")
+    SobolevIndex.create(root / "shard-001", random_graph(99, N_NODES).lib()).close()
+    with pytest.raises(ShardError, match=r"shard 1 .*graph checksum .* manifest"):
+        ShardedIndex.open(root)
+    shutil.rmtree(root / "shard-001")
+    SobolevIndex.create(root / "shard-001", spec.lib(), roots=2).close()  # other roots
+    with pytest.raises(ShardError, match=r"shard 1 .*(roots|graph checksum)"):
+        ShardedIndex.open(root)
+
+
+def test_bad_paths_and_arguments(tmp_path, spec):
+    graph = spec.lib()
+    with pytest.raises(NotAnIndexError, match="no manifest.json"):
+        ShardedIndex.open(tmp_path)
+    with pytest.raises(NotAnIndexError, match="does not exist"):
+        ShardedIndex.open(tmp_path / "nowhere")
+    for shards in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="shards is"):
+            ShardedIndex.create(tmp_path / "x", graph, shards=shards)
+    assert not (tmp_path / "x").exists()
+    with ShardedIndex.create(tmp_path / "s", graph, shards=2):
+        with pytest.raises(ValueError, match="mode is 'w'"):
+            ShardedIndex.open(tmp_path / "s", mode="w")
+        with pytest.raises(SobolevIndexError, match="another process|already"):
+            ShardedIndex.open(tmp_path / "s", mode="a")
+    with pytest.raises(FileExistsError):
+        ShardedIndex.create(tmp_path / "s", graph, shards=2)
+    (tmp_path / "s" / "manifest.json").write_text("{not json")
+    with pytest.raises(CorruptIndexError, match="manifest.json cannot be read"):
+        ShardedIndex.open(tmp_path / "s")
+    with ShardedIndex.create(tmp_path / "r", graph, shards=2):
+        pass
+    with ShardedIndex.open(tmp_path / "r") as reader:
+        with pytest.raises(SobolevIndexError, match="open for reading"):
+            reader.add([([0], [1.0])])
+    with pytest.raises(SobolevIndexError, match="closed"):
+        reader.search([([0], [1.0])])
+
+
+def test_reader_refresh_sees_new_commits(tmp_path, spec):
+    _, sharded, measures = both(tmp_path, spec)
+    with sharded, ShardedIndex.open(tmp_path / "sharded") as reader:
+        n = len(reader)
+        sharded.add(measures[:4], keys=["r1", "r2", "r3", "r4"])
+        assert len(reader) == n and "r1" not in reader
+        reader.refresh()
+        assert len(reader) == n + 4 and "r1" in reader
+
+
+# --------------------------------------------------------------- worker killed
+def test_worker_killed_during_a_search_batch(tmp_path, spec, cluster):
+    single, sharded, measures = both(tmp_path, spec, roots=3)
+    single.close()
+    sharded.close()
+    queries = measures[::3]
+    with SobolevIndex.open(tmp_path / "single") as single:
+        want = single.search(queries, k=13, p=2)
+    with ShardedIndex.open(tmp_path / "sharded", client=cluster) as reader:
+        assert_same(reader.search(queries, k=13, p=2), want, "before the kill")
+        holder = sorted(cluster.who_has()[reader._placement.futures[0].key])[0]
+        pid = cluster.run(os.getpid, workers=[holder])[holder]
+        # The worker's one thread sleeps, so the batch's tasks on it wait in
+        # its queue when it is killed.
+        blocker = cluster.submit(time.sleep, 3, workers=[holder], pure=False)
+        time.sleep(0.3)
+        result = {}
+
+        def run():
+            try:
+                result["got"] = reader.search(queries, k=13, p=2)
+            except Exception as exc:  # shown by the assertion below
+                result["error"] = exc
+
+        search = threading.Thread(target=run)
+        search.start()
+        time.sleep(0.5)
+        assert search.is_alive(), "the search ended before the worker was killed"
+        os.kill(pid, signal.SIGKILL)
+        search.join(timeout=120)
+        assert not search.is_alive(), "the search did not finish after the worker was killed"
+        blocker.cancel()
+        assert "error" not in result, f"the search failed: {result.get('error')!r}"
+        assert_same(result["got"], want, "after the kill")
+        # And the next batch too, with the shards opened again where they now are.
+        assert_same(reader.search(queries, k=13, p=2), want, "after the restart")
+    cluster.wait_for_workers(2, timeout=60)
