@@ -487,3 +487,51 @@ def test_worker_killed_during_a_search_batch(tmp_path, spec, cluster):
         # And the next batch too, with the shards opened again where they now are.
         assert_same(reader.search(queries, k=13, p=2), want, "after the restart")
     cluster.wait_for_workers(2, timeout=60)
+
+
+# ------------------------------------------------------ k-NN graph and Gram matrices
+def test_knn_graph_equals_single_index(tmp_path, spec):
+    single, sharded, _ = both(tmp_path, spec, roots=2)
+    with single, sharded:
+        for p in P_VALUES:
+            for include_self in (False, True):
+                want = single.knn_graph(6, p=p, include_self=include_self)
+                got = sharded.knn_graph(6, p=p, include_self=include_self, batch=23)
+                assert np.array_equal(got.indptr, want.indptr)
+                assert np.array_equal(got.indices, want.indices), f"p={p}"
+                assert np.array_equal(got.data, want.data), f"p={p}"
+        done = []
+        sharded.knn_graph(2, batch=50, progress=lambda a, b: done.append((a, b)))
+        assert done[-1] == (len(single), len(single)) and len(done) == math.ceil(len(single) / 50)
+
+
+def test_distance_matrix_in_zarr_equals_pairwise_sobolev(tmp_path, spec, cluster):
+    zarr = pytest.importorskip("zarr", reason="zarr is not installed")
+    from sobolev_index import pairwise_sobolev
+
+    single, sharded, _ = both(tmp_path, spec, roots=3, client=cluster)
+    with single, sharded:
+        keys = single.keys_in_order()
+        for p, roots in ((1, None), (2, [2, 0]), (math.inf, None)):
+            positions = [0, 1, 2] if roots is None else roots
+            features = [single.features(keys, root=r) for r in positions]
+            want = pairwise_sobolev(features, trees=[single.trees[r] for r in positions], p=p,
+                                    eta=single.eta[positions])
+            path = tmp_path / f"gram-{p}.zarr"
+            sharded.write_distance_matrix(path, p=p, roots=roots, chunk=37)
+            stored = zarr.open_array(str(path), mode="r")
+            assert stored.attrs["keys"] == keys
+            assert stored.chunks == (37, 37)
+            assert np.array_equal(stored[:], want), f"p={p}"
+        # A kernel of chosen documents, computed in-process.
+        chosen = keys[5:60:3]
+        with ShardedIndex.open(tmp_path / "sharded") as reader:
+            array, order = reader.distance_matrix(chosen, p=2, t=0.5, chunk=8)
+            assert order == chosen
+            assert np.array_equal(array.compute(), single.gram(chosen, p=2, t=0.5)[0])
+        with pytest.raises(KeyNotFoundError, match="'nope'"):
+            sharded.distance_matrix(["nope"])
+        with pytest.raises(ValueError, match="roots is"):
+            sharded.distance_matrix(roots=[3])
+        with pytest.raises(FileExistsError):
+            sharded.write_distance_matrix(tmp_path / "gram-1.zarr")

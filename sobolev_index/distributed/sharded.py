@@ -24,8 +24,9 @@ from ..errors import (
     KeyNotFoundError,
     SobolevIndexError,
 )
-from ..graph import Graph
+from ..graph import Graph, normalise_eta
 from ..index import SearchResult, SobolevIndex, storage
+from ..index.search import KNN_GRAPH_BATCH, _check_positive
 from ..index.sobolev_index import _check_text, _checked_column, _json_fields
 from ..measures import MeasureBatch, as_measure_batch
 from . import shards as tasks
@@ -41,6 +42,8 @@ from .manifest import (
 
 __all__ = ["ShardedIndex"]
 
+# Rows and columns of a block of distance_matrix: 4096^2 float64, 128 MiB.
+GRAM_CHUNK = 4096
 # The most keys an error message lists (the exception holds them all).
 KEYS_SHOWN = 50
 # The counts of SearchResult.stats summed over the shards.
@@ -670,6 +673,132 @@ class ShardedIndex:
                     labels[q].pop()
             keys[q].insert(0, key)
             labels[q].insert(0, label)
+
+
+    # ----------------------------------------------------- the k-NN graph
+    def knn_graph(self, k, p=None, include_self=False, roots=None, batch=KNN_GRAPH_BATCH,
+                  n_threads=None, progress=None):
+        """The exact k-nearest-neighbour graph of the live documents of every
+        shard, as :meth:`SobolevIndex.knn_graph` returns it for a single
+        index holding them: a ``scipy.sparse.csr_matrix`` (N x N), rows and
+        columns in the order of :meth:`keys_in_order`, each row's entries
+        in increasing distance (ties in insertion order), duplicates as
+        explicit zeros. Computed by :meth:`search` with the documents
+        themselves as queries, ``batch`` at a time, every shard against
+        every shard; ``progress(done, total)`` after each batch."""
+        import scipy.sparse as sp
+
+        self._check_open()
+        _check_positive("k", k)
+        _check_positive("batch", batch)
+        p = self.p if p is None else check_p(p)
+        keys = self.keys_in_order()
+        n = len(keys)
+        row_of = {key: i for i, key in enumerate(keys)}
+        want = min(int(k) if include_self else min(int(k), max(n - 1, 0)), n)
+        columns = np.zeros(n * want, dtype=np.int64)
+        values = np.zeros(n * want, dtype=np.float64)
+        for start in range(0, n, int(batch)):
+            chunk = keys[start:start + int(batch)]
+            # One more than wanted: the query itself comes first among the
+            # documents at distance 0 from it, and is dropped unless wanted.
+            found = self.search(chunk, k=want + (0 if include_self else 1), p=p, roots=roots,
+                                n_threads=n_threads)
+            for offset, (key, hits) in enumerate(zip(chunk, found.keys)):
+                i = start + offset
+                row = [(row_of[h], float(d)) for h, d in zip(hits, found.distances[offset])
+                       if include_self or h != key][:want]
+                if len(row) != want:
+                    raise SobolevIndexError(
+                        f"{self.path}: a search for {key!r} found {len(row)} neighbours where "
+                        f"{want} live documents were expected; a writer changed the index "
+                        "meanwhile, or run verify()")
+                columns[i * want:(i + 1) * want] = [c for c, _ in row]
+                values[i * want:(i + 1) * want] = [d for _, d in row]
+            if progress is not None:
+                progress(min(n, start + int(batch)), n)
+        indptr = np.arange(n + 1, dtype=np.int64) * want
+        return sp.csr_matrix((values, columns, indptr), shape=(n, n))
+
+
+    # ------------------------------------------------------- Gram matrices
+    def distance_matrix(self, keys=None, p=None, roots=None, t=None, power=False,
+                        chunk=GRAM_CHUNK):
+        """The matrix of S_p between stored documents (or the kernel
+        exp(-t d) with ``t``; ``power=True`` uses d = sum_r eta_r S_p^p), as
+        a lazy ``dask.array`` of ``chunk`` x ``chunk`` blocks, for a matrix
+        larger than memory: write it with ``to_zarr`` (or
+        :meth:`write_distance_matrix`). ``keys``: the documents, in order
+        (default every live document in insertion order). Returns (array,
+        keys). The same values as :func:`pairwise_sobolev` of the
+        documents' features, exactly symmetric with a zero diagonal."""
+        from .gram import distance_array
+
+        self._check_open()
+        _check_positive("chunk", chunk)
+        p = self.p if p is None else check_p(p)
+        if power and math.isinf(p):
+            raise ValueError("power=True needs a finite p; S_inf has no p-th power")
+        positions = self._root_positions(roots)
+        eta = normalise_eta(self.eta[positions], len(positions))
+        if keys is None:
+            keys = self.keys_in_order()
+        else:
+            keys = [keys] if isinstance(keys, str) else list(keys)
+            for key in keys:
+                if not isinstance(key, str):
+                    raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+            live = self.existing_keys(keys)
+            missing = [key for key in keys if key not in live]
+            if missing:
+                raise KeyNotFoundError(f"{len(missing)} key(s) are not in the index, e.g. "
+                                       f"{missing[0]!r}")
+        if not keys:
+            raise ValueError("no documents were chosen: the index is empty, or keys is empty")
+        array = distance_array(self.shard_paths, keys, len(self.roots), positions, p, eta, t,
+                               bool(power), int(chunk))
+        return array, keys
+
+    def write_distance_matrix(self, path, keys=None, p=None, roots=None, t=None, power=False,
+                              chunk=GRAM_CHUNK):
+        """Compute :meth:`distance_matrix` (on the Dask client if the index
+        has one, else on local threads) into a new Zarr array at ``path``;
+        its attributes hold ``keys`` (the row and column order), ``p``,
+        ``roots``, ``t`` and ``power``. Returns ``{"path", "shape",
+        "chunks"}``."""
+        import dask
+        import zarr
+
+        if os.path.exists(path):
+            raise FileExistsError(f"{path} exists; choose a new path for the matrix")
+        array, keys = self.distance_matrix(keys, p=p, roots=roots, t=t, power=power,
+                                           chunk=chunk)
+        stored = array.to_zarr(os.fspath(path), compute=False)
+        if self.client is not None:
+            self.client.compute(stored).result()
+        else:
+            dask.compute(stored)
+        out = zarr.open_array(os.fspath(path), mode="r+")
+        p = self.p if p is None else check_p(p)
+        out.attrs.update({"keys": keys, "p": "inf" if math.isinf(p) else p,
+                          "roots": self._root_positions(roots), "t": t, "power": bool(power)})
+        return {"path": os.path.abspath(path), "shape": list(array.shape),
+                "chunks": [int(chunk), int(chunk)]}
+
+    def _root_positions(self, roots):
+        """Positions into ``self.roots`` (all by default), checked as a
+        single index checks them."""
+        n = len(self.roots)
+        if roots is None:
+            return list(range(n))
+        if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
+            roots = [roots]
+        if not isinstance(roots, (list, tuple, np.ndarray)) or not len(roots) or any(
+                isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r < n
+                for r in roots) or len(set(int(r) for r in roots)) != len(roots):
+            raise ValueError(f"roots is {roots!r}; expected distinct positions in 0..{n - 1} "
+                             f"(this index has {n} root(s))")
+        return [int(r) for r in roots]
 
 
 # --------------------------------------------------------------------- helpers
