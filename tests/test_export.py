@@ -18,7 +18,6 @@ from _support.index import assert_unchanged, snapshot
 from reference import ref_pairwise, ref_tree
 
 from sobolev_index import Graph, SobolevIndex
-from sobolev_index.errors import CorruptIndexError
 from sobolev_index.index import storage
 from sobolev_index.ingest.documents import TextEncoder, add_documents, build_index, text_measures
 from sobolev_index.ingest.export import build_from_export, export_index, read_export_header
@@ -502,9 +501,10 @@ def test_another_graph_or_other_roots_eta_p_are_refused(plain_source, text_sourc
     _refused(tmp_path, out, tmp_path / "eta", r"has eta \[.*\], but the export")
 
 
-def test_trees_whose_ties_were_broken_with_another_seed_are_refused(tmp_path):
+def test_trees_whose_ties_were_broken_with_any_seed_come_back(tmp_path):
     # A square of unit edges: two shortest paths to the opposite corner, a
-    # tie that the tree breaks by perturbing the lengths from the seed.
+    # tie that the tree breaks by perturbing the lengths from the seed the
+    # index was created with, which the index does not record.
     graph = Graph.from_edges(4, np.array([[0, 1], [1, 2], [2, 3], [3, 0]]), np.ones(4))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -513,14 +513,15 @@ def test_trees_whose_ties_were_broken_with_another_seed_are_refused(tmp_path):
                                      on_violation="perturb") as index:
                 index.add([([2], [1.0]), ([1, 3], [1.0, 2.0])], keys=["a", "b"])
             export_index(str(tmp_path / name), str(tmp_path / f"{name}.jsonl"))
-    # The graph has no seed of its own: the default (0) rebuilds seed0 ...
-    build_from_export(str(tmp_path / "again0"), str(tmp_path / "seed0.jsonl"),
-                      str(tmp_path / "seed0"))[0].close()
-    assert _graph_checksum(tmp_path / "again0") == _graph_checksum(tmp_path / "seed0")
-    # ... and cannot know seed5's: refused rather than built on other trees.
     assert _graph_checksum(tmp_path / "seed5") != _graph_checksum(tmp_path / "seed0")
-    _refused(tmp_path, tmp_path / "seed5.jsonl", tmp_path / "seed5",
-             r"the graph rebuilt from .* differs from it", CorruptIndexError)
+    for name in ("seed0", "seed5"):
+        rebuilt, _ = build_from_export(str(tmp_path / f"again-{name}"),
+                                       str(tmp_path / f"{name}.jsonl"), str(tmp_path / name))
+        rebuilt.close()
+        assert _graph_checksum(tmp_path / f"again-{name}") == _graph_checksum(tmp_path / name)
+        with SobolevIndex.open(tmp_path / name) as source, \
+                SobolevIndex.open(tmp_path / f"again-{name}") as again:
+            _assert_same_index(source, again, [([2], [1.0]), ([0, 1], [1.0, 1.0])])
 
 
 def test_an_existing_target_is_refused_and_left_alone(plain_source, tmp_path):
@@ -579,3 +580,12 @@ def test_build_from_export_command_refuses_other_build_options(text_source, tmp_
                  tmp_path / "nothing", ok=False)
     assert result.exit_code == 1 and result.output.startswith("Error: ")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "10", True])
+def test_a_bad_batch_size_is_refused_before_anything_is_written(plain_source, tmp_path, bad):
+    directory, _, _, _, out = plain_source
+    target = tmp_path / "target"
+    with pytest.raises(ValueError, match=f"batch_size is {bad!r}; expected an integer >= 1"):
+        build_from_export(str(target), str(out), str(directory / "source"), batch_size=bad)
+    assert not target.exists()

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import stat
+import warnings
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from _support.index import assert_unchanged, snapshot
 from _support.measures import assert_csr_identical, assert_same_measure, random_measures
 
 from sobolev_index import (
+    Graph,
     KeyNotFoundError,
     SobolevIndex,
     SobolevIndexError,
@@ -790,3 +792,33 @@ def test_index_directory_honours_the_umask(tmp_path, spec, roots1):
     for name, mode in (("shared", 0o755), ("private", 0o700)):
         assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == mode, name
         assert stat.S_IMODE(os.stat(tmp_path / name / "segments").st_mode) == mode, name
+
+
+def test_create_like_copies_graph_trees_roots_eta_and_p(tmp_path):
+    import hashlib
+
+    # A ring of equal edges: shortest paths tie, and the trees depend on
+    # the seed the source was created with.
+    ring = np.array([[i, (i + 1) % 6] for i in range(6)])
+    graph = Graph.from_edges(6, ring, np.ones(6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        source = SobolevIndex.create(tmp_path / "a", graph, roots=[0, 3], eta=[1.0, 3.0], p=2,
+                                     seed=5, on_violation="perturb")
+    with source:
+        source.add([([1, 4], [1.0, 2.0])], keys=["x"])
+        with SobolevIndex.create_like(tmp_path / "b", source) as copy:
+            assert len(copy) == 0 and copy.p == 2
+            assert copy.roots.tolist() == [0, 3] and copy.eta.tolist() == [0.25, 0.75]
+            for t, u in zip(source.trees, copy.trees):
+                assert np.array_equal(t.parent, u.parent) and np.array_equal(t.length, u.length)
+            copy.add([([1, 4], [1.0, 2.0])], keys=["x"])
+            assert copy.features(["x"])[0].toarray().tolist() == \
+                source.features(["x"])[0].toarray().tolist()
+    digest = [hashlib.sha256((tmp_path / d / "graph.h5").read_bytes()).hexdigest() for d in "ab"]
+    assert digest[0] == digest[1]
+    with pytest.raises(FileExistsError):
+        with SobolevIndex.open(tmp_path / "a") as source:
+            SobolevIndex.create_like(tmp_path / "b", source)
+    with pytest.raises(TypeError, match="expected an open SobolevIndex"):
+        SobolevIndex.create_like(tmp_path / "c", str(tmp_path / "a"))

@@ -31,12 +31,11 @@ source's: searches give identical keys and distances.
 import json
 import math
 import os
-import warnings
 
 import numpy as np
 
 from .._version import __version__
-from ..errors import AssumptionWarning, CorruptIndexError, SobolevIndexError
+from ..errors import CorruptIndexError, SobolevIndexError
 from ..index import SobolevIndex, storage
 from ..measures import as_measure_batch
 from .fill import TEXT_META, add_in_batches, check_fields, create_and_fill, index_kind, label_text
@@ -503,6 +502,9 @@ def build_from_export(index_path, export_path, graph_from, progress=None, batch_
     index_path = os.fspath(index_path)
     export_path = os.fspath(export_path)
     progress = progress or _silent
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:
+        raise ValueError(f"batch_size is {batch_size!r}; expected an integer >= 1")
     storage.require_new_directory(index_path)
     if isinstance(graph_from, SobolevIndex):
         return _build(index_path, export_path, graph_from, progress, batch_size)
@@ -535,20 +537,6 @@ def _build(index_path, export_path, source, progress, batch_size):
     checksum = header["graph"]["checksum"]
 
     def fill(index):
-        # The trees are rebuilt by create() from the graph and roots; they
-        # are those of graph_from only if no tie was broken another way
-        # (with another seed): the graph file's checksum says.
-        rebuilt = storage.file_checksum(os.path.join(index.path, storage.GRAPH_FILE))
-        if rebuilt != checksum:
-            raise CorruptIndexError(
-                f"the graph rebuilt from {source.path} differs from it (graph.h5 sha256 "
-                f"{rebuilt[:12]}..., expected {checksum[:12]}...): its shortest-path trees "
-                "break ties with lengths perturbed from another seed than the graph's; "
-                "nothing was built")
-        if not np.array_equal(index.eta, source.eta):
-            raise CorruptIndexError(
-                f"the root weights of {source.path} ({source.eta.tolist()}) do not come out "
-                f"bit for bit when normalised again ({index.eta.tolist()}); nothing was built")
         meta = header["meta"]
         if words is not None:
             add_words(index.catalog, words, meta=meta)
@@ -558,15 +546,10 @@ def _build(index_path, export_path, source, progress, batch_size):
                                progress=progress)
         return {"documents": len(added)}
 
-    with warnings.catch_warnings():
-        # A tree whose ties are broken by perturbed lengths warns as it is
-        # rebuilt; the checksum above says whether it came out the same.
-        warnings.simplefilter("ignore", AssumptionWarning)
-        index, report = create_and_fill(
-            index_path, graph, fill, roots=list(header["roots"]),
-            eta=source.eta,
-            p=math.inf if header["p"] == "inf" else header["p"], on_violation="perturb",
-            seed=graph.params.get("seed", 0))
+    # The graph file, trees included, is graph_from's (checked against the
+    # header's checksum above): trees rebuilt from the graph would break
+    # ties in shortest paths with another seed than the source did.
+    index, report = create_and_fill(index_path, graph, fill, like=source)
     report.update({"kind": header["kind"], "words": None if words is None else len(words),
                    "graph_checksum": checksum, "source_documents": header["documents"]})
     return index, report

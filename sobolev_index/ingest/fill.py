@@ -62,9 +62,10 @@ def build_graph(points, *, nodes, edges, seed, k=None, progress=None):
                              progress=lambda done: progress("graph", done, n_centres), **options)
 
 
-def create_and_fill(path, graph, fill, **create_options):
-    """Create an index at ``path`` (options as :meth:`SobolevIndex.create`)
-    and run ``fill(index)``, which returns a report dict. Returns (index open
+def create_and_fill(path, graph, fill, like=None, **create_options):
+    """Create an index at ``path`` (options as :meth:`SobolevIndex.create`;
+    or, with ``like``, an open index, :meth:`SobolevIndex.create_like`) and
+    run ``fill(index)``, which returns a report dict. Returns (index open
     for writing, that report with the graph's ``nodes`` and ``edges`` and the
     index's ``roots``).
 
@@ -72,7 +73,10 @@ def create_and_fill(path, graph, fill, **create_options):
     empty folder the caller gave stays, empty).
     """
     existed = os.path.isdir(path)
-    index = SobolevIndex.create(path, graph, **create_options)
+    if like is not None:
+        index = SobolevIndex.create_like(path, like)
+    else:
+        index = SobolevIndex.create(path, graph, **create_options)
     try:
         report = fill(index)
     except BaseException:
