@@ -890,7 +890,11 @@ def knn_graph(index, output, k, p, roots, include_self, silent, as_json):
     finally:
         progress.finish()
     for warning in caught:
-        _note(f"note: {warning.message}")
+        if issubclass(warning.category, UserWarning) and str(warning.message).startswith("k is"):
+            _note(f"note: {warning.message}")  # k capped at the documents there are
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
     keys_file = save_knn_graph(output, graph, keys)
     out = {"output": output, "keys": keys_file, "documents": len(keys), "k": k,
            "p": "inf" if math.isinf(used_p) else used_p, "include_self": include_self,

@@ -212,18 +212,41 @@ def test_search_radius_on_the_command_line(built):
     path = built["path"]
     with SobolevIndex.open(path) as index:
         expected = index.search(["d3", "d40"], radius=0.2).to_records()
-        cut = index.search(["d40"], radius=0.2, limit=2)
+        cut = index.search(["d3"], radius=0.0, limit=1)
     out = json.loads(run("search", path, "--key", "d3", "--key", "d40", "--radius", "0.2",
                          "--json").stdout)
     assert out == expected
     table = run("search", path, "--key", "d3", "--radius", "0").stdout
     assert "d257" in table and "d258" in table and "0.0000" in table
-    limited = run("search", path, "--key", "d40", "--radius", "0.2", "--limit", "2").stdout
-    if cut.truncated[0]:
-        assert "more within the radius" in limited
+    # d3 has two copies at distance 0: a limit of 1 must cut, and say so.
+    assert cut.truncated == [True]
+    limited = run("search", path, "--key", "d3", "--radius", "0", "--limit", "1").stdout
+    assert "more within the radius" in limited and "d257" not in limited
     bad = run("search", path, "--key", "d3", "--radius", "-1", ok=False)
     assert bad.exit_code != 0 and "radius is -1.0; expected a number >= 0" in bad.output
     both = run("search", path, "--key", "d3", "--radius", "1", "-k", "3", ok=False)
     assert both.exit_code != 0 and "give one of them" in both.output
     nan = run("search", path, "--key", "d3", "--radius", "nan", ok=False)
     assert nan.exit_code != 0 and "radius is nan" in nan.output
+
+
+@pytest.mark.parametrize("p", [1, 2, 1.5, 20, math.inf])
+def test_a_radius_beyond_every_power_returns_every_document(built, p):
+    """1e200 ** p overflows a float: the radius still means every document,
+    as inf does, and so does an integer too large for a float."""
+    with SobolevIndex.open(built["path"]) as index:
+        everything = index.search(built["queries"], radius=math.inf, p=p)
+        for radius in (1e200, 10 ** 400):
+            huge = index.search(built["queries"], radius=radius, p=p)
+            assert huge.keys == everything.keys
+            limited = index.search(built["queries"], radius=radius, p=p, limit=3)
+            assert [keys[:3] for keys in everything.keys] == limited.keys
+            assert all(limited.truncated)
+        assert len(index.duplicates(1e200, p=p)) == 1
+
+
+def test_a_query_with_nothing_within_the_radius_gets_an_empty_row(built):
+    with SobolevIndex.open(built["path"]) as index:
+        result = index.search(built["queries"][:2], radius=0.0)
+    assert result.keys == [[], []] and [len(d) for d in result.distances] == [0, 0]
+    assert result.to_records() == [[], []]

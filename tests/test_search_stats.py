@@ -106,7 +106,7 @@ def test_p_inf_bounds_every_row_from_its_dense_values_and_a_scan_computes_all(bu
         at_inf = index.search(built["queries"], k=3, p=math.inf, stats=True)
         scanned = index.search(built["queries"], k=3, p=20, stats=True)
     for stats in _per_query(at_inf):
-        assert stats["rows_read"] == stats["rows"] == n_live
+        assert stats["rows_read"] == stats["rows"] == stats["bounded"] == n_live
         assert 3 <= stats["exact"] < n_live
         assert stats["refined"] == 0 and stats["seconds"]["postings"] == 0.0
     for stats in _per_query(scanned):

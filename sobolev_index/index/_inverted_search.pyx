@@ -168,14 +168,16 @@ cdef float64_t FLOAT32_MAX = float32_max()
 # part was read and their value computed from the identity (at p = inf:
 # rows whose dense bound was read), exact values computed (candidates
 # re-ranked), rows whose group bound was computed, chunks of rows walked,
-# and chunks in which a row was read (at p = inf: scored exactly).
+# chunks in which a row was read (at p = inf: scored exactly), and rows
+# of the search's scope whose cheapest bound was computed.
 cdef enum:
     C_READ = 0
     C_EXACT = 1
     C_REFINED = 2
     C_CHUNKS = 3
     C_CHUNKS_SCORED = 4
-    N_COUNTS = 5
+    C_BOUNDED = 5
+    N_COUNTS = 6
 # And, when asked, the seconds it spends walking posting lists, on the
 # cheapest bounds, on the rows those let through, and on exact values.
 cdef enum:
@@ -184,7 +186,7 @@ cdef enum:
     T_SCORING = 2
     T_EXACT = 3
     N_TIMES = 4
-COUNT_NAMES = ("rows_read", "exact", "refined", "blocks", "blocks_scored")
+COUNT_NAMES = ("rows_read", "exact", "refined", "blocks", "blocks_scored", "bounded")
 TIME_NAMES = ("postings", "bounds", "scoring", "exact")
 # Results a radius search without a limit first makes room for, per thread.
 cdef Py_ssize_t GROW_START = 256
@@ -754,6 +756,7 @@ cdef void _search_unit_max(const Search* se, const SegmentView* sg, Py_ssize_t s
             bounds[j - j0] = lb
             if lb != INFINITY:
                 sc.counts[C_READ] += 1
+                sc.counts[C_BOUNDED] += 1
                 if n_found < k:
                     seed.value = lb
                     seed.tag = j
@@ -1075,6 +1078,8 @@ cdef void _search_unit(const Search* se, const SegmentView* sg, Py_ssize_t segme
         other = si_load(shared)
         thr = _threshold(sc.upper, n_upper, heap, n_found, k, other)
         _bound_rows(se, sg, sc, j0, j1)
+        for j in range(j0, j1):
+            sc.counts[C_BOUNDED] += sg.mask[j] != 0
         if n_groups or n_upper < k:
             for j in range(j0, j1):
                 lb = bounds[j - j0]

@@ -132,7 +132,10 @@ def _check_radius(radius):
     """The radius as a float >= 0 (inf allowed), or a ValueError naming it."""
     if isinstance(radius, bool) or not isinstance(radius, (int, float, np.integer, np.floating)):
         raise ValueError(f"radius is {radius!r}; expected a number >= 0")
-    radius = float(radius)
+    try:
+        radius = float(radius)
+    except OverflowError:  # an int beyond any float: no finite radius is larger
+        radius = math.inf
     if not radius >= 0.0:  # also rejects NaN
         raise ValueError(f"radius is {radius}; expected a number >= 0 (inf returns every "
                          "document)")
@@ -147,7 +150,10 @@ def _kernel_bound(radius, p, n_roots):
     pruned. The result is then cut at the radius exactly (see search)."""
     if math.isinf(radius):
         return math.inf
-    bound = radius ** p if n_roots == 1 and not math.isinf(p) else radius
+    try:
+        bound = radius ** p if n_roots == 1 and not math.isinf(p) else radius
+    except OverflowError:  # beyond every finite p-th power: nothing is pruned
+        return math.inf
     bound *= 1.0 + 1e-12
     if bound == 0.0 and radius > 0.0:
         bound = 5e-324  # radius ** p underflowed; only 0 can then be within it
@@ -184,8 +190,12 @@ class SearchMixin:
         ``radius``: instead of k neighbours, every live document (under
         ``where``) at distance at most ``radius`` from each query, nearest
         first; ``inf`` returns them all. A document at the very distance a
-        search reported is within that radius, and at ``radius=0`` the
-        documents equal to the query are found. The search prunes with the
+        search reported is within that radius, and ``radius=0`` finds the
+        copies of the query: documents with its masses on its nodes, given
+        in the same order (as the text and point pipelines give them). The
+        same measure given with its nodes in another order may differ in the
+        last bits of its normalised masses: ``radius=1e-12`` finds it too.
+        The search prunes with the
         radius from the start, as it would with a k-th distance. ``limit``
         caps the results per query, and with them the memory a search
         holds: when more documents lie within the radius, the ``limit``
@@ -230,7 +240,8 @@ class SearchMixin:
             # A limit that cannot be reached needs no heap; one more than
             # the limit tells whether it cut the results.
             k = None if limit is None or limit >= scope.n_rows else int(limit) + 1
-            bound = _kernel_bound(radius, p, len(positions))
+            # (p > 16 scans and compares distances themselves.)
+            bound = None if LARGE_P < p < math.inf else _kernel_bound(radius, p, len(positions))
         keys = [[] for _ in range(n_queries)]
         labels = [[] for _ in range(n_queries)]
         found_distances = [None] * n_queries
@@ -257,7 +268,6 @@ class SearchMixin:
                         counts[name][start:stop] = chunk_stats[name]
                 for name in inverted.TIME_NAMES:
                     seconds[name][start:stop] = chunk_stats["seconds"][name]
-                counts["bounded"][start:stop] = scope.n_rows
             else:
                 found, scan_stats = scanned
                 found = found[start:stop]
@@ -653,8 +663,9 @@ class SearchMixin:
         """Groups of near-duplicate documents: the connected components of
         the graph that joins every two live documents at distance at most
         ``radius`` (so a group's members can be farther apart than that,
-        through others between them). ``radius=0`` finds the documents
-        equal as measures.
+        through others between them). ``radius=0`` groups copies: the same
+        masses on the same nodes in the same order (see :meth:`search`;
+        ``radius=1e-12`` also joins a measure given in another node order).
 
         Returns a list of groups of two or more documents, the largest
         first (equal sizes in the insertion order of their first members).
