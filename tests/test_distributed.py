@@ -451,7 +451,11 @@ def test_reader_refresh_sees_new_commits(tmp_path, spec):
 
 
 # --------------------------------------------------------------- worker killed
-def test_worker_killed_during_a_search_batch(tmp_path, spec, cluster):
+@pytest.mark.parametrize("shared", [False, True], ids=["queries-in-tasks", "queries-shared"])
+def test_worker_killed_during_a_search_batch(tmp_path, spec, cluster, monkeypatch, shared):
+    # A batch is sent with each shard's task, or (a large one) once as a
+    # task's result that the shards' tasks share: both must survive.
+    monkeypatch.setattr(shard_tasks, "SHARED_QUERY_BYTES", 0 if shared else 1 << 30)
     single, sharded, measures = both(tmp_path, spec, roots=3)
     single.close()
     sharded.close()

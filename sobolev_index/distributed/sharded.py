@@ -539,13 +539,15 @@ class ShardedIndex:
             stored = self._stored_measures(query_keys)
             queries = [(nodes, masses) for nodes, masses, _ in stored]
         # Checked here, once, so that bad queries raise one clear error.
-        n_queries = len(as_measure_batch(queries, n_nodes=self.n_nodes))
+        checked = as_measure_batch(queries, n_nodes=self.n_nodes)
+        n_queries = len(checked)
         if n_queries == 0:
             raise InvalidMeasureError("no queries were given")
         kwargs = {"k": k, "p": p, "roots": roots, "n_threads": n_threads, "radius": radius,
                   "limit": limit, "stats": stats}
         args_of = {}
-        shared = self._placement.scatter(queries)
+        shared = self._placement.scatter(queries, checked.indptr.nbytes + checked.nodes.nbytes
+                                         + checked.masses.nbytes)
         for i in range(self.shards):
             args_of[i] = (shared, dict(kwargs, where=self._shard_where(where, i)), n_queries)
         found = self._raise_failed(self._placement.map(tasks.search, args_of), "search")

@@ -12,12 +12,19 @@ write is committed before its task returns. An open HDF5 or SQLite handle is
 never pickled: a shard moved between workers is opened again by path there.
 """
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..index import SobolevIndex
+
+# How long DaskShards trusts the scheduler's answer to where the shards are.
+HOLDERS_SECONDS = 2.0
+# A query batch at least this large goes to the workers once, as a task's
+# result; a smaller one is sent with each shard's task.
+SHARED_QUERY_BYTES = 1 << 18
 
 
 class Shard:
@@ -210,7 +217,7 @@ class LocalShards:
     def run(self, i, task, *args):
         return task(self.shards[i], *args)
 
-    def scatter(self, data):
+    def scatter(self, data, nbytes):
         return data
 
     def map(self, task, args_of):
@@ -253,6 +260,7 @@ class DaskShards:
         if not workers:
             raise RuntimeError("the Dask cluster has no workers; start some before opening "
                                "a sharded index on it")
+        self._holders_known, self._holders_at = None, 0.0
         self.futures = [
             client.submit(open_shard, path, mode, key=f"shard-{i}-{self.version}",
                           workers=[workers[i % len(workers)]], allow_other_workers=True,
@@ -279,26 +287,40 @@ class DaskShards:
         return self.client.submit(task, self.futures[i], *args, pure=False, **placed)
 
     def _holders(self, shards):
-        return self.client.who_has([self.futures[i] for i in shards])
+        """{shard future's key: workers holding it}, asked of the scheduler
+        at most every HOLDERS_SECONDS (a round trip per call would cost as
+        much as a small search); a stale answer only names a worker the
+        scheduler then passes over, since the restriction is loose."""
+        now = time.monotonic()
+        if self._holders_known is None or now - self._holders_at > HOLDERS_SECONDS:
+            self._holders_known = self.client.who_has(self.futures)
+            self._holders_at = now
+        return self._holders_known
 
     def run(self, i, task, *args):
         return self._submit(i, task, args, self._holders([i])).result()
 
-    def scatter(self, data):
-        """A future of ``data`` (a query batch) for the tasks of every shard.
-        Not ``client.scatter``: scattered data is lost with the worker that
-        holds it, while the result of a task is computed again."""
+    def scatter(self, data, nbytes):
+        """``data`` (a query batch of ``nbytes``) as the tasks of every shard
+        take it: itself when small (sent with each task), else a future that
+        the workers share. Not ``client.scatter``: scattered data is lost with
+        the worker that holds it, while the result of a task is computed
+        again."""
+        if nbytes < SHARED_QUERY_BYTES:
+            return data
         return self.client.submit(query_batch, data, pure=False)
 
     def map(self, task, args_of):
+        from distributed import wait
+
         holders = self._holders(list(args_of))
         futures = {i: self._submit(i, task, args, holders) for i, args in args_of.items()}
-        out = {}
-        for i, future in futures.items():
-            try:
-                out[i] = future.result()
-            except Exception as exc:  # reported per shard by the caller
-                out[i] = exc
+        wait(list(futures.values()))
+        failed = {i: f.exception() for i, f in futures.items() if f.status == "error"}
+        done = [i for i in futures if i not in failed]
+        # One round trip for all the results.
+        out = dict(zip(done, self.client.gather([futures[i] for i in done])))
+        out.update(failed)
         return out
 
     def close(self):
