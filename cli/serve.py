@@ -1,0 +1,29 @@
+"""``sobolev-index serve``: browse and search an index in a web browser."""
+import click
+
+from . import _note, _silent_option, main
+
+
+@main.command()
+@click.argument("index", type=click.Path())
+@click.option("--port", default=8001, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: any free port).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; 0.0.0.0 serves other machines too.")
+@_silent_option
+def serve(index, port, host, silent):
+    """Serve INDEX read-only with Datasette: a search page, document pages
+    with neighbours and explanations, their JSON, and SQL with the S_p
+    functions. Prints the search page's URL; Ctrl-C stops.
+
+    Never writes to INDEX: other commands may add, delete or compact while
+    it runs, and every page shows the latest commit. Needs the web extra:
+    pip install "sobolev-index[web]".
+    """
+    from sobolev_index.web import serve as run
+
+    def ready(url):
+        click.echo(url)
+        _note("serving read-only; press Ctrl-C to stop", silent)
+
+    run(index, host=host, port=port, on_ready=ready)

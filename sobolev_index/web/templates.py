@@ -1,0 +1,120 @@
+"""The pages' Jinja templates, kept as strings so that the package needs no
+data files. Each extends Datasette's ``base.html`` (its header, menu and
+styles) and lays out the dicts of ``pages.py``; Jinja escapes every value.
+"""
+
+__all__ = ["SEARCH", "DOCUMENT"]
+
+_STYLE = """
+<style>
+  .sobolev-form label { margin-right: 1em; }
+  .sobolev-form input[type=text] { width: 30em; max-width: 100%; }
+  .sobolev-form input[type=number] { width: 5em; }
+  .sobolev-error { color: #a00; font-weight: bold; }
+  .sobolev-note { color: #666; }
+  table.sobolev td.num { text-align: right; font-variant-numeric: tabular-nums; }
+  .sobolev-text { white-space: pre-wrap; max-width: 60em; }
+  details.sobolev-explain { margin: 0.2em 0 0.6em 0; }
+</style>
+"""
+
+_MAIN = """{% extends "base.html" %}
+{% block title %}{{ title }}{% endblock %}
+{% block extra_head %}""" + _STYLE + """{% endblock %}
+{% block crumbs %}{{ crumbs.nav(request=request, database=database) }}{% endblock %}
+"""
+
+SEARCH = _MAIN + """
+{% block content %}
+<h1>Search {{ database }}</h1>
+<p class="sobolev-note">{{ "{:,}".format(page.documents) }} documents; exact nearest neighbours
+under the Sobolev transport distance S<sub>p</sub>.
+<a href="{{ urls.database(database) }}">Tables and SQL</a></p>
+{% if points %}
+<form class="sobolev-form" action="{{ search_url }}" method="post" enctype="multipart/form-data">
+  <input type="hidden" name="csrftoken" value="{{ csrftoken() }}">
+  <label>Point sets ({{ "JSON lines" if page.kind == "clouds" else "a diagram file" }}):
+    <input type="file" name="points"></label>
+{% else %}
+<form class="sobolev-form" action="{{ search_url }}" method="get">
+  <label><input type="text" name="q" value="{{ page.query or "" }}" autofocus
+    placeholder="words to search for"></label>
+{% endif %}
+  <label>k <input type="number" name="k" min="1" max="{{ max_k }}" value="{{ page.k }}"></label>
+  <label>p <input type="text" name="p" size="4" value="{{ p_text }}"></label>
+  <input type="submit" value="Search">
+</form>
+{% if error %}<p class="sobolev-error" id="error">{{ error }}</p>{% endif %}
+{% for message in page.warnings %}<p class="sobolev-note">warning: {{ message }}</p>{% endfor %}
+{% for query in page.queries %}
+  {% if page.queries|length > 1 or points %}<h2>{{ query.query }}</h2>{% endif %}
+  <table class="sobolev" id="results{% if not loop.first %}-{{ loop.index }}{% endif %}">
+    <thead><tr><th>rank</th><th>distance</th><th>key</th><th>label</th><th>text</th></tr></thead>
+    <tbody>
+    {% for hit in query.results %}
+      <tr><td class="num">{{ hit.rank }}</td><td class="num">{{ "%.4f"|format(hit.distance) }}</td>
+        <td><a href="{{ document_url(hit.key) }}">{{ hit.key }}</a></td>
+        <td>{{ hit.label if hit.label is not none else "" }}</td><td>{{ hit.text or "" }}</td></tr>
+    {% endfor %}
+    </tbody>
+  </table>
+{% endfor %}
+<p class="sobolev-note"><a href="{{ json_url }}">JSON</a></p>
+{% endblock %}
+"""
+
+DOCUMENT = _MAIN + """
+{% block content %}
+{% if error %}
+<h1>{{ database }}</h1>
+<p class="sobolev-error" id="error">{{ error }}</p>
+<p><a href="{{ search_url }}">Search</a></p>
+{% else %}
+<h1>{{ page.key }}</h1>
+<p><a href="{{ search_url }}">Search</a> &middot; <a href="{{ json_url }}">JSON</a></p>
+<table class="sobolev" id="fields">
+  <tr><th>label</th><td>{{ page.label if page.label is not none else "" }}</td></tr>
+  <tr><th>added</th><td>{{ page.added_at or "" }}</td></tr>
+  <tr><th>support</th><td>{{ page.supports }} node(s)</td></tr>
+  {% for name, value in page.fields.items() %}
+  <tr><th>{{ name }}</th><td>{{ value }}</td></tr>
+  {% endfor %}
+</table>
+{% if page.text %}<div class="sobolev-text">{{ page.text }}</div>{% endif %}
+<h2>{{ page.neighbours|length }} nearest documents (p = {{ page.p }})</h2>
+<form class="sobolev-form" action="{{ document_base }}" method="get">
+  <input type="hidden" name="key" value="{{ page.key }}">
+  <label>k <input type="number" name="k" min="1" max="{{ max_k }}" value="{{ page.k }}"></label>
+  <label>p <input type="text" name="p" size="4" value="{{ p_text }}"></label>
+  <input type="submit" value="Show">
+</form>
+<table class="sobolev" id="neighbours">
+  <thead><tr><th>rank</th><th>distance</th><th>key</th><th>label</th>
+    <th>text, and why it is this far</th></tr></thead>
+  <tbody>
+  {% for hit in page.neighbours %}
+  <tr><td class="num">{{ hit.rank }}</td><td class="num">{{ "%.4f"|format(hit.distance) }}</td>
+    <td><a href="{{ document_url(hit.key) }}">{{ hit.key }}</a></td>
+    <td>{{ hit.label if hit.label is not none else "" }}</td>
+    <td>{{ hit.text or "" }}
+      {% set e = hit.explanation %}
+      <details class="sobolev-explain"><summary>explain: the {{ e.edges|length }} subtrees carrying
+        {{ "%.1f"|format(100 * e.shown_share) }}% of the distance
+        ({{ "{:,}".format(e.n_edges) }} differ)</summary>
+        <table class="sobolev">
+          <thead><tr><th>share</th><th>root</th><th>edge</th><th>mass here</th><th>mass there</th>
+            <th>{{ page.key }}</th><th>{{ hit.key }}</th></tr></thead>
+          {% for edge in e.edges %}
+          <tr><td class="num">{{ "%.1f"|format(100 * edge.share) }}%</td><td>{{ edge.root }}</td>
+            <td>{{ edge.edge }}</td><td class="num">{{ "%.3f"|format(edge.mass_a) }}</td>
+            <td class="num">{{ "%.3f"|format(edge.mass_b) }}</td>
+            <td>{{ side(edge, "a") }}</td><td>{{ side(edge, "b") }}</td></tr>
+          {% endfor %}
+        </table>
+      </details></td></tr>
+  {% endfor %}
+  </tbody>
+</table>
+{% endif %}
+{% endblock %}
+"""

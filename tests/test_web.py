@@ -1,0 +1,498 @@
+"""The web view (sobolev_index.web): the Datasette plugin's pages and JSON
+agree with the Python API and the reference formula, bad input gets a clear
+4xx message, the SQL functions work in Datasette's SQL, `sobolev-index
+serve` serves and never writes, and it keeps serving consistent snapshots
+while another process adds documents."""
+import asyncio
+import html
+import json
+import math
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+import reference as ref
+from _support import corpus as tc
+from _support.cli import run
+from _support.index import assert_unchanged, snapshot
+from _support.processes import child_env
+
+pytest.importorskip("datasette", reason="the web view needs Datasette (the [web] extra)")
+
+from sobolev_index import SobolevIndex  # noqa: E402
+from sobolev_index.ingest.documents import build_index, read_corpus  # noqa: E402
+from sobolev_index.ingest.pipelines import query_measures  # noqa: E402
+from sobolev_index.ingest.pointindex import point_measures, read_pointsets  # noqa: E402
+from sobolev_index.web import make_datasette  # noqa: E402
+from sobolev_index.web.pages import MAX_K  # noqa: E402
+
+TEXTS = ["space1 space2 space3", "cooking4 the cooking5", "music7 music8 of space1"]
+
+
+# ----------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def text_index(tmp_path_factory):
+    """A text index of the test corpus with one deleted document (not to be
+    modified: copy it first)."""
+    directory = tmp_path_factory.mktemp("web")
+    corpus_path, vectors_path = tc.make_files(str(directory))
+    index, _ = build_index(str(directory / "ix"), read_corpus(corpus_path), vectors_path,
+                           nodes=10, roots=3, seed=2)
+    index.delete(["music-0"])
+    index.close()
+    return str(directory / "ix")
+
+
+def write_clouds(path, keys, seed):
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="utf-8") as handle:
+        for i, key in enumerate(keys):
+            points = rng.normal(size=(6, 2)) + 5.0 * (i % 3)
+            handle.write(json.dumps({"key": key, "points": points.tolist(),
+                                     "label": f"c{i % 3}"}) + "\n")
+
+
+@pytest.fixture(scope="module")
+def point_index(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("webpoints")
+    clouds = directory / "clouds.jsonl"
+    write_clouds(clouds, [f"p{i}" for i in range(18)], seed=0)
+    run("build", directory / "ix", "--points", clouds, "--nodes", 9, "--silent")
+    queries = directory / "queries.jsonl"
+    write_clouds(queries, ["q0", "q1", "q2"], seed=5)
+    return str(directory / "ix"), str(queries)
+
+
+class Client:
+    """Datasette's own test client (ds.client) on one event loop."""
+
+    def __init__(self, ds):
+        self.ds = ds
+        self.loop = asyncio.new_event_loop()
+        self.loop.run_until_complete(ds.invoke_startup())
+
+    def get(self, path):
+        return self.loop.run_until_complete(self.ds.client.get(path))
+
+    def post(self, path, **kwargs):
+        return self.loop.run_until_complete(self.ds.client.post(path, **kwargs))
+
+    def json(self, path, status=200):
+        response = self.get(path)
+        assert response.status_code == status, response.text
+        return response.json()
+
+    def close(self):
+        for db in self.ds.databases.values():
+            db.close()
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def client(text_index):
+    c = Client(make_datasette(text_index, name="ix"))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def reader(text_index):
+    with SobolevIndex.open(text_index) as opened:
+        yield opened
+
+
+def q(**params):
+    return urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+
+
+def api_p(p):
+    return None if p is None else (math.inf if p == "inf" else float(p))
+
+
+def reference_distance(index, a, b, p):
+    """S_p between two stored documents by the paper's formula
+    (tests/reference.py), sliced over the index's roots with its eta."""
+    graph = index.graph
+    trees = [ref.ref_tree(graph.n_nodes, graph.edges, graph.lengths, int(r)) for r in index.roots]
+    mu, nu = index.get(a), index.get(b)
+    p = index.p if p is None else p
+    return ref.ref_sliced((mu["nodes"], mu["masses"]), (nu["nodes"], nu["masses"]), trees, p,
+                          eta=(index.eta / index.eta.sum()).tolist())
+
+
+class _Table(HTMLParser):
+    """The rows of one table of a page (nested tables are part of a cell)."""
+
+    def __init__(self, table_id):
+        super().__init__()
+        self.table_id, self.depth, self.level = table_id, 0, None
+        self.rows, self.cell = [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self.depth += 1
+            if attrs.get("id") == self.table_id:
+                self.level = self.depth
+        inside = self.level is not None and self.depth == self.level
+        if inside and tag == "tr":
+            self.rows.append(([], []))
+        elif inside and tag == "td":
+            self.cell = []
+        elif tag == "a" and self.level is not None and self.cell is not None and self.rows:
+            if self.depth == self.level:
+                self.rows[-1][1].append(attrs.get("href"))
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self.level is not None and self.depth == self.level and self.cell is not None:
+            self.rows[-1][0].append("".join(self.cell).strip())
+            self.cell = None
+        if tag == "table":
+            if self.depth == self.level:
+                self.level = -1
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def table_rows(page, table_id):
+    """The rows of the HTML table with id ``table_id`` (not those of tables
+    nested in it): (cell texts, hrefs of the row's links) for each row with
+    cells."""
+    parser = _Table(table_id)
+    parser.feed(page)
+    assert parser.level is not None, f"no table {table_id!r} in the page"
+    return [(cells, links) for cells, links in parser.rows if cells]
+
+
+# ------------------------------------------------------------ search page
+@pytest.mark.parametrize("p", [None, "1", "2", "inf"])
+def test_search_json_gives_the_keys_and_distances_of_the_api(client, reader, p):
+    for text in TEXTS:
+        out = client.json(f"/ix/-/search.json?{q(q=text, k=7, p=p)}")
+        measures, _ = query_measures(reader, texts=[text])
+        expected = reader.search(measures, k=7, p=api_p(p)).to_records()[0]
+        hits = out["queries"][0]["results"]
+        assert [h["key"] for h in hits] == [h["key"] for h in expected]
+        assert [h["distance"] for h in hits] == pytest.approx(
+            [h["distance"] for h in expected], rel=1e-12)
+        assert [h["rank"] for h in hits] == list(range(1, 8))
+        assert out["documents"] == len(reader) == 59
+        assert out["p"] == (reader.p if p is None else ("inf" if p == "inf" else float(p)))
+
+
+def test_search_page_lists_the_results_with_links_to_their_documents(client, reader):
+    page = client.get(f"/ix/-/search?{q(q=TEXTS[0], k=5)}")
+    assert page.status_code == 200
+    assert 'name="q"' in page.text and 'value="space1 space2 space3"' in page.text
+    rows = table_rows(page.text, "results")
+    measures, _ = query_measures(reader, texts=[TEXTS[0]])
+    expected = reader.search(measures, k=5).to_records()[0]
+    assert [r[0][2] for r in rows] == [h["key"] for h in expected]
+    assert [float(r[0][1]) for r in rows] == pytest.approx(
+        [h["distance"] for h in expected], abs=5e-5)
+    for (cells, links), hit in zip(rows, expected):
+        assert cells[3] == hit["label"]
+        stored = reader.get(hit["key"])["fields"]["text"]
+        assert cells[4] and stored.startswith(cells[4].rstrip("…"))
+        assert links == [f"/ix/-/document?key={urllib.parse.quote(hit['key'], safe='')}"]
+
+
+def test_search_page_without_a_query_is_the_form_alone(client):
+    page = client.get("/ix/-/search")
+    assert page.status_code == 200 and 'name="q"' in page.text
+    assert 'id="results"' not in page.text and "59 documents" in page.text
+    assert client.json("/ix/-/search.json")["queries"] == []
+
+
+def test_database_page_links_to_the_search_page(client):
+    page = client.get("/ix")
+    assert page.status_code == 200 and 'href="/ix/-/search"' in page.text
+
+
+# ---------------------------------------------------------- document page
+@pytest.mark.parametrize("p", [None, "2", "inf"])
+def test_document_json_lists_the_neighbours_of_the_api(client, reader, p):
+    key = "cooking-7"
+    out = client.json(f"/ix/-/document.json?{q(key=key, k=6, p=p)}")
+    expected = reader.search(key, k=7, p=api_p(p)).to_records()[0]
+    assert expected[0]["key"] == key
+    assert [n["key"] for n in out["neighbours"]] == [h["key"] for h in expected[1:]]
+    for n in out["neighbours"]:
+        # The distance by the paper's formula, not by the index.
+        assert n["distance"] == pytest.approx(
+            reference_distance(reader, key, n["key"], api_p(p)), rel=1e-9, abs=1e-12)
+        e = n["explanation"]
+        assert (e["a"], e["b"]) == (key, n["key"])
+        assert e["distance"] == pytest.approx(n["distance"], rel=1e-12)
+        assert len(e["edges"]) == min(5, e["n_edges"]) > 0
+        shares = [edge["share"] for edge in e["edges"]]
+        assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 1 + 1e-12
+        assert all(w["word"] for edge in e["edges"] for w in edge["words_a"])
+    doc = reader.get(key)
+    assert out["text"] == doc["fields"]["text"] and out["label"] == "cooking"
+    assert out["supports"] == len(doc["nodes"])
+
+
+def test_document_page_shows_the_text_neighbours_and_explanations(client, reader):
+    key = "space-4"
+    page = client.get(f"/ix/-/document?{q(key=key, k=4)}")
+    assert page.status_code == 200
+    assert html.escape(reader.get(key)["fields"]["text"]) in page.text
+    rows = table_rows(page.text, "neighbours")
+    neighbour_rows = [cells for cells, links in rows if links]
+    expected = reader.search(key, k=5).to_records()[0][1:]
+    assert [cells[2] for cells in neighbour_rows] == [h["key"] for h in expected]
+    assert page.text.count('<details class="sobolev-explain">') == 4
+    # The words that carry the distance to the first neighbour are named.
+    first = reader.explain(key, expected[0]["key"], top=5, n_words=5)
+    words = {w["word"] for w in first.edges[0]["words_a"]}
+    assert any(word in page.text for word in words)
+
+
+# ------------------------------------------------------------------- SQL
+def test_sql_with_sobolev_knn_and_distance_in_datasette(client, reader):
+    sql = ("SELECT sobolev_knn('space-3', 5) AS knn, sobolev_distance('space-3', 'music-9', 2) "
+           "AS d")
+    rows = client.json(f"/ix.json?{q(sql=sql, _shape='array')}")
+    expected = reader.search("space-3", k=5).to_records()[0]
+    got = json.loads(rows[0]["knn"])
+    assert [h["key"] for h in got] == [h["key"] for h in expected]
+    assert rows[0]["d"] == pytest.approx(reference_distance(reader, "space-3", "music-9", 2),
+                                         rel=1e-9)
+    # Ranking a table by distance in SQL.
+    sql = ("SELECT key FROM documents WHERE deleted = 0 ORDER BY "
+           "sobolev_distance(key, 'music-9'), id LIMIT 4")
+    rows = client.json(f"/ix.json?{q(sql=sql, _shape='array')}")
+    assert [r["key"] for r in rows] == reader.search("music-9", k=4).keys[0]
+
+
+def test_a_plain_datasette_on_the_catalog_gets_the_plugin(text_index, tmp_path):
+    """As the entry point loads it: `datasette INDEX/catalog.sqlite`, and
+    another database beside it that is left alone."""
+    from datasette.app import Datasette
+
+    from sobolev_index.web.plugin import register
+
+    register()
+    other = tmp_path / "other.db"
+    import sqlite3
+
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    c = Client(Datasette(files=[os.path.join(text_index, "catalog.sqlite"), str(other)]))
+    try:
+        out = c.json(f"/catalog/-/search.json?{q(q='music3', k=2)}")
+        assert len(out["queries"][0]["results"]) == 2
+        missing = c.json("/other/-/search.json", status=404)
+        assert "not a sobolev-index catalog" in missing["error"]
+        bad = c.get(f"/other.json?{q(sql='SELECT sobolev_knn(1, 2)')}")
+        assert bad.status_code == 400 and "no such function: sobolev_knn" in bad.text
+    finally:
+        c.close()
+
+
+# -------------------------------------------------------------- bad input
+@pytest.mark.parametrize("path, status, message", [
+    ("/ix/-/search.json?q=space1&k=0", 400, "k is 0; expected a whole number from 1 to 1,000"),
+    ("/ix/-/search.json?q=space1&k=ten", 400, "k is 'ten'; expected a whole number"),
+    ("/ix/-/search.json?q=space1&k=100000000000000000000", 400,
+     "k is 100,000,000,000,000,000,000; expected a whole number from 1 to 1,000"),
+    ("/ix/-/search.json?q=space1&p=0.5", 400, "p is '0.5'; expected a number >= 1 or 'inf'"),
+    ("/ix/-/search.json?q=space1&p=nan", 400, "p is 'nan'; expected a number >= 1"),
+    ("/ix/-/search.json?q=zzzz+qqqq", 400, "zzzz"),
+    ("/ix/-/document.json?key=no-such-doc", 404, "key 'no-such-doc' is not in the index"),
+    ("/ix/-/document.json?key=music-0", 404, "key 'music-0' is not in the index"),
+    ("/ix/-/document.json", 400, "give a document: key=KEY"),
+    ("/ix/-/document.json?key=space-1&k=-3", 400, "k is -3; expected"),
+    ("/ix/-/document.json?key=space-1&p=0", 400, "p is '0'; expected"),
+    ("/nothing/-/search.json", 404, "'nothing' is not a sobolev-index catalog"),
+])
+def test_bad_input_gets_a_clear_message_not_a_server_error(client, path, status, message):
+    out = client.json(path, status=status)
+    assert out["ok"] is False and message in out["error"], out
+    page = client.get(path.replace(".json", ""))
+    assert page.status_code == status and message in html.unescape(page.text)
+
+
+def test_a_huge_k_below_the_cap_returns_every_document(client, reader):
+    out = client.json(f"/ix/-/search.json?{q(q='space1', k=MAX_K)}")
+    assert len(out["queries"][0]["results"]) == len(reader) == 59
+
+
+# ----------------------------------------------------------- point indexes
+def test_point_index_search_by_upload_matches_the_api(point_index):
+    index, queries = point_index
+    c = Client(make_datasette(index, name="pts"))
+    try:
+        with SobolevIndex.open(index) as r:
+            expected = r.search(point_measures(r, read_pointsets([queries])), k=4)
+        with open(queries, "rb") as handle:
+            body = handle.read()
+        # A program posts the JSON-lines file as the body...
+        raw = c.post("/pts/-/search.json?k=4", content=body,
+                     headers={"content-type": "application/x-ndjson"})
+        assert raw.status_code == 200, raw.text
+        out = raw.json()
+        assert [x["query"] for x in out["queries"]] == ["q0", "q1", "q2"]
+        assert [[h["key"] for h in x["results"]] for x in out["queries"]] == expected.keys
+        assert [h["distance"] for x in out["queries"] for h in x["results"]] == pytest.approx(
+            np.ravel(expected.distances).tolist(), rel=1e-12)
+        # ...and the page's form sends it as a file.
+        form = c.post("/pts/-/search", files={"points": ("q.jsonl", body)}, data={"k": "4"})
+        assert form.status_code == 200, form.text
+        for n, keys in enumerate(expected.keys, 1):
+            rows = table_rows(form.text, "results" if n == 1 else f"results-{n}")
+            assert [cells[2] for cells, _ in rows] == keys
+        page = c.get("/pts/-/search")
+        assert 'type="file"' in page.text and 'name="q"' not in page.text
+        # A malformed line is named.
+        bad = c.post("/pts/-/search.json", content=b'{"key": "x", "points": [[1, 2, 3]]}\n',
+                     headers={"content-type": "application/x-ndjson"})
+        assert bad.status_code == 400 and "dimension" in bad.json()["error"].lower()
+    finally:
+        c.close()
+
+
+# ------------------------------------------------------------------ serve
+def test_serve_help_and_errors():
+    import sobolev_index.cli.serve  # noqa: F401  (until cli/__init__ imports it)
+
+    out = run("serve", "--help").output
+    assert "--port" in out and "--host" in out and "read-only" in out
+    result = run("serve", "/no/such/index", ok=False)
+    assert result.exit_code == 1 and "Error: /no/such/index does not exist" in result.output
+    result = run("serve", "/tmp", "--port", "70000", ok=False)
+    assert result.exit_code == 2 and "70000" in result.output
+
+
+SERVE = "import sys, sobolev_index.cli.serve; from sobolev_index.cli import main; main(sys.argv[1:])"
+
+
+def start_server(index, timeout=60):
+    """`sobolev-index serve INDEX --port 0` in a child process (port 0: a free
+    port, which it prints in its URL); returns (process, URL of the search
+    page). The caller stops it with stop_server, in a finally."""
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, "serve", str(index), "--port", "0",
+                             "--silent"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=child_env(), cwd=os.path.dirname(str(index)))
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline().strip() if ready else ""
+    if not line.startswith("http://"):
+        stop_server(proc)
+        raise AssertionError(f"serve printed {line!r}; stderr: {proc.stderr.read()}")
+    return proc, line
+
+
+def stop_server(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream:
+            stream.close()
+
+
+@pytest.fixture
+def served_copy(text_index, tmp_path):
+    copy = tmp_path / "ix"
+    shutil.copytree(text_index, copy)
+    proc, url = start_server(copy)
+    try:
+        yield copy, url, proc
+    finally:
+        stop_server(proc)
+
+
+def fetch(url, timeout=30):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.status, response.read().decode("utf-8")
+
+
+def test_serve_answers_on_its_url_and_never_writes(served_copy):
+    index, url, _ = served_copy
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/ix/-/search", url)
+    before = snapshot(index)
+    status, page = fetch(url + "?" + q(q="space1 space2"))
+    assert status == 200 and 'id="results"' in page
+    status, body = fetch(url + ".json?" + q(q="space1 space2", k=3))
+    with SobolevIndex.open(index) as r:
+        expected = r.search(query_measures(r, texts=["space1 space2"])[0], k=3).keys[0]
+    assert [h["key"] for h in json.loads(body)["queries"][0]["results"]] == expected
+    base = url.rsplit("/ix/", 1)[0]
+    assert fetch(base + "/ix/-/document?" + q(key="space-2"))[0] == 200
+    sql = "SELECT count(*) AS n FROM documents WHERE deleted = 0"
+    assert json.loads(fetch(base + "/ix.json?" + q(sql=sql, _shape="array"))[1]) == [{"n": 59}]
+    with pytest.raises(urllib.error.HTTPError) as failed:
+        fetch(base + "/ix.json?" + q(sql="DELETE FROM documents"))
+    assert failed.value.code == 400
+    assert_unchanged(before, index, "serving")
+
+
+def test_serve_follows_a_writer_with_consistent_snapshots(served_copy, tmp_path):
+    """Another process adds 1,000 documents in batches of 10 while pages
+    load: every load succeeds and shows one committed state (whole batches,
+    as many results as documents), the count never goes back, and the
+    last pages show every document."""
+    index, url, proc = served_copy
+    rng = np.random.default_rng(3)
+    docs = [{"key": f"w{i:04d}", "label": "new",
+             "text": " ".join(rng.choice(tc.topic_words("space"), size=5))} for i in range(1000)]
+    more = tmp_path / "more.jsonl"
+    tc.write_jsonl(more, docs)
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "sobolev_index", "add", str(index), str(more), "--batch-size", "10",
+         "--silent", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env(), cwd=str(tmp_path))
+    base = url.rsplit("/ix/", 1)[0]
+    seen, loads = [], 0
+    try:
+        while True:
+            done = writer.poll() is not None
+            status, body = fetch(url + ".json?" + q(q="space3 space4", k=MAX_K))
+            assert status == 200
+            out = json.loads(body)
+            n = out["documents"]
+            hits = out["queries"][0]["results"]
+            assert len(hits) == min(n, MAX_K), (n, len(hits))
+            distances = [h["distance"] for h in hits]
+            assert distances == sorted(distances)
+            assert (n - 59) % 10 == 0, f"{n} documents: a batch of 10 seen in part"
+            if n <= MAX_K:
+                added = sorted(int(h["key"][1:]) for h in hits if h["key"].startswith("w"))
+                assert added == list(range(n - 59)), "batches are committed in order, whole"
+            status, page = fetch(base + "/ix/-/document?" + q(key="space-2", k=3))
+            assert status == 200 and 'id="neighbours"' in page
+            seen.append(n)
+            loads += 2
+            if done:
+                break
+            time.sleep(0.05)
+        out, err = writer.communicate(timeout=60)
+        assert writer.returncode == 0, err
+        assert json.loads(out)["added"] == 1000
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    assert seen == sorted(seen) and seen[-1] == 1059, seen
+    assert len(set(seen)) >= 3, f"the pages saw too few states of the writer: {seen}"
+    assert proc.poll() is None, "the server stopped"
