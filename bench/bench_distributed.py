@@ -8,7 +8,9 @@ threads) and on a Dask ``LocalCluster`` (2 worker processes of 1 thread,
 ``--workers``), with k=10 at p=1, side by side with the single index:
 
 - a batch of ``--queries`` queries: milliseconds per query, and the
-  throughput relative to the single index;
+  throughput relative to the single index (searched with all ``--threads``;
+  also timed with the threads one shard gets, 1 on Dask, which is what a
+  shard alone would take);
 - single queries: the latency of one query;
 - where the time of a batch goes (``search(..., stats=True)``): the
   fan-out (sending the batch to the shards, their searches, the results
@@ -147,6 +149,10 @@ def main(argv=None):
                         "keys or distances differ from the single index's")
                     timed = alternating_medians({
                         "single": lambda i: single.search(batch, k=K, p=P, n_threads=threads),
+                        # The single index with the threads of one shard: on
+                        # Dask, what one shard alone would take.
+                        "single-per-shard": lambda i, t=per_shard: single.search(
+                            batch, k=K, p=P, n_threads=t),
                         "sharded": lambda i, s=sharded, t=per_shard: s.search(
                             batch, k=K, p=P, n_threads=t),
                     }, blocks)
@@ -165,6 +171,9 @@ def main(argv=None):
                         "single_index_batch_ms_per_query": 1e3 * single_batch / n_queries,
                         "throughput_vs_single": single_batch / sharded_batch,
                         "overhead_ms_per_batch": 1e3 * (sharded_batch - single_batch),
+                        "single_index_threads_of_a_shard_batch_ms_per_query":
+                            1e3 * timed["single-per-shard"].median / n_queries,
+                        "threads_per_shard": per_shard,
                         "single_query_ms": 1e3 * one["sharded"].median,
                         "single_index_single_query_ms": 1e3 * one["single"].median,
                         "single_query_overhead_ms": 1e3 * (one["sharded"].median
@@ -177,9 +186,10 @@ def main(argv=None):
                           f"ms/query batched ({entry['throughput_vs_single']:.2f}x the single "
                           f"index's throughput), {entry['single_query_ms']:.2f} ms single",
                           flush=True)
-                    rows.append([f"{shards}", where,
+                    rows.append([f"{shards}", where, f"{per_shard}",
                                  f"{entry['batch_ms_per_query']:.3f}",
                                  f"{entry['single_index_batch_ms_per_query']:.3f}",
+                                 f"{entry['single_index_threads_of_a_shard_batch_ms_per_query']:.3f}",
                                  f"{entry['throughput_vs_single']:.2f}x",
                                  f"{entry['overhead_ms_per_batch']:+.1f}",
                                  f"{entry['single_query_ms']:.2f}",
@@ -193,7 +203,8 @@ def main(argv=None):
             print_table(
                 f"k={K}, p={P}, N={n_total:,}, batches of {n_queries} queries "
                 f"(Dask: {args.workers} worker processes x 1 thread)",
-                ["shards", "where", "ms/query (batch)", "single index", "throughput",
+                ["shards", "where", "threads/shard", "ms/query (batch)", "single index",
+                 "single index, threads of a shard", "throughput",
                  "overhead ms/batch", "ms single query", "single index", "overhead ms"],
                 rows, threads)
             print_table("where a sharded batch's time goes (stats=True)",
