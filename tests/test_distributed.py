@@ -539,3 +539,30 @@ def test_distance_matrix_in_zarr_equals_pairwise_sobolev(tmp_path, spec, cluster
             sharded.distance_matrix(roots=[3])
         with pytest.raises(FileExistsError):
             sharded.write_distance_matrix(tmp_path / "gram-1.zarr")
+
+
+def test_bad_searches_raise_the_single_index_errors(tmp_path, spec):
+    single, sharded, measures = both(tmp_path, spec, batches=1)
+    with single, sharded:
+        query = measures[:1]
+        for queries, kwargs in ((query, {"k": 0}), (query, {"k": "a"}), (query, {"p": 0.5}),
+                                (query, {"where": {"keys": "abc"}}), (query, {"roots": [5]}),
+                                (query, {"k": 3, "radius": 1}), (query, {"limit": 3}),
+                                (None, {}), ([], {}), ("missing", {}), ([([99], [1.0])], {})):
+            with pytest.raises(Exception) as want:
+                single.search(queries, **kwargs)
+            with pytest.raises(type(want.value)) as got:
+                sharded.search(queries, **kwargs)
+            assert str(got.value) == str(want.value)
+
+
+def test_an_empty_sharded_index_searches_like_an_empty_index(tmp_path, spec):
+    graph = spec.lib()
+    with SobolevIndex.create(tmp_path / "one", graph) as single, \
+            ShardedIndex.create(tmp_path / "many", graph, shards=3) as sharded:
+        query = [([1, 2], [1.0, 1.0])]
+        for kwargs in ({"k": 3}, {"radius": 1.0}, {"radius": 1.0, "limit": 2}):
+            assert_same(sharded.search(query, **kwargs), single.search(query, **kwargs))
+        assert len(sharded) == 0 and sharded.keys_in_order() == []
+        assert sharded.knn_graph(3).shape == (0, 0)
+        assert sharded.verify()["ok"]
