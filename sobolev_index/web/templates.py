@@ -7,9 +7,11 @@ __all__ = ["SEARCH", "DOCUMENT"]
 
 _STYLE = """
 <style>
-  .sobolev-form label { margin-right: 1em; }
-  .sobolev-form input[type=text] { width: 30em; max-width: 100%; }
-  .sobolev-form input[type=number] { width: 5em; }
+  .sobolev-form { margin-bottom: 1.2em; }
+  .sobolev-form label { display: inline-block; margin-right: 1em; font-weight: normal; }
+  .sobolev-form input[name=q] { width: 28em; max-width: 90vw; display: inline-block; }
+  .sobolev-form input[name=p] { width: 4em; display: inline-block; }
+  .sobolev-form input[type=number] { width: 5em; display: inline-block; }
   .sobolev-error { color: #a00; font-weight: bold; }
   .sobolev-note { color: #666; }
   table.sobolev td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -28,7 +30,7 @@ SEARCH = _MAIN + """
 {% block content %}
 <h1>Search {{ database }}</h1>
 <p class="sobolev-note">{{ "{:,}".format(page.documents) }} documents; exact nearest neighbours
-under the Sobolev transport distance S<sub>p</sub>.
+under the Sobolev transport distance S_p.
 <a href="{{ urls.database(database) }}">Tables and SQL</a></p>
 {% if points %}
 <form class="sobolev-form" action="{{ search_url }}" method="post" enctype="multipart/form-data">
