@@ -35,6 +35,8 @@ _LAZY = {
     "UnsupportedFormatError": "errors", "OlderFormatError": "errors",
     "EDGE_KINDS": "graph", "Graph": "graph", "ShortestPathTree": "graph",
     "Explanation": "index", "SearchResult": "index", "SobolevIndex": "index",
+    "ShardedIndex": "distributed", "ShardedWriteError": "distributed",
+    "ShardError": "distributed",
 }
 
 
@@ -71,6 +73,9 @@ __all__ = [
     "NotAnIndexError",
     "OlderFormatError",
     "SearchResult",
+    "ShardError",
+    "ShardedIndex",
+    "ShardedWriteError",
     "SobolevIndex",
     "UnsupportedFormatError",
     "EDGE_KINDS",

@@ -72,6 +72,11 @@ INGEST_KINDS = {
 }
 PIPELINE_KINDS = {"text", "points"}
 
+# Libraries of the optional extras, and the only subpackages that may import
+# them: the base install runs without them.
+OPTIONAL_LIBRARIES = {"dask": "distributed", "distributed": "distributed", "zarr": "distributed",
+                      "datasette": "web"}
+
 # What a compiled module must not import: files and databases.
 FILE_LIBRARIES = {"os", "io", "pathlib", "shutil", "tempfile", "glob", "h5py", "sqlite3",
                   "sqlite_utils", "libc.stdio", "posix"}
@@ -304,7 +309,7 @@ def _is_file_library(module):
 def check(tree):
     """Every violation of the layer rule in ``tree``, as Violations with rules
     "parse", "unknown layer", "unclassified ingest module", "upward",
-    "facade", "compiled", "files", "ingest kinds"."""
+    "facade", "compiled", "files", "ingest kinds", "optional library"."""
     out = []
     for source in tree.sources:
         layer = package_layer(source.module)
@@ -344,6 +349,11 @@ def _check_import(tree, source, layer, imp):
             out.append(Violation("files", where, (
                 f"compiled module {source.module} imports {imp.module}: the Cython "
                 f"modules know nothing of files or SQLite; do that in a Python module")))
+    home = OPTIONAL_LIBRARIES.get(imp.module.split(".")[0])
+    if home and not imp.header and not upper_name(source.module).startswith(home):
+        out.append(Violation("optional library", where, (
+            f"{me} imports {imp.module}, which only the [{home}] extra installs: only "
+            f"sobolev_index/{home}/ may import it")))
     for target in targets(tree, imp):
         target_layer = package_layer(target)
         if target_layer is None and target.split(".")[0] == PACKAGE:
@@ -439,6 +449,10 @@ def test_ingest_kinds_do_not_import_each_other(violations):
     _report(violations, "ingest kinds")
 
 
+def test_optional_libraries_stay_in_their_subpackages(violations):
+    _report(violations, "optional library")
+
+
 # --------------------------------------------------------------------------- self-checks
 def _imported(tree, module):
     out = set()
@@ -495,7 +509,10 @@ SYNTHETIC = {
     "sobolev_index/index/storage.py": (
         "import sqlite3\n"
         "from .. import _features, errors\n"
-        "from ..distributed.client import Client\n"),
+        "from ..distributed.client import Client\n"
+        "import dask.array as da\n"),
+    "sobolev_index/distributed/client.py": "import dask\nfrom distributed import Client\n",
+    "sobolev_index/web/plugin.py": "from datasette import hookimpl\nimport zarr\n",
     "sobolev_index/index/_scan.pyx": (
         "from .._typedefs cimport (\n    float64_t,\n    int64_t)\n"
         "from . import storage\n"),
@@ -543,6 +560,8 @@ def test_synthetic_violations_are_flagged():
         ("compiled", "sobolev_index/_features.pyx:9"),  # .errors is Python
         ("files", "sobolev_index/_features.pyx:10"),  # sqlite3.h
         ("upward", "sobolev_index/index/storage.py:3"),  # distributed
+        ("optional library", "sobolev_index/index/storage.py:4"),  # dask below distributed
+        ("optional library", "sobolev_index/web/plugin.py:2"),  # zarr outside distributed
         ("compiled", "sobolev_index/index/_scan.pyx:4"),  # from . import storage
         ("ingest kinds", "sobolev_index/ingest/fill.py:2"),  # shared imports text
         ("ingest kinds", "sobolev_index/ingest/pointindex.py:2"),  # points imports text
@@ -568,6 +587,6 @@ def test_synthetic_imports_are_parsed():
     # from .. import <module> names the module, from .. import <name> the package
     assert _imported(tree, "sobolev_index.index.storage") == {
         "sqlite3", "sobolev_index._features", "sobolev_index.errors",
-        "sobolev_index.distributed.client"}
+        "sobolev_index.distributed.client", "dask.array"}
     assert _imported(tree, "sobolev_index.cli") == {"sobolev_index",
                                                     "sobolev_index.ingest.pipelines"}
