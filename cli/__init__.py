@@ -1042,7 +1042,7 @@ def quickstart(directory, seed, silent, as_json):
 
 # Commands kept in modules of their own register themselves on ``main``
 # when imported; they use the helpers above, so they come last.
-from . import explain, export  # noqa: E402,F401
+from . import explain, export, serve  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover
     main()
