@@ -496,3 +496,54 @@ def test_serve_follows_a_writer_with_consistent_snapshots(served_copy, tmp_path)
     assert seen == sorted(seen) and seen[-1] == 1059, seen
     assert len(set(seen)) >= 3, f"the pages saw too few states of the writer: {seen}"
     assert proc.poll() is None, "the server stopped"
+
+
+# ------------------------------------------------------------ snapshots
+def test_served_index_refreshes_only_after_a_commit(text_index, tmp_path):
+    from sobolev_index.web.state import ServedIndex
+
+    copy = tmp_path / "ix"
+    shutil.copytree(text_index, copy)
+    served = ServedIndex(copy)
+    try:
+        assert served.kind == "text" and not served.refresh_if_changed()
+        with served.snapshot() as index:
+            assert len(index) == 59 and "new-1" not in index
+        with SobolevIndex.open(copy, "a") as writer:
+            measure = writer.get("space-1")
+            writer.add([(measure["nodes"], measure["masses"])], keys=["new-1"])
+        with served.snapshot() as index:
+            assert len(index) == 60 and "new-1" in index
+        assert served.refreshes == 1
+        assert not served.refresh_if_changed() and served.refreshes == 1
+    finally:
+        served.close()
+
+
+def test_a_catalog_no_one_can_write_is_served_immutable(text_index, tmp_path):
+    copy = tmp_path / "ix"
+    shutil.copytree(text_index, copy)
+    # Left by readers of the original; empty, so nothing is lost.
+    for suffix in ("-wal", "-shm"):
+        leftover = copy / ("catalog.sqlite" + suffix)
+        if os.path.exists(leftover) and (suffix == "-shm" or os.path.getsize(leftover) == 0):
+            os.remove(leftover)
+    from sobolev_index.web.state import is_frozen
+
+    assert not is_frozen(copy)
+    os.chmod(copy / "catalog.sqlite", 0o444)
+    os.chmod(copy, 0o555)
+    try:
+        assert is_frozen(copy)
+        c = Client(make_datasette(copy, name="ro"))
+        try:
+            assert c.ds.get_database("ro").is_mutable is False
+            out = c.json(f"/ro/-/search.json?{q(q='cooking3', k=3)}")
+            with SobolevIndex.open(text_index) as r:
+                expected = r.search(query_measures(r, texts=["cooking3"])[0], k=3).keys[0]
+            assert [h["key"] for h in out["queries"][0]["results"]] == expected
+        finally:
+            c.close()
+    finally:
+        os.chmod(copy, 0o755)
+        os.chmod(copy / "catalog.sqlite", 0o644)
