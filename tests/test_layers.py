@@ -75,7 +75,7 @@ PIPELINE_KINDS = {"text", "points"}
 # Libraries of the optional extras, and the only subpackages that may import
 # them: the base install runs without them.
 OPTIONAL_LIBRARIES = {"dask": "distributed", "distributed": "distributed", "zarr": "distributed",
-                      "datasette": "web"}
+                      "datasette": "web", "uvicorn": "web"}
 
 # What a compiled module must not import: files and databases.
 FILE_LIBRARIES = {"os", "io", "pathlib", "shutil", "tempfile", "glob", "h5py", "sqlite3",
