@@ -566,3 +566,174 @@ def test_an_empty_sharded_index_searches_like_an_empty_index(tmp_path, spec):
         assert len(sharded) == 0 and sharded.keys_in_order() == []
         assert sharded.knn_graph(3).shape == (0, 0)
         assert sharded.verify()["ok"]
+
+
+# ------------------------------------------------ identical trees in every shard
+def ring(n=12):
+    """A ring of unit edges: from any root, the node opposite is reached by
+    two shortest paths, which only perturbed lengths (from a seed) break."""
+    from sobolev_index import Graph
+
+    edges = np.array([(i, (i + 1) % n) for i in range(n)], dtype=np.int64)
+    return Graph.from_edges(n, edges, np.ones(n))
+
+
+def graph_file_checksum(path):
+    from sobolev_index.index import storage
+
+    return storage.file_checksum(os.path.join(path, storage.GRAPH_FILE))
+
+
+@pytest.mark.filterwarnings("ignore:root .* shortest paths were not unique")
+def test_every_shard_has_the_graph_file_of_the_first_where_paths_tie(tmp_path):
+    graph = ring()
+    source = SobolevIndex.create(tmp_path / "source", graph, roots=3, on_violation="perturb",
+                                 seed=7)
+    with source:
+        # The seed shows in the trees: with seed 0 the graph file differs, so
+        # shards rebuilt from the graph with their own seed would differ too.
+        with SobolevIndex.create(tmp_path / "seed0", graph, roots=list(source.roots),
+                                 on_violation="perturb", seed=0):
+            pass
+        want = graph_file_checksum(source.path)
+        assert graph_file_checksum(tmp_path / "seed0") != want
+        with ShardedIndex.create_like(tmp_path / "like", source, shards=3) as like:
+            assert [graph_file_checksum(p) for p in like.shard_paths] == [want] * 3
+            assert like.roots.tolist() == source.roots.tolist()
+            assert like.eta.tolist() == source.eta.tolist() and like.p == source.p
+        manifest = json.loads((tmp_path / "like" / "manifest.json").read_text())
+        assert manifest["graph_checksum"] == want
+    # From a path too, and create(): every shard has shard 0's file.
+    with ShardedIndex.create_like(tmp_path / "by-path", tmp_path / "source", shards=2) as like:
+        assert {graph_file_checksum(p) for p in like.shard_paths} == {want}
+    with ShardedIndex.create(tmp_path / "made", graph, roots=3, on_violation="perturb", seed=7,
+                             shards=4, p=2) as made:
+        assert {graph_file_checksum(p) for p in made.shard_paths} == {want}
+        assert made.p == 2
+    with pytest.raises(TypeError, match="expected an open SobolevIndex"):
+        ShardedIndex.create_like(tmp_path / "bad", 3)
+    assert not (tmp_path / "bad").exists()
+
+
+# ------------------------------------------------------- splitting an index
+def single_index(path, spec, roots=3, p=1):
+    """A single index of corpus() in 3 batches, with labels and fields, an
+    upsert and a delete: several segments, deleted rows, ties."""
+    measures, labels = corpus(2)
+    index = SobolevIndex.create(path, spec.lib(), roots=roots, p=p)
+    fields = [{"i": i, "tags": ["x", {"y": None}]} if i % 3 else None
+              for i in range(len(measures))]
+    for start in range(0, len(measures), 70):
+        index.add(measures[start:start + 70], labels=labels[start:start + 70],
+                  fields=fields[start:start + 70])
+    keys = index.keys_in_order()
+    index.upsert(measures[:4], keys[30:34], labels=["upserted"] * 4)
+    index.delete(keys[40:46])
+    return index, measures
+
+
+def test_shard_index_searches_like_the_source(tmp_path, spec):
+    from sobolev_index.distributed import shard_index
+
+    source, measures = single_index(tmp_path / "source", spec)
+    source.close()
+    seen = []
+    report = shard_index(tmp_path / "source", tmp_path / "split", 3, batch_size=25,
+                         progress=lambda *args: seen.append(args))
+    with SobolevIndex.open(tmp_path / "source") as source, \
+            ShardedIndex.open(tmp_path / "split") as split:
+        n = len(source)
+        assert report["documents"] == n == len(split) and report["shards"] == 3
+        assert sum(report["per_shard"]) == n and min(report["per_shard"]) > 0
+        assert report["kind"] is None and report["words"] is None
+        assert seen[0] == ("copying", 0, n) and seen[-1] == ("copying", n, n)
+        assert len(seen) >= math.ceil(n / 25)
+        assert split.keys_in_order() == source.keys_in_order()
+        for key in source.keys_in_order()[::7]:
+            a, b = split.get(key), source.get(key)
+            assert (a["label"], a["fields"]) == (b["label"], b["fields"])
+            assert np.array_equal(a["nodes"], b["nodes"])
+            assert np.array_equal(a["masses"], b["masses"])
+        queries = measures[::9] + random_measures(np.random.default_rng(3), N_NODES, 8)
+        tied = False
+        for p in P_VALUES:
+            for k in (1, 10, 40):
+                got = split.search(queries, k=k, p=p)
+                assert_same(got, source.search(queries, k=k, p=p), f"p={p} k={k}")
+                tied |= cross_shard_tie_order(got, 3)
+            keys = source.keys_in_order()[::13]
+            assert_same(split.search(keys, k=8, p=p, roots=[1, 2]),
+                        source.search(keys, k=8, p=p, roots=[1, 2]), f"keys p={p}")
+            assert_same(split.search(queries, radius=0.25, p=p),
+                        source.search(queries, radius=0.25, p=p), f"radius p={p}")
+        assert tied, "no query had tied documents of two shards out of shard order"
+        assert {graph_file_checksum(p) for p in split.shard_paths} == {
+            graph_file_checksum(source.path)}
+        assert split.verify()["ok"]
+
+
+def test_shard_index_of_a_text_index_gives_every_shard_its_words(tmp_path):
+    import _support.corpus as tc
+
+    from sobolev_index.distributed import shard_index
+    from sobolev_index.ingest.documents import build_index, text_measures
+    from sobolev_index.ingest.fill import TEXT_META
+    from sobolev_index.ingest.recipes import RECIPE_META
+    from sobolev_index.ingest.words import read_words
+
+    _, vectors_path = tc.make_files(str(tmp_path))
+    source, _ = build_index(str(tmp_path / "text"), tc.corpus(), vectors_path, seed=3,
+                            batch_size=9)
+    with source:
+        source.delete(["space-3"])
+        report = shard_index(source, tmp_path / "split", 2)
+        assert report["kind"] == "text" and report["documents"] == len(source)
+        words = read_words(source.catalog)
+        assert report["words"] == len(words) > 10
+        texts = ["space1 music2 the cooking3", "music7"]
+        want = source.search(text_measures(source, texts), k=6)
+        with ShardedIndex.open(tmp_path / "split") as split:
+            assert_same(split.search(text_measures(source, texts), k=6), want)
+            for path in split.shard_paths:
+                # Each shard reads text on its own as the source does.
+                with SobolevIndex.open(path) as shard:
+                    assert read_words(shard.catalog) == words
+                    for name in (TEXT_META, RECIPE_META):
+                        assert shard.catalog.meta_value(name) == source.catalog.meta_value(name)
+                    for a, b in zip(text_measures(shard, texts), text_measures(source, texts)):
+                        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+            with SobolevIndex.open(split.shard_paths[1]) as shard:
+                assert shard.get(shard.keys_in_order()[0])["fields"]["text"]
+
+
+def test_shard_index_refuses_bad_input_and_leaves_nothing(tmp_path, spec, monkeypatch):
+    from sobolev_index.distributed import shard_index
+
+    source, _ = single_index(tmp_path / "source", spec)
+    source.close()
+    for kwargs, error, match in (({"shards": 0}, ValueError, "shards is 0"),
+                                 ({"shards": 2, "batch_size": 0}, ValueError, "batch_size is 0"),
+                                 ({"shards": 2, "batch_size": 2.5}, ValueError, "batch_size")):
+        with pytest.raises(error, match=match):
+            shard_index(tmp_path / "source", tmp_path / "dest", **kwargs)
+        assert not (tmp_path / "dest").exists()
+    with pytest.raises(NotAnIndexError):
+        shard_index(tmp_path / "nowhere", tmp_path / "dest", 2)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(FileExistsError):
+        shard_index(tmp_path / "source", tmp_path / "full", 2)
+    # A failure after some batches were copied leaves the empty folder given.
+    write, calls = shard_tasks.write, []
+
+    def fail_later(shard, *args):
+        calls.append(1)
+        if len(calls) > 4:
+            raise OSError(28, "No space left on device (simulated)")
+        return write(shard, *args)
+
+    monkeypatch.setattr(shard_tasks, "write", fail_later)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ShardedWriteError, match="not atomic"):
+        shard_index(tmp_path / "source", tmp_path / "empty", 2, batch_size=20)
+    assert len(calls) > 4 and os.listdir(tmp_path / "empty") == []

@@ -96,18 +96,52 @@ class ShardedIndex:
         empty directory) and open it for writing.
 
         ``roots``, ``eta``, ``p``, ``on_violation`` and ``seed`` are those of
-        :meth:`SobolevIndex.create`: the first shard chooses the roots (and
-        eta), the others are created with the same root nodes, so that all
-        of them hold the same graph and trees. ``client``: see :meth:`open`.
+        :meth:`SobolevIndex.create`, for the first shard, which chooses the
+        roots and builds the shortest-path trees; the others are made with
+        :meth:`SobolevIndex.create_like` from it, so every shard holds the
+        same graph file to the byte (trees copied, not rebuilt: where
+        shortest paths tie, every shard breaks the ties as the first did,
+        whatever the seed). ``client``: see :meth:`open`.
         """
         if not isinstance(graph, Graph):
             raise TypeError(f"graph is {type(graph).__name__}; expected a sobolev_index.Graph")
+        p = check_p(p)
+
+        def first(shard_path):
+            return SobolevIndex.create(shard_path, graph, roots=roots, eta=eta, p=p,
+                                       on_violation=on_violation, seed=seed)
+
+        return cls._create(path, shards, first, client)
+
+    @classmethod
+    def create_like(cls, path, source, shards=2, client=None):
+        """Create an empty sharded index of ``shards`` shards at ``path`` with
+        the graph, shortest-path trees, roots, eta and p of ``source`` (an
+        open :class:`SobolevIndex`, or the path of one), and open it for
+        writing. Every shard is made with :meth:`SobolevIndex.create_like`:
+        its graph file is the source's, to the byte, so searches give the
+        source's distances exactly. The catalog's other meta values (text
+        settings, recipe) are not copied; :func:`shard_index` copies them
+        with the documents."""
+        if isinstance(source, SobolevIndex):
+            return cls._create(path, shards, lambda p: SobolevIndex.create_like(p, source),
+                               client)
+        if not isinstance(source, (str, os.PathLike)):
+            raise TypeError(f"source is {type(source).__name__}; expected an open SobolevIndex "
+                            "or the path of one")
+        with SobolevIndex.open(source, mode="r") as opened:
+            return cls._create(path, shards, lambda p: SobolevIndex.create_like(p, opened),
+                               client)
+
+    @classmethod
+    def _create(cls, path, shards, make_first, client):
+        """The sharded index at ``path``: shard 0 from ``make_first(its
+        path)`` (an open SobolevIndex), shards 1..S-1 like it."""
         if isinstance(shards, bool) or not isinstance(shards, (int, np.integer)) or shards < 1:
             raise ValueError(f"shards is {shards!r}; expected a number of shards >= 1")
         shards = int(shards)
         path = os.fspath(path)
         storage.require_new_directory(path)
-        p = check_p(p)
         # Built in a sibling directory and renamed into place, as a single
         # index is: a crash never leaves a half-made sharded index at path.
         parent = os.path.dirname(os.path.abspath(path)) or "."
@@ -115,23 +149,20 @@ class ShardedIndex:
         staging = tempfile.mkdtemp(prefix=".sobolev-sharded-", dir=parent)
         try:
             os.chmod(staging, 0o777 & ~storage.current_umask())
-            first = SobolevIndex.create(os.path.join(staging, shard_name(0)), graph, roots=roots,
-                                        eta=eta, p=p, on_violation=on_violation, seed=seed)
-            with first:
+            with make_first(os.path.join(staging, shard_name(0))) as first:
                 made = tasks.describe_index(first)
-            for i in range(1, shards):
-                # The roots as nodes, and the eta as given: weights given
-                # again once normalised could come out different in the last bit.
-                shard = SobolevIndex.create(os.path.join(staging, shard_name(i)), graph,
-                                            roots=list(made["roots"]), eta=eta, p=p,
-                                            on_violation=on_violation, seed=seed)
-                with shard:
-                    _check_agrees(i, os.path.join(path, shard_name(i)),
-                                  tasks.describe_index(shard), made, "shard 0")
+                n_nodes, p = int(first.graph.n_nodes), first.p
+                for i in range(1, shards):
+                    # create_like checks the new graph file's checksum
+                    # against the first shard's; roots and eta are checked here.
+                    with SobolevIndex.create_like(os.path.join(staging, shard_name(i)),
+                                                  first) as shard:
+                        _check_agrees(i, os.path.join(path, shard_name(i)),
+                                      tasks.describe_index(shard), made, "shard 0")
             SequenceTable.create(staging)
             manifest = new_manifest(shards, made["graph_checksum"], made["roots"],
                                     made["eta"], p)
-            manifest["n_nodes"] = int(graph.n_nodes)
+            manifest["n_nodes"] = n_nodes
             write_manifest(staging, manifest)
             if os.path.isdir(path):
                 os.rmdir(path)
