@@ -164,6 +164,19 @@ def verify(shard, kwargs):
         return report
 
 
+def set_ingest_meta(shard, meta, words):
+    """Give the shard the ingest layer's ``meta`` values and, for a text
+    index, its ``words`` table ([word, node, df] rows), in one commit."""
+    from ..ingest.words import add_words
+
+    with shard.lock:
+        catalog = shard.index.catalog
+        if words is not None:
+            add_words(catalog, words, meta=meta)
+        elif meta:
+            catalog.set_meta(meta)
+
+
 def query_batch(queries):
     """The queries themselves: a task whose result the workers share."""
     return queries

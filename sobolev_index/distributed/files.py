@@ -1,0 +1,243 @@
+"""Sharded indexes and the ingest layer: splitting an index into shards, and
+reading files (text, point sets) for a sharded index as for a single one.
+
+A sharded index made by :func:`shard_index` keeps the ingest layer's meta
+values (text settings, build recipe, point-set kind) and, for a text index,
+the words table in **every** shard, so each shard stays a complete index of
+its kind (``sobolev-index search --text`` works on it alone), and the
+sharded index reads texts with the words and settings of its first shard,
+which are every shard's.
+
+The words table of a sharded text index does not grow: giving new words
+nodes would change every shard's table, which no transaction spans. Adding
+documents reads them with the words the index knows and ignores the others
+(:func:`add_files`); a query may still place unknown words with vectors
+(nothing is stored).
+"""
+import contextlib
+import json
+import os
+import shutil
+
+import numpy as np
+
+from ..errors import CorruptIndexError
+from ..index import SobolevIndex, storage
+from ..ingest.documents import text_info
+from ..ingest.export import _header, _live_documents, _SegmentMeasures
+from ..ingest.fill import index_kind
+from ..ingest.pipelines import add_files as _add_files
+from ..ingest.pipelines import query_measures as _query_measures
+from ..ingest.recipes import recipe_info
+from ..measures import as_measure_batch
+from . import shards as tasks
+from .manifest import MANIFEST
+from .sharded import ShardedIndex
+
+__all__ = ["is_sharded", "connect", "shard_index", "first_shard", "sharded_details",
+           "query_measures", "add_files"]
+
+
+def _silent(stage, done, total):
+    pass
+
+
+def is_sharded(path):
+    """Whether ``path`` is the directory of a sharded index (it has a
+    manifest); an ordinary index, or anything else, is not."""
+    return os.path.isfile(os.path.join(os.fspath(path), MANIFEST))
+
+
+def connect(address, timeout=10):
+    """A ``dask.distributed.Client`` of the scheduler at ``address`` (for
+    example ``tcp://host:8786``), waiting up to ``timeout`` seconds for it.
+    An address that answers nothing raises OSError naming it."""
+    from distributed import Client
+
+    if not isinstance(address, str) or not address.strip():
+        raise ValueError(f"scheduler address is {address!r}; expected one like "
+                         "tcp://host:8786")
+    try:
+        return Client(address, timeout=timeout)
+    except (OSError, TimeoutError) as exc:
+        raise OSError(f"no Dask scheduler answered at {address} within {timeout} s ({exc})") \
+            from None
+
+
+# ------------------------------------------------------------------ split
+def shard_index(source, dest, shards, batch_size=1000, progress=None, client=None):
+    """Split the index ``source`` (a path, or an open :class:`SobolevIndex`)
+    into a new sharded index of ``shards`` shards at ``dest``.
+
+    The sharded index is made with :meth:`ShardedIndex.create_like`: every
+    shard has the source's graph file (trees included), roots, eta and p.
+    Every shard gets the source's ingest meta values (text settings, build
+    recipe, point-set kind) and, for a text index, its words table with
+    document frequencies. Then every live document is copied in insertion
+    order, ``batch_size`` at a time, with its key, label, fields and measure
+    as stored (masses not normalised again): searches on the sharded index
+    give the source's keys and distances, ties in the same order.
+
+    ``dest`` must be new (or an empty folder); a split that fails leaves
+    nothing there (an empty folder given stays, empty). A reader of the
+    source copies the snapshot it opened. ``progress("copying", done,
+    total)`` is called after each batch. Returns ``{"path", "shards",
+    "documents", "kind", "words", "per_shard"}`` (``words``: the size of
+    the words table, None unless text; ``per_shard``: documents in each
+    shard).
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:
+        raise ValueError(f"batch_size is {batch_size!r}; expected an integer >= 1")
+    dest = os.fspath(dest)
+    storage.require_new_directory(dest)
+    progress = progress or _silent
+    if isinstance(source, SobolevIndex):
+        return _split(source, dest, shards, int(batch_size), progress, client)
+    with SobolevIndex.open(source, mode="r") as opened:
+        return _split(opened, dest, shards, int(batch_size), progress, client)
+
+
+def _split(source, dest, shards, batch_size, progress, client):
+    existed = os.path.isdir(dest)
+    kind = index_kind(source)
+    header = _header(source, kind)
+    total = header["documents"]
+    sharded = ShardedIndex.create_like(dest, source, shards=shards, client=client)
+    try:
+        with sharded:
+            if header["meta"] or header["words"] is not None:
+                sharded._raise_failed(sharded._placement.map(
+                    tasks.set_ingest_meta,
+                    sharded._every_shard(header["meta"], header["words"])), "meta")
+            copied = _copy_documents(source, sharded, batch_size, progress, total)
+            per_shard = [shard["documents"] for shard in sharded.info()["shards"]]
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        if existed:
+            os.makedirs(dest, exist_ok=True)
+        raise
+    return {"path": os.path.abspath(dest), "shards": len(per_shard), "documents": copied,
+            "kind": kind, "words": None if header["words"] is None else len(header["words"]),
+            "per_shard": per_shard}
+
+
+def _copy_documents(source, sharded, batch_size, progress, total):
+    """Add the source's live documents to ``sharded`` in id order, as
+    stored; returns how many."""
+    measures = _SegmentMeasures(source)
+    n_nodes = source.graph.n_nodes
+    copied = 0
+    progress("copying", 0, total)
+    # Pinned: no writer of the source deletes a segment file of its latest
+    # commit while its measures are read.
+    with storage.files_pinned(source.path):
+        batch = []
+        for doc in _live_documents(source.catalog):
+            batch.append(doc)
+            if len(batch) == batch_size:
+                copied += _add_batch(sharded, batch, measures, n_nodes)
+                batch = []
+                progress("copying", copied, total)
+        if batch:
+            copied += _add_batch(sharded, batch, measures, n_nodes)
+    if copied != total:
+        raise CorruptIndexError(
+            f"{source.path}: the catalog lists {copied} live documents but the index counts "
+            f"{total}; run verify()")
+    progress("copying", copied, total)
+    return copied
+
+
+def _add_batch(sharded, docs, measures, n_nodes):
+    keys, labels, fields, lengths, node_parts, mass_parts = [], [], [], [], [], []
+    for doc_id, key, segment_id, row, label, stored_fields, _ in docs:
+        nodes, masses = measures.measure(int(doc_id), int(segment_id), int(row))
+        keys.append(key)
+        labels.append(label)
+        fields.append(json.loads(stored_fields) if stored_fields else None)
+        lengths.append(len(nodes))
+        node_parts.extend(nodes)
+        mass_parts.extend(masses)
+    indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    batch = as_measure_batch(indptr=indptr, nodes=np.asarray(node_parts, dtype=np.int64),
+                             masses=np.asarray(mass_parts, dtype=np.float64), n_nodes=n_nodes)
+    sharded.add(batch, keys=keys, labels=labels, fields=fields)
+    return len(keys)
+
+
+# ------------------------------------------- reading files for a sharded index
+@contextlib.contextmanager
+def first_shard(sharded):
+    """Shard 0 of ``sharded`` opened for reading in this process: it holds
+    the text settings, words table and build recipe every shard has."""
+    sharded._check_open()
+    with SobolevIndex.open(sharded.shard_paths[0], mode="r") as shard:
+        yield shard
+
+
+def sharded_details(sharded):
+    """:meth:`ShardedIndex.info` with what a build recorded (as
+    :func:`sobolev_index.ingest.pipelines.index_details` gives for a single
+    index): ``recipe`` and, for a text index, ``words``, ``weighting``,
+    ``token_pattern``, ``stopwords`` and ``vectors``."""
+    info = sharded.info()
+    with first_shard(sharded) as shard:
+        return {**info, "recipe": recipe_info(shard), **text_info(shard)}
+
+
+def query_measures(sharded, texts=(), files=(), vectors=None, corpus_format="auto",
+                   encoding="utf-8"):
+    """Query measures for ``sharded``, read as
+    :func:`sobolev_index.ingest.pipelines.query_measures` reads them for a
+    single index, with the text settings and words table of the sharded
+    index. Returns (measures, names)."""
+    with first_shard(sharded) as shard:
+        return _query_measures(shard, texts, files, vectors, corpus_format, encoding)
+
+
+class _Target:
+    """What the ingest layer's add reads and writes, for a sharded index:
+    the catalog (text settings, words, kind) and graph of shard 0, read
+    only; keys, adds and upserts go to the sharded index."""
+
+    def __init__(self, sharded, shard):
+        self.path = sharded.path
+        self.catalog = shard.catalog
+        self.graph = shard.graph
+        self._sharded = sharded
+
+    @property
+    def writable(self):
+        return self._sharded.writable
+
+    def __len__(self):
+        return len(self._sharded)
+
+    def existing_keys(self, keys):
+        return self._sharded.existing_keys(keys)
+
+    def add(self, measures, keys=None, labels=None, fields=None):
+        return self._sharded.add(measures, keys=keys, labels=labels, fields=fields)
+
+    def upsert(self, measures, keys, labels=None, fields=None):
+        return self._sharded.upsert(measures, keys, labels=labels, fields=fields)
+
+
+def add_files(sharded, files, *, corpus_format="auto", skip_empty=False, batch_size=1000,
+              upsert=False, store_text=True, progress=None, skip_existing=False,
+              encoding="utf-8"):
+    """Add the documents or point sets of ``files`` to ``sharded`` (open for
+    writing), read as :func:`sobolev_index.ingest.pipelines.add_files` reads
+    them for a single index of its kind, in batches of ``batch_size`` (each
+    committed by every shard it touches; not atomic across shards, see
+    :meth:`ShardedIndex.add`). Words a text index does not know are ignored:
+    its words table does not grow (see the module's docstring). Returns the
+    report of the single index's ``add_files`` (``new_words`` is 0)."""
+    sharded._check_writable()
+    with first_shard(sharded) as shard:
+        return _add_files(_Target(sharded, shard), files, vectors=None,
+                          corpus_format=corpus_format, skip_empty=skip_empty,
+                          batch_size=batch_size, upsert=upsert, store_text=store_text,
+                          progress=progress, skip_existing=skip_existing, encoding=encoding)
