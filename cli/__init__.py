@@ -5,6 +5,7 @@ API, and print. Data goes to stdout (a table, or JSON with ``--json``);
 progress bars and notes go to stderr. A library error becomes one
 ``Error: ...`` line with a hint and exit code 1.
 """
+import contextlib
 import csv
 import io
 import json
@@ -228,6 +229,11 @@ def _open(path, mode="r", timeout=None):
     from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
     from ..index import SobolevIndex
 
+    if _sharded(path) and not os.path.isfile(os.path.join(path, "catalog.sqlite")):
+        raise NotAnIndexError(
+            f"{path} is a sharded index; this command works on one index: give it a shard "
+            f"({os.path.join(path, 'shard-000')}, ...), or use search, add, info, gram, get, "
+            "delete, compact or knn-graph, which take a sharded index")
     try:
         return SobolevIndex.open(path, mode=mode, timeout=timeout)
     except CorruptIndexError as exc:
@@ -235,6 +241,46 @@ def _open(path, mode="r", timeout=None):
         # so its hint would go in a circle.
         exc.at_open = not isinstance(exc, (NotAnIndexError, UnsupportedFormatError))
         raise
+
+
+# The file that makes a directory a sharded index (distributed/manifest.py);
+# looked for here so that commands on ordinary indexes never import Dask.
+_MANIFEST = "manifest.json"
+
+
+def _sharded(path):
+    """Whether ``path`` is a sharded index (it has a manifest)."""
+    return os.path.isfile(os.path.join(path, _MANIFEST))
+
+
+def _check_scheduler(index, scheduler):
+    if scheduler is not None and not _sharded(index):
+        raise click.UsageError(f"--scheduler runs a sharded index on Dask, and {index} is not "
+                               f"one (it has no {_MANIFEST}); leave --scheduler out")
+
+
+@contextlib.contextmanager
+def _open_sharded(path, mode="r", timeout=None, scheduler=None):
+    """The sharded index at ``path``: on the Dask scheduler at ``scheduler``,
+    or in this process (threads) without one."""
+    from ..distributed import ShardedIndex
+    from ..distributed.files import connect
+
+    client = connect(scheduler) if scheduler else None
+    try:
+        with ShardedIndex.open(path, mode=mode, client=client, timeout=timeout) as opened:
+            yield opened
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _open_any(path, mode="r", timeout=None, scheduler=None):
+    """A sharded index (see _open_sharded) or an ordinary one."""
+    _check_scheduler(path, scheduler)
+    if _sharded(path):
+        return _open_sharded(path, mode, timeout, scheduler)
+    return _open(path, mode, timeout)
 
 
 def _snippet(text, width=60):
@@ -248,6 +294,11 @@ _roots_option = click.option("--roots", "roots", default=None, metavar="0,1,..",
                              help="Root positions to slice over (default: all).")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _silent_option = click.option("--silent", is_flag=True, help="No progress bars or notes.")
+_scheduler_option = click.option(
+    "--scheduler", default=None, metavar="ADDRESS",
+    help="For a sharded index: run it on the Dask scheduler at ADDRESS (e.g. "
+         "tcp://host:8786), its shards opened on the workers (default: in this process, on "
+         "threads).")
 _wait_option = click.option(
     "--wait", "wait", type=click.FloatRange(0), default=None, metavar="SECONDS",
     help="If another process is writing to INDEX, wait up to SECONDS for it (default: fail "
@@ -431,13 +482,16 @@ def _recipe_text(recipe):
 @_silent_option
 @_json_option
 @_wait_option
+@_scheduler_option
 def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_existing,
-        corpus_format, encoding, silent, as_json, wait):
+        corpus_format, encoding, silent, as_json, wait, scheduler):
     """Add documents from FILEs, directories, JSONL or stdin ('-') to INDEX.
 
     Each batch is committed on its own: after Ctrl-C, the batches already
     added stay, the index is consistent, and the same command with
-    --skip-existing adds the rest.
+    --skip-existing adds the rest. On a sharded index, a batch is committed
+    by each shard on its own (not atomic across shards), and words the
+    index does not know are ignored: its words table does not grow.
     """
     if upsert and skip_existing:
         raise click.UsageError("--upsert replaces existing documents and --skip-existing leaves "
@@ -445,22 +499,31 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
     from ..ingest.documents import stored_vectors_path
     from ..ingest.pipelines import add_files
 
+    sharded = _sharded(index)
+    if sharded and vectors not in (None, "none"):
+        raise click.UsageError(
+            "--vectors gives new words nodes, which a sharded index cannot do (every shard's "
+            "words table would have to change at once); words it does not know are ignored: "
+            "leave --vectors out")
     started = time.perf_counter()
     progress = _progress(silent)
-    with _open(index, "a", timeout=wait) as opened:
-        if vectors is None:
+    with _open_any(index, "a", timeout=wait, scheduler=scheduler) as opened:
+        if sharded:
+            from ..distributed.files import add_files
+        elif vectors is None:
             vectors = stored_vectors_path(opened)
             if vectors:
                 _note(f"new words get nodes from {vectors} (--vectors none to skip)", silent)
         elif vectors == "none":
             vectors = None
+        options = {} if sharded else {"vectors": vectors}
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                report = add_files(opened, files, vectors=vectors, corpus_format=corpus_format,
+                report = add_files(opened, files, corpus_format=corpus_format,
                                    skip_empty=skip_empty, batch_size=batch_size, upsert=upsert,
                                    store_text=not no_text, progress=progress,
-                                   skip_existing=skip_existing, encoding=encoding)
+                                   skip_existing=skip_existing, encoding=encoding, **options)
         except (KeyboardInterrupt, DiskFullError) as exc:
             progress.finish()
             done = getattr(exc, "added", None)
@@ -530,8 +593,9 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
 @click.option("--stats", "show_stats", is_flag=True,
               help="Also print what each query read and the time of each phase.")
 @_json_option
+@_scheduler_option
 def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, vectors,
-           corpus_format, encoding, show_stats, as_json):
+           corpus_format, encoding, show_stats, as_json, scheduler):
     """The k nearest documents of each query, by ascending S_p, or with
     --radius every document within that distance.
 
@@ -544,8 +608,12 @@ def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, v
 
     if not (texts or keys or query_file):
         raise click.UsageError("give a query: --text TEXT, --key KEY or --file F")
+    sharded = _sharded(index)
+    if sharded:
+        from ..distributed.files import query_measures
     where = {"label": list(labels)} if labels else None
-    with _open(index) as opened, warnings.catch_warnings(record=True) as caught:
+    with _open_any(index, scheduler=scheduler) as opened, \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         query_names, results = [], []
         options = dict(k=k, p=_parse_p(p), roots=_parse_roots(roots), where=where,
@@ -588,13 +656,17 @@ def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, v
              "exact", "ms postings", "ms bounds", "ms scoring", "ms exact"],
             [[_snippet(name, 30), q["segments"], q["rows"], q["bounded"], q["refined"],
               q["rows_read"], q["blocks"], q["blocks_scored"], q["exact"]]
-             + [f"{1e3 * q['seconds'][phase]:.2f}"
+             + [f"{1e3 * q['seconds'].get(phase, 0.0):.2f}"
                 for phase in ("postings", "bounds", "scoring", "exact")]
              for name, q in zip(query_names, stats["queries"])]))
+        # A single index times features, search and names; a sharded one its
+        # fan-out to the shards (search) and the merge (the phases above are
+        # summed over the shards).
         seconds = stats["seconds"]
-        click.echo(f"wall time: features {1e3 * seconds['features']:.2f} ms, search "
-                   f"{1e3 * seconds['search']:.2f} ms, names {1e3 * seconds['names']:.2f} ms, "
-                   f"total {1e3 * seconds['total']:.2f} ms")
+        click.echo("wall time: " + ", ".join(f"{phase} {1e3 * seconds[phase]:.2f} ms"
+                                             for phase in ("features", "search", "merge",
+                                                           "names", "total")
+                                             if phase in seconds))
 
 
 def _joined_stats(parts):
@@ -626,7 +698,7 @@ def _stored_texts(index, keys):
 @click.argument("keys", nargs=-1, required=True, metavar="KEY...")
 def get(index, keys):
     """Print stored documents as a JSON list: measure, label, fields."""
-    with _open(index) as opened:
+    with _open_any(index) as opened:
         docs = []
         for key in keys:
             doc = opened.get(key)
@@ -642,8 +714,9 @@ def get(index, keys):
 @_json_option
 @_wait_option
 def delete(index, keys, as_json, wait):
-    """Delete documents by key (all or none)."""
-    with _open(index, "a", timeout=wait) as opened:
+    """Delete documents by key (all or none; on a sharded index each shard
+    deletes its keys on its own)."""
+    with _open_any(index, "a", timeout=wait) as opened:
         count = opened.delete(list(keys))
         left = len(opened)
     if as_json:
@@ -662,10 +735,10 @@ def compact(index, as_json, wait):
     Into one segment; past 2^27 nonzero features, runs of segments up to
     that per-segment cap, which bounds a merge's memory."""
     started = time.perf_counter()
-    with _open(index, "a", timeout=wait) as opened:
+    with _open_any(index, "a", timeout=wait) as opened:
         before = opened.info()
         opened.compact()
-    with _open(index) as opened:  # after close: the catalog's log is folded in
+    with _open_any(index) as opened:  # after close: the catalog's log is folded in
         after = opened.info()
     out = {"segments_before": before["segments"], "segments": after["segments"],
            "deleted_dropped": before["deleted"], "bytes_before": before["bytes"],
@@ -743,11 +816,16 @@ def verify(index, repair, as_json, wait):
 @main.command()
 @click.argument("index", type=click.Path())
 @_json_option
-def info(index, as_json):
-    """Counts, graph, roots, segments and size on disk."""
+@_scheduler_option
+def info(index, as_json, scheduler):
+    """Counts, graph, roots, segments and size on disk; for a sharded
+    index, also each shard's."""
     from ..ingest.pipelines import index_details
 
-    with _open(index) as opened:
+    sharded = _sharded(index)
+    if sharded:
+        from ..distributed.files import sharded_details as index_details
+    with _open_any(index, scheduler=scheduler) as opened:
         out = index_details(opened)
     if as_json:
         _echo_json(out)
@@ -764,7 +842,18 @@ def info(index, as_json):
         rows += [["words", f"{out['words']:,}"], ["weighting", out["weighting"]],
                  ["stopwords", f"{out['stopwords']:,}"], ["tokens", out["token_pattern"]]]
     rows.append(["recipe", _recipe_text(out.get("recipe"))])
+    if sharded:
+        rows.append(["shards", len(out["shards"])])
     click.echo(_table(["", out["path"]], rows))
+    if sharded:
+        # Each shard's own files; the total adds the manifest and sequence table.
+        click.echo("")
+        click.echo(_table(
+            ["shard", "documents", "deleted", "segments", "bytes", "path"],
+            [[s["shard"], f"{s['documents']:,}", f"{s['deleted']:,}", s["segments"],
+              f"{s['bytes']:,}", s["path"]] for s in out["shards"]]
+            + [["total", f"{out['documents']:,}", f"{out['deleted']:,}", out["segments"],
+                f"{out['bytes']:,}", ""]]))
 
 
 # --------------------------------------------------------- distance, gram
@@ -795,7 +884,7 @@ def distance(index, a, b, as_text, p, roots, as_json):
 
 @main.command()
 @click.argument("index", type=click.Path())
-@click.argument("output", type=click.Path())
+@click.argument("output", type=click.Path(), required=False)
 @click.option("--keys", "keys", multiple=True, metavar="KEY", help="Documents (repeatable).")
 @click.option("--keys-file", default=None, type=click.Path(exists=True, dir_okay=False),
               help="A file with one key per line.")
@@ -807,25 +896,66 @@ def distance(index, a, b, as_text, p, roots, as_json):
               help="Write the kernel exp(-T d) instead of distances d.")
 @click.option("--power", is_flag=True,
               help="Use d = S_p^p (sum over roots of eta S_p^p): positive definite kernels for p <= 2.")
+@click.option("--zarr", "zarr_out", default=None, metavar="OUT", type=click.Path(),
+              help="For a sharded index, instead of OUTPUT: write the matrix to a new Zarr "
+                   "array OUT in blocks, computed where the shards are (for a matrix larger "
+                   "than memory).")
+@click.option("--chunk", default=None, type=click.IntRange(1), metavar="N",
+              help="With --zarr: rows and columns per block [default: 4096].")
 @_silent_option
 @_json_option
-def gram(index, output, keys, keys_file, labels, p, roots, encoding, kernel_t, power, silent,
-         as_json):
-    """Write the distance (or kernel) matrix of documents to OUTPUT (.npy or .h5).
+@_scheduler_option
+def gram(index, output, keys, keys_file, labels, p, roots, encoding, kernel_t, power, zarr_out,
+         chunk, silent, as_json, scheduler):
+    """Write the distance (or kernel) matrix of documents to OUTPUT (.npy or .h5),
+    or of a sharded index's documents to a Zarr array (--zarr OUT).
 
     An .h5 file also holds the keys and labels in row order; for .npy,
-    --json prints them.
+    --json prints them. A Zarr array holds the keys in its attributes
+    (``keys``, with ``p``, ``roots``, ``t`` and ``power``); without --keys
+    it has every document, in insertion order.
     """
     import numpy as np
 
     from ..ingest.pipelines import read_keys
 
-    if not output.endswith((".npy", ".h5", ".hdf5")):
+    if (output is None) == (zarr_out is None):
+        raise click.UsageError("give OUTPUT (.npy or .h5), or --zarr OUT for a sharded index")
+    if chunk is not None and zarr_out is None:
+        raise click.UsageError("--chunk sets the blocks of --zarr OUT; give --zarr OUT")
+    sharded = _sharded(index)
+    if zarr_out is not None and not sharded:
+        raise click.UsageError(f"--zarr writes the matrix of a sharded index, and {index} is "
+                               "not one; give OUTPUT (.npy or .h5)")
+    if sharded and zarr_out is None:
+        raise click.UsageError(f"{index} is a sharded index: its matrix is written to Zarr "
+                               "(--zarr OUT), block by block")
+    if zarr_out is not None and labels:
+        raise click.UsageError("--label chooses documents of a single index; for --zarr give "
+                               "--keys or --keys-file (default: every document)")
+    if output is not None and not output.endswith((".npy", ".h5", ".hdf5")):
         raise click.BadParameter(f"{output!r}; expected a .npy or .h5 file name", param_hint="OUTPUT")
     wanted = list(keys)
     if keys_file:
         wanted += read_keys(keys_file, encoding)
     started = time.perf_counter()
+    if zarr_out is not None:
+        _check_scheduler(index, scheduler)
+        options = {} if chunk is None else {"chunk": chunk}
+        with _open_sharded(index, scheduler=scheduler) as opened:
+            written = opened.write_distance_matrix(
+                zarr_out, keys=wanted or None, p=_parse_p(p), roots=_parse_roots(roots),
+                t=kernel_t, power=power, **options)
+        out = {**written, "output": zarr_out, "rows": written["shape"][0],
+               "kind": "kernel" if kernel_t else "distance",
+               "seconds": round(time.perf_counter() - started, 3)}
+        if as_json:
+            _echo_json(out)
+        else:
+            click.echo(f"wrote a {out['rows']} x {out['rows']} {out['kind']} matrix to "
+                       f"{zarr_out} in blocks of {out['chunks'][0]} ({out['seconds']:.2f} s)")
+        return
+    _check_scheduler(index, scheduler)
     with _open(index) as opened:
         matrix, row_keys, row_labels = opened.gram(wanted, list(labels), p=_parse_p(p),
                                                    roots=_parse_roots(roots), t=kernel_t,
@@ -879,7 +1009,7 @@ def knn_graph(index, output, k, p, roots, include_self, silent, as_json):
     started = time.perf_counter()
     progress = _progress(silent)
     try:
-        with _open(index) as opened, warnings.catch_warnings(record=True) as caught:
+        with _open_any(index) as opened, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
             keys = opened.keys_in_order()
             graph = opened.knn_graph(k, p=_parse_p(p), roots=_parse_roots(roots),
@@ -960,6 +1090,43 @@ def duplicates(index, radius, p, roots, max_edges, silent, as_json):
         if len(group["edges"]) > len(shown):
             click.echo(f"... and {len(group['edges']) - len(shown):,} more pairs (--json lists "
                        "them all)")
+
+
+# ------------------------------------------------------------------- shard
+@main.command()
+@click.argument("source", type=click.Path())
+@click.argument("dest", type=click.Path())
+@click.option("--shards", required=True, type=click.IntRange(1), metavar="S",
+              help="Number of shards.")
+@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1),
+              help="Documents copied per committed batch.")
+@_silent_option
+@_json_option
+def shard(source, dest, shards, batch_size, silent, as_json):
+    """Split the index SOURCE into a new sharded index DEST of S shards.
+
+    Every shard gets SOURCE's graph file, roots, eta and p, its text
+    settings and words table (each shard stays a complete index), and the
+    documents whose keys route to it, copied as stored in insertion order:
+    searches on DEST give SOURCE's keys and distances. SOURCE is read, not
+    changed; a split that fails leaves nothing at DEST.
+    """
+    from ..distributed import shard_index
+
+    started = time.perf_counter()
+    progress = _progress(silent)
+    try:
+        report = shard_index(source, dest, shards, batch_size=batch_size, progress=progress)
+    finally:
+        progress.finish()
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    if as_json:
+        _echo_json(report)
+        return
+    click.echo(f"split {source} into {report['shards']} shards at {report['path']}: "
+               f"{report['documents']:,} documents ({report['seconds']:.1f} s)")
+    click.echo(_table(["shard", "documents"],
+                      [[i, f"{n:,}"] for i, n in enumerate(report["per_shard"])]))
 
 
 # --------------------------------------------------------------------- sql

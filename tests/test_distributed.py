@@ -23,6 +23,7 @@ distributed = pytest.importorskip(
     "distributed", reason="dask.distributed is not installed (pip install 'sobolev-index[distributed]')")
 
 import reference as ref  # noqa: E402
+from _support.cluster import local_cluster  # noqa: E402
 from _support.expected import RefModel, check_topk, expected_dists  # noqa: E402
 from _support.graphs import random_graph  # noqa: E402
 from _support.index import assert_unchanged, snapshot  # noqa: E402
@@ -53,10 +54,7 @@ def spec():
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes of one thread each, for the whole module."""
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                      dashboard_address=None) as local, Client(local) as client:
+    with local_cluster() as client:
         yield client
 
 

@@ -21,7 +21,7 @@ import shutil
 
 import numpy as np
 
-from ..errors import CorruptIndexError
+from ..errors import CorruptIndexError, SobolevIndexError
 from ..index import SobolevIndex, storage
 from ..ingest.documents import text_info
 from ..ingest.export import _header, _live_documents, _SegmentMeasures
@@ -52,8 +52,12 @@ def connect(address, timeout=10):
     """A ``dask.distributed.Client`` of the scheduler at ``address`` (for
     example ``tcp://host:8786``), waiting up to ``timeout`` seconds for it.
     An address that answers nothing raises OSError naming it."""
-    from distributed import Client
-
+    try:
+        from distributed import Client
+    except ImportError:
+        raise SobolevIndexError(
+            f"a scheduler ({address}) needs Dask's distributed scheduler, which is not "
+            "installed: pip install 'sobolev-index[distributed]'") from None
     if not isinstance(address, str) or not address.strip():
         raise ValueError(f"scheduler address is {address!r}; expected one like "
                          "tcp://host:8786")
