@@ -233,7 +233,7 @@ def _open(path, mode="r", timeout=None):
         raise NotAnIndexError(
             f"{path} is a sharded index; this command works on one index: give it a shard "
             f"({os.path.join(path, 'shard-000')}, ...), or use search, add, info, gram, get, "
-            "delete, compact or knn-graph, which take a sharded index")
+            "delete, compact, verify or knn-graph, which take a sharded index")
     try:
         return SobolevIndex.open(path, mode=mode, timeout=timeout)
     except CorruptIndexError as exc:
@@ -788,6 +788,8 @@ def verify(index, repair, as_json, wait):
     Works on an index that cannot be opened (a missing or damaged file)."""
     from .. import SobolevIndex
 
+    if _sharded(index):
+        return _verify_sharded(index, repair, as_json, wait)
     report = SobolevIndex.verify_path(index, repair=repair, timeout=wait)
     if as_json:
         _echo_json(report)
@@ -809,6 +811,24 @@ def verify(index, repair, as_json, wait):
                         else f"{entry['documents']:,} document(s)")
                 click.echo(f"  segment not in the catalog: {entry['file']} ({held}), moved to "
                            f"{entry['moved_to']}")
+    if not report["ok"]:
+        sys.exit(1)
+
+
+def _verify_sharded(index, repair, as_json, wait):
+    """verify on a sharded index: every shard, and its agreement with the
+    manifest. A shard that cannot be opened stops it with an error naming
+    the shard (verify that shard's directory on its own)."""
+    with _open_sharded(index, "a" if repair else "r", timeout=wait) as opened:
+        report = opened.verify(repair=repair)
+    if as_json:
+        _echo_json(report)
+    else:
+        state = "ok" if report["ok"] else "PROBLEMS FOUND"
+        documents = "?" if report["documents"] is None else f"{report['documents']:,}"
+        click.echo(f"{state}: {documents} documents in {len(report['shards'])} shards")
+        for problem in report["problems"]:
+            click.echo(f"  problem: {_cli_words(problem)}")
     if not report["ok"]:
         sys.exit(1)
 

@@ -301,3 +301,43 @@ def test_an_unreachable_scheduler_is_one_error(built):
     result = run("info", split, "--scheduler", "tcp://127.0.0.1:9", ok=False)
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and "tcp://127.0.0.1:9" in result.output
+
+
+# -------------------------------------------------------------------- verify
+def test_verify_checks_every_shard(writable):
+    _, split, _ = writable
+    out = run("verify", split).output
+    assert out.startswith("ok: ") and f"in {SHARDS} shards" in out
+    report = json.loads(run("verify", split, "--json").stdout)
+    assert report["ok"] and len(report["shards"]) == SHARDS
+    segment = next((split / "shard-001" / "segments").iterdir())
+    raw = bytearray(segment.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    segment.write_bytes(bytes(raw))
+    result = run("verify", split, ok=False)
+    assert result.exit_code == 1 and "PROBLEMS FOUND" in result.stdout
+    assert "problem: shard 1 (" in result.stdout
+
+
+# -------------------------------------------------------------- point clouds
+def test_point_clouds_split_add_and_search(tmp_path):
+    def clouds(path, keys, seed):
+        rng = np.random.default_rng(seed)
+        tc.write_jsonl(path, [{"key": key, "label": f"c{i % 3}",
+                               "points": (rng.normal(size=(6, 3)) + 5.0 * (i % 3)).tolist()}
+                              for i, key in enumerate(keys)])
+        return path
+
+    first = clouds(tmp_path / "a.jsonl", [f"p{i}" for i in range(30)], 0)
+    more = clouds(tmp_path / "b.jsonl", ["q0", "q1", "q2", "q3"], 1)
+    source, split = tmp_path / "source", tmp_path / "split"
+    run("build", source, "--points", first, "--nodes", 15, "--roots", 2, "--silent")
+    run("shard", source, split, "--shards", 2, "--silent")
+    for index in (source, split):
+        assert json.loads(run("add", index, more, "--json", "--silent").stdout)["added"] == 4
+    assert json.loads(run("info", split, "--json").stdout)["documents"] == 34
+    for p in ("1", "inf"):
+        assert_same_hits(search_json(split, "--file", more, "-k", 7, "-p", p),
+                         search_json(source, "--file", more, "-k", 7, "-p", p), f"p={p}")
+    result = run("search", split, "--text", "words", ok=False)
+    assert result.exit_code == 1 and "not built from text" in result.output
