@@ -229,11 +229,7 @@ def _open(path, mode="r", timeout=None):
     from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
     from ..index import SobolevIndex
 
-    if _sharded(path) and not os.path.isfile(os.path.join(path, "catalog.sqlite")):
-        raise NotAnIndexError(
-            f"{path} is a sharded index; this command works on one index: give it a shard "
-            f"({os.path.join(path, 'shard-000')}, ...), or use search, add, info, gram, get, "
-            "delete, compact, verify or knn-graph, which take a sharded index")
+    _refuse_sharded(path)
     try:
         return SobolevIndex.open(path, mode=mode, timeout=timeout)
     except CorruptIndexError as exc:
@@ -281,6 +277,18 @@ def _open_any(path, mode="r", timeout=None, scheduler=None):
     if _sharded(path):
         return _open_sharded(path, mode, timeout, scheduler)
     return _open(path, mode, timeout)
+
+
+def _refuse_sharded(path):
+    """NotAnIndexError naming the shards, for a command of one index given a
+    sharded one."""
+    from ..errors import NotAnIndexError
+
+    if _sharded(path) and not os.path.isfile(os.path.join(path, "catalog.sqlite")):
+        raise NotAnIndexError(
+            f"{path} is a sharded index; this command works on one index: give it a shard "
+            f"({os.path.join(path, 'shard-000')}, ...), or use search, add, info, gram, get, "
+            "delete, compact, verify or knn-graph, which take a sharded index")
 
 
 def _snippet(text, width=60):
@@ -762,6 +770,7 @@ def upgrade(index, as_json, wait):
     interrupt: run it again to finish."""
     from .. import SobolevIndex
 
+    _refuse_sharded(index)
     started = time.perf_counter()
     out = SobolevIndex.upgrade(index, timeout=wait)
     out["seconds"] = round(time.perf_counter() - started, 3)
