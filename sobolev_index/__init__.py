@@ -36,7 +36,7 @@ _LAZY = {
     "EDGE_KINDS": "graph", "Graph": "graph", "ShortestPathTree": "graph",
     "Explanation": "index", "SearchResult": "index", "SobolevIndex": "index",
     "ShardedIndex": "distributed", "ShardedWriteError": "distributed",
-    "ShardError": "distributed",
+    "ShardError": "distributed", "shard_index": "distributed",
 }
 
 
@@ -86,6 +86,7 @@ __all__ = [
     "SobolevFeatures",
     "SobolevIndexError",
     "pairwise_sobolev",
+    "shard_index",
     "sobolev_distance",
     "sobolev_kernel",
 ]

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import CorruptIndexError, SobolevIndexError
 from ..index import SobolevIndex, storage
 from ..ingest.documents import text_info
-from ..ingest.export import _header, _live_documents, _SegmentMeasures
+from ..ingest.export import StoredMeasures, export_header, live_documents
 from ..ingest.fill import index_kind
 from ..ingest.pipelines import add_files as _add_files
 from ..ingest.pipelines import query_measures as _query_measures
@@ -105,7 +105,7 @@ def shard_index(source, dest, shards, batch_size=1000, progress=None, client=Non
 def _split(source, dest, shards, batch_size, progress, client):
     existed = os.path.isdir(dest)
     kind = index_kind(source)
-    header = _header(source, kind)
+    header = export_header(source, kind)
     total = header["documents"]
     sharded = ShardedIndex.create_like(dest, source, shards=shards, client=client)
     try:
@@ -129,7 +129,7 @@ def _split(source, dest, shards, batch_size, progress, client):
 def _copy_documents(source, sharded, batch_size, progress, total):
     """Add the source's live documents to ``sharded`` in id order, as
     stored; returns how many."""
-    measures = _SegmentMeasures(source)
+    measures = StoredMeasures(source)
     n_nodes = source.graph.n_nodes
     copied = 0
     progress("copying", 0, total)
@@ -137,7 +137,7 @@ def _copy_documents(source, sharded, batch_size, progress, total):
     # commit while its measures are read.
     with storage.files_pinned(source.path):
         batch = []
-        for doc in _live_documents(source.catalog):
+        for doc in live_documents(source.catalog):
             batch.append(doc)
             if len(batch) == batch_size:
                 copied += _add_batch(sharded, batch, measures, n_nodes)

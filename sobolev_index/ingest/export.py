@@ -41,8 +41,8 @@ from ..measures import as_measure_batch
 from .fill import TEXT_META, add_in_batches, check_fields, create_and_fill, index_kind, label_text
 from .words import add_words, read_words
 
-__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "export_index", "build_from_export",
-           "read_export_header"]
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "StoredMeasures", "build_from_export",
+           "export_header", "export_index", "live_documents", "read_export_header"]
 
 # The header's "format" and "format_version": a file with another format is
 # not an export; a higher version was written by a newer release.
@@ -94,7 +94,7 @@ def _graph_checksum(index):
     return storage.file_checksum(os.path.join(index.path, storage.GRAPH_FILE))
 
 
-def _header(index, kind):
+def export_header(index, kind):
     """The first line of an export of ``index``: what a rebuild checks its
     ``graph_from`` against, and the ingest layer's meta values and words."""
     catalog = index.catalog
@@ -120,7 +120,7 @@ def _header(index, kind):
     }
 
 
-class _SegmentMeasures:
+class StoredMeasures:
     """The stored measures of the index's committed segments, read from
     their files (memory-mapped) as a document first needs them."""
 
@@ -157,7 +157,7 @@ class _SegmentMeasures:
                 np.asarray(data.masses[start:stop], dtype=np.float64).tolist())
 
 
-def _live_documents(catalog):
+def live_documents(catalog):
     """(id, key, segment, row, label, fields, added_at) of the live
     documents in id (insertion) order, EXPORT_CHUNK rows per query."""
     last = 0
@@ -217,7 +217,7 @@ def export_index(index_or_path, out, progress=None):
 
 def _export(index, out, progress):
     kind = index_kind(index)
-    header = _header(index, kind)
+    header = export_header(index, kind)
     total = header["documents"]
     partial = os.path.join(os.path.dirname(os.path.abspath(out)),
                            f".{os.path.basename(out)}.partial-{os.getpid()}")
@@ -226,11 +226,11 @@ def _export(index, out, progress):
     try:
         with open(partial, "x", encoding="utf-8") as handle:
             handle.write(_line(header))
-            measures = _SegmentMeasures(index)
+            measures = StoredMeasures(index)
             # Pinned: no writer deletes a segment file of the latest commit
             # while its measures are read (as a reader loading a snapshot).
             with storage.files_pinned(index.path):
-                for doc in _live_documents(index.catalog):
+                for doc in live_documents(index.catalog):
                     handle.write(_line(_record(doc, measures, kind)))
                     written += 1
                     if written % 1000 == 0:
