@@ -593,6 +593,34 @@ class SearchMixin:
         :meth:`knn_graph`."""
         return list(self)
 
+    def neighbours(self, keys, k=None, p=None, roots=None, n_threads=None):
+        """The k nearest other documents of stored documents.
+
+        ``keys``: a stored key or a list of them. Each is searched for as
+        :meth:`search` does with a stored key as the query, one more result
+        is asked for, and the key itself (first among the documents at
+        distance 0 from it) is left out: its copies (other documents at
+        distance 0) stay. ``k`` (default 10) larger than the number of other
+        live documents returns them all. Returns a :class:`SearchResult`
+        with one row per key, in the order given; ``distances`` has
+        min(k, N - 1) columns for N live documents. A key that is not live
+        raises KeyNotFoundError.
+        """
+        self._check_open()
+        k = 10 if k is None else k
+        _check_positive("k", k)
+        query_keys = [keys] if isinstance(keys, str) else list(keys)
+        found = self.search(query_keys, k=int(k) + 1, p=p, roots=roots, n_threads=n_threads)
+        width = min(int(k), max(found.distances.shape[1] - 1, 0))
+        out_keys, out_labels = [], []
+        distances = np.full((len(query_keys), width), np.inf)
+        for q, (key, hits, labels) in enumerate(zip(query_keys, found.keys, found.labels)):
+            kept = [j for j, hit in enumerate(hits) if hit != key][:width]
+            out_keys.append([hits[j] for j in kept])
+            out_labels.append([labels[j] for j in kept])
+            distances[q, :len(kept)] = found.distances[q][kept]
+        return SearchResult(out_keys, distances, out_labels, found.p)
+
     def knn_graph(self, k, p=None, include_self=False, roots=None, batch=KNN_GRAPH_BATCH,
                   n_threads=None, progress=None):
         """The exact k-nearest-neighbour graph of the live documents.
@@ -636,14 +664,16 @@ class SearchMixin:
         values = np.zeros(n * want, dtype=np.float64)
         for start in range(0, n, int(batch)):
             chunk = keys[start:start + int(batch)]
-            # One more than wanted: the query itself comes first among the
-            # documents at distance 0 from it, and is dropped unless wanted.
-            found = self.search(chunk, k=want + (0 if include_self else 1), p=p, roots=roots,
-                                n_threads=n_threads)
+            if include_self:
+                found = self.search(chunk, k=want, p=p, roots=roots, n_threads=n_threads)
+            else:
+                # The query itself left out (with one document, want is 0).
+                found = self.neighbours(chunk, k=max(want, 1), p=p, roots=roots,
+                                        n_threads=n_threads)
             for offset, (key, hits) in enumerate(zip(chunk, found.keys)):
                 i = start + offset
-                row = [(row_of[h], float(d)) for h, d in zip(hits, found.distances[offset])
-                       if include_self or h != key][:want]
+                row = [(row_of[h], float(d))
+                       for h, d in zip(hits, found.distances[offset])][:want]
                 if len(row) != want:
                     raise CorruptIndexError(
                         f"{self.path}: a search for {key!r} found {len(row)} neighbours where "
