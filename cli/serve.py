@@ -10,20 +10,26 @@ from . import _note, _silent_option, main
               help="Port to listen on (0: any free port).")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; 0.0.0.0 serves other machines too.")
+@click.option("--immutable", is_flag=True,
+              help="Promise that nothing writes to INDEX while it is served (say, a copy on "
+                   "read-only media): SQLite then takes no locks and never looks for changes. "
+                   "A change made anyway reads as damage.")
 @_silent_option
-def serve(index, port, host, silent):
+def serve(index, port, host, immutable, silent):
     """Serve INDEX read-only with Datasette: a search page, document pages
     with neighbours and explanations, their JSON, and SQL with the S_p
     functions. Prints the search page's URL; Ctrl-C stops.
 
     Never writes to INDEX: other commands may add, delete or compact while
-    it runs, and every page shows the latest commit. Needs the web extra:
+    it runs, and every page shows the latest commit when it was asked for.
+    Needs the web extra:
     pip install "sobolev-index[web]".
     """
     from sobolev_index.web import serve as run
 
     def ready(url):
         click.echo(url)
-        _note("serving read-only; press Ctrl-C to stop", silent)
+        how = "immutable" if immutable else "read-only"
+        _note(f"serving {how}; press Ctrl-C to stop", silent)
 
-    run(index, host=host, port=port, on_ready=ready)
+    run(index, host=host, port=port, on_ready=ready, immutable=immutable)

@@ -13,6 +13,7 @@ import select
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -258,10 +259,48 @@ def test_document_page_shows_the_text_neighbours_and_explanations(client, reader
     expected = reader.search(key, k=5).to_records()[0][1:]
     assert [cells[2] for cells in neighbour_rows] == [h["key"] for h in expected]
     assert page.text.count('<details class="sobolev-explain">') == 4
-    # The words that carry the distance to the first neighbour are named.
+    # The words that carry the distance to the first neighbour are named in
+    # its explanation table, row by row as explain() gives them.
     first = reader.explain(key, expected[0]["key"], top=5, n_words=5)
-    words = {w["word"] for w in first.edges[0]["words_a"]}
-    assert any(word in page.text for word in words)
+    details = page.text.split('<details class="sobolev-explain">')[1].split("</details>")[0]
+    rows = table_rows(details.replace('class="sobolev explanation"', 'id="explanation"'),
+                      "explanation")
+    assert len(rows) == len(first.edges)
+    for (cells, _), edge in zip(rows, first.edges):
+        assert cells[0] == f"{100 * edge['share']:.1f}%" and cells[2] == str(edge["edge"])
+        assert cells[5] == (", ".join(w["word"] for w in edge["words_a"]) or "-")
+        assert cells[6] == (", ".join(w["word"] for w in edge["words_b"]) or "-")
+
+
+def test_document_page_explains_the_first_neighbours_and_links_the_others(client, reader):
+    """A long neighbour list is explained only for its first EXPLAINED rows
+    (each explanation holds the index while it is made); the others link
+    to the explain page, which gives explain()'s answer."""
+    from sobolev_index.web.pages import EXPLAINED
+
+    out = client.json(f"/ix/-/document.json?{q(key='space-4', k=MAX_K)}")
+    neighbours = out["neighbours"]
+    assert len(neighbours) == len(reader) - 1 > EXPLAINED
+    assert all(n["explanation"] is not None for n in neighbours[:EXPLAINED])
+    assert all(n["explanation"] is None for n in neighbours[EXPLAINED:])
+    page = client.get(f"/ix/-/document?{q(key='space-4', k=MAX_K)}")
+    assert page.text.count('<details class="sobolev-explain">') == EXPLAINED
+    later = neighbours[EXPLAINED]["key"]
+    link = f"/ix/-/explain?a=space-4&amp;b={urllib.parse.quote(later, safe='')}"
+    assert link in page.text
+    expected = reader.explain("space-4", later, p=2, top=5, n_words=5).to_dict()
+    got = client.json(f"/ix/-/explain.json?{q(a='space-4', b=later, p=2)}")
+    assert got["explanation"]["distance"] == pytest.approx(expected["distance"], rel=1e-12)
+    assert got["distance"] == pytest.approx(reference_distance(reader, "space-4", later, 2.0),
+                                            rel=1e-9)
+    assert [e["edge"] for e in got["explanation"]["edges"]] == [e["edge"]
+                                                               for e in expected["edges"]]
+    html_page = client.get(f"/ix/-/explain?{q(a='space-4', b=later, p=2)}")
+    rows = table_rows(html_page.text.replace('class="sobolev explanation"', 'id="explanation"'),
+                      "explanation")
+    assert [cells[2] for cells, _ in rows] == [str(e["edge"]) for e in expected["edges"]]
+    missing = client.json(f"/ix/-/explain.json?{q(a='space-4', b='music-0')}", status=404)
+    assert missing["error"] == "key 'music-0' is not in the index"
 
 
 # ------------------------------------------------------------------- SQL
@@ -279,6 +318,68 @@ def test_sql_with_sobolev_knn_and_distance_in_datasette(client, reader):
            "sobolev_distance(key, 'music-9'), id LIMIT 4")
     rows = client.json(f"/ix.json?{q(sql=sql, _shape='array')}")
     assert [r["key"] for r in rows] == reader.search("music-9", k=4).keys[0]
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT sobolev_knn('space-1', 5, 'x')", "p is 'x'; expected a number >= 1 or 'inf'"),
+    ("SELECT sobolev_knn('space-1', 0)", "sobolev_knn: k is 0; expected an integer >= 1"),
+    ("SELECT sobolev_distance('space-1', 'space-2', 0.5)", "p is 0.5; expected"),
+])
+def test_sql_function_errors_keep_their_message(client, sql, message):
+    out = client.json(f"/ix.json?{q(sql=sql)}", status=400)
+    assert out["ok"] is False and "user-defined function raised exception" not in out["error"]
+    assert out["error"].startswith("SQL error in a sobolev function: ") and message in out["error"]
+    page = client.get(f"/ix?{q(sql=sql)}")
+    assert page.status_code == 400 and message in html.unescape(page.text)
+    # The next query on the same connection has no error left over.
+    fine = client.json(f"/ix.json?{q(sql='SELECT 1 AS one', _shape='array')}")
+    assert fine == [{"one": 1}]
+
+
+class _CountingLock:
+    """A re-entrant lock that counts how often it is taken from outside."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._held = threading.local()
+        self.taken = 0
+
+    def __enter__(self):
+        self._lock.acquire()
+        depth = getattr(self._held, "depth", 0)
+        self.taken += depth == 0
+        self._held.depth = depth + 1
+        return self
+
+    def __exit__(self, *exc):
+        self._held.depth -= 1
+        self._lock.release()
+        return False
+
+
+def test_each_sql_function_call_holds_the_index_for_its_whole_run(client):
+    """A call of an S_p function reads the index several times (is the key
+    live, its features, every key for a column of distances): it takes the
+    index's lock once for all of them, so no refresh lands in between."""
+    from sobolev_index.web.plugin import served_index
+
+    served = served_index(client.ds, "ix")
+    lock, counting = served.lock, _CountingLock()
+    served.lock = counting
+    try:
+        def taken(sql):
+            before = counting.taken
+            rows = client.json(f"/ix.json?{q(sql=sql, _shape='array')}")
+            assert all(v is not None for row in rows for v in row.values()), rows
+            return counting.taken - before
+
+        one = taken("SELECT sobolev_distance('space-1', 'space-2') AS a")
+        three = taken("SELECT sobolev_distance('space-1', 'space-2') AS a, "
+                      "sobolev_distance('space-3', 'space-2') AS b, "
+                      "sobolev_knn('space-3', 4) AS c")
+        assert three - one == 2
+    finally:
+        served.lock = lock
 
 
 def test_a_plain_datasette_on_the_catalog_gets_the_plugin(text_index, tmp_path):
@@ -314,6 +415,8 @@ def test_a_plain_datasette_on_the_catalog_gets_the_plugin(text_index, tmp_path):
      "k is 100,000,000,000,000,000,000; expected a whole number from 1 to 1,000"),
     ("/ix/-/search.json?q=space1&p=0.5", 400, "p is '0.5'; expected a number >= 1 or 'inf'"),
     ("/ix/-/search.json?q=space1&p=nan", 400, "p is 'nan'; expected a number >= 1"),
+    ("/ix/-/search.json?q=space1&p=1e400", 400, "p is '1e400'; expected a number >= 1"),
+    ("/ix/-/search.json?q=space1&p=-inf", 400, "p is '-inf'; expected a number >= 1"),
     ("/ix/-/search.json?q=zzzz+qqqq", 400, "zzzz"),
     ("/ix/-/document.json?key=no-such-doc", 404, "key 'no-such-doc' is not in the index"),
     ("/ix/-/document.json?key=music-0", 404, "key 'music-0' is not in the index"),
@@ -327,6 +430,21 @@ def test_bad_input_gets_a_clear_message_not_a_server_error(client, path, status,
     assert out["ok"] is False and message in out["error"], out
     page = client.get(path.replace(".json", ""))
     assert page.status_code == status and message in html.unescape(page.text)
+
+
+def test_p_spelled_inf_is_infinite(client, reader):
+    for spelling in ("inf", "Infinity", "+inf"):
+        out = client.json(f"/ix/-/search.json?{q(q='space1', k=3, p=spelling)}")
+        assert out["p"] == "inf"
+
+
+def test_a_text_index_does_not_read_uploads(client):
+    """A multipart POST to a text index's search is not parsed as a point
+    upload: the page answers as to a GET."""
+    out = client.post("/ix/-/search.json?q=space1&k=2", data={"note": "x"},
+                      files={"attachment": ("a.txt", b"x")})
+    assert out.status_code == 200, out.text
+    assert len(out.json()["queries"][0]["results"]) == 2
 
 
 def test_a_huge_k_below_the_cap_returns_every_document(client, reader):
@@ -360,6 +478,18 @@ def test_point_index_search_by_upload_matches_the_api(point_index):
             assert [cells[2] for cells, _ in rows] == keys
         page = c.get("/pts/-/search")
         assert 'type="file"' in page.text and 'name="q"' not in page.text
+        # An upload over the limit is refused by its length, before it is read.
+        from sobolev_index.web import pages
+
+        limit = pages.MAX_UPLOAD
+        pages.MAX_UPLOAD = 1000
+        try:
+            big = c.post("/pts/-/search.json", content=body + b" " * 70_000,
+                         headers={"content-type": "application/x-ndjson"})
+            assert big.status_code == 413, big.text
+            assert "expected at most 66,536" in big.json()["error"]
+        finally:
+            pages.MAX_UPLOAD = limit
         # A malformed line is named.
         bad = c.post("/pts/-/search.json", content=b'{"key": "x", "points": [[1, 2, 3]]}\n',
                      headers={"content-type": "application/x-ndjson"})
@@ -370,26 +500,22 @@ def test_point_index_search_by_upload_matches_the_api(point_index):
 
 # ------------------------------------------------------------------ serve
 def test_serve_help_and_errors():
-    import sobolev_index.cli.serve  # noqa: F401  (until cli/__init__ imports it)
-
     out = run("serve", "--help").output
-    assert "--port" in out and "--host" in out and "read-only" in out
+    assert "--port" in out and "--host" in out and "read-only" in out and "--immutable" in out
     result = run("serve", "/no/such/index", ok=False)
     assert result.exit_code == 1 and "Error: /no/such/index does not exist" in result.output
     result = run("serve", "/tmp", "--port", "70000", ok=False)
     assert result.exit_code == 2 and "70000" in result.output
 
 
-SERVE = "import sys, sobolev_index.cli.serve; from sobolev_index.cli import main; main(sys.argv[1:])"
-
-
-def start_server(index, timeout=60):
-    """`sobolev-index serve INDEX --port 0` in a child process (port 0: a free
-    port, which it prints in its URL); returns (process, URL of the search
-    page). The caller stops it with stop_server, in a finally."""
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, "serve", str(index), "--port", "0",
-                             "--silent"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=child_env(), cwd=os.path.dirname(str(index)))
+def start_server(index, timeout=60, args=()):
+    """`sobolev-index serve INDEX --port 0 [args]` in a child process (port
+    0: a free port, which it prints in its URL); returns (process, URL of
+    the search page). The caller stops it with stop_server, in a finally."""
+    proc = subprocess.Popen([sys.executable, "-m", "sobolev_index", "serve", str(index),
+                             "--port", "0", "--silent", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env(), cwd=os.path.dirname(str(index)))
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     line = proc.stdout.readline().strip() if ready else ""
     if not line.startswith("http://"):
@@ -447,6 +573,100 @@ def test_serve_answers_on_its_url_and_never_writes(served_copy):
     assert_unchanged(before, index, "serving")
 
 
+WRITER = """
+import sys
+import numpy as np
+from sobolev_index import SobolevIndex
+
+path, rounds = sys.argv[1], int(sys.argv[2])
+with SobolevIndex.open(path, "a", timeout=60) as index:
+    base = index.get("space-1")
+    for r in range(rounds):
+        keys = [f"tmp{r}-{i}" for i in range(10)]
+        rng = np.random.default_rng(r)
+        index.add([(base["nodes"], rng.random(len(base["nodes"])) + 0.1) for _ in keys],
+                  keys=keys, fields=[{"text": "space1 " * 2000}] * len(keys))
+        index.delete(keys)
+        index.compact()
+print("done", flush=True)
+"""
+
+
+def test_concurrent_pages_and_sql_while_a_writer_adds_deletes_and_compacts(served_copy,
+                                                                           tmp_path):
+    """Six threads load search, document, SQL (the S_p functions over every
+    document) and table pages while another process adds, deletes and
+    compacts: every load succeeds, no function call meets a snapshot moving
+    under it, the pages agree with an index that always holds the 59
+    documents.
+
+    (With requests always in flight the snapshot is never let go, and
+    SQLite's checkpoints cannot start the log again: readers need gaps,
+    test_an_idle_server_lets_the_log_start_again.)"""
+    index, url, proc = served_copy
+    base = url.rsplit("/ix/", 1)[0]
+    with SobolevIndex.open(index) as r:
+        expected_near = r.search("space-2", k=4).keys[0]
+    sql = ("SELECT key, sobolev_distance(key, 'space-2') AS d FROM documents "
+           "WHERE deleted = 0 AND key NOT LIKE 'tmp%' ORDER BY d, id LIMIT 4")
+    knn = "SELECT sobolev_knn('space-2', 4) AS knn"
+    paths = [url + ".json?" + q(q="space3 space4", k=100),
+             base + "/ix/-/document.json?" + q(key="space-2", k=13),
+             base + "/ix.json?" + q(sql=sql, _shape="array"),
+             base + "/ix.json?" + q(sql=knn, _shape="array"),
+             base + "/ix/documents.json?" + q(_size=5, deleted=0)]
+    failures, loads = [], [0]
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    writer = subprocess.Popen([sys.executable, str(script), str(index), "25"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=child_env(), cwd=str(tmp_path))
+
+    def check(n, body):
+        out = json.loads(body)
+        if n == 0:
+            stored = [h for h in out["queries"][0]["results"] if not h["key"].startswith("tmp")]
+            assert len(stored) == 59
+        elif n == 1:
+            # At most 10 documents come and go: 3 stored ones are among 13.
+            stored = [h["key"] for h in out["neighbours"] if not h["key"].startswith("tmp")]
+            assert stored[:3] == expected_near[1:]
+        elif n == 2:
+            assert [row["key"] for row in out] == expected_near
+        elif n == 3:
+            got = [h["key"] for h in json.loads(out[0]["knn"]) if not h["key"].startswith("tmp")]
+            assert got == expected_near[:len(got)]
+
+    def load(i):
+        n = i
+        while writer.poll() is None:
+            path = paths[n % len(paths)]
+            try:
+                status, body = fetch(path, timeout=60)
+                check(n % len(paths), body)
+            except Exception as exc:  # noqa: BLE001 - every failure is reported
+                detail = exc.read().decode()[:300] if hasattr(exc, "read") else repr(exc)
+                failures.append((path, detail))
+            loads[0] += 1
+            n += 1
+
+    threads = [threading.Thread(target=load, args=(i,)) for i in range(6)]
+    try:
+        for t in threads:
+            t.start()
+        out, err = writer.communicate(timeout=600)
+        assert writer.returncode == 0 and "done" in out, err
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+        for t in threads:
+            t.join(timeout=120)
+    assert not failures, failures[:5]
+    assert loads[0] >= 30, loads
+    assert proc.poll() is None, "the server stopped"
+
+
 def test_serve_follows_a_writer_with_consistent_snapshots(served_copy, tmp_path):
     """Another process adds 1,000 documents in batches of 10 while pages
     load: every load succeeds and shows one committed state (whole batches,
@@ -499,51 +719,232 @@ def test_serve_follows_a_writer_with_consistent_snapshots(served_copy, tmp_path)
 
 
 # ------------------------------------------------------------ snapshots
-def test_served_index_refreshes_only_after_a_commit(text_index, tmp_path):
+def _copy(text_index, tmp_path, name="ix"):
+    copy = tmp_path / name
+    shutil.copytree(text_index, copy)
+    return copy
+
+
+def _add_copies(path, keys, text=None):
+    """Add copies of space-1 under ``keys`` (fields {"text": text} if given)."""
+    with SobolevIndex.open(path, "a") as writer:
+        measure = writer.get("space-1")
+        fields = None if text is None else [{"text": text}] * len(keys)
+        writer.add([(measure["nodes"], measure["masses"])] * len(keys), keys=list(keys),
+                   fields=fields)
+
+
+def test_served_index_moves_only_between_requests(text_index, tmp_path):
+    """A commit is not seen by a request in flight, nor by one that starts
+    while another is in flight (it waits for them); the next request after
+    them sees it. The snapshot is held only while requests are."""
     from sobolev_index.web.state import ServedIndex
 
-    copy = tmp_path / "ix"
-    shutil.copytree(text_index, copy)
+    copy = _copy(text_index, tmp_path)
     served = ServedIndex(copy)
-    try:
-        assert served.kind == "text" and not served.refresh_if_changed()
+    gate = served.gate
+
+    async def overlapping():
+        await gate.enter()
+        with served.snapshot() as index:
+            assert len(index) == 59
+        _add_copies(copy, ["new-1"])
+        second = asyncio.ensure_future(gate.enter())
+        await asyncio.sleep(0.3)
+        assert not second.done(), "a request started on a snapshot about to move"
         with served.snapshot() as index:
             assert len(index) == 59 and "new-1" not in index
-        with SobolevIndex.open(copy, "a") as writer:
-            measure = writer.get("space-1")
-            writer.add([(measure["nodes"], measure["masses"])], keys=["new-1"])
+        await gate.exit()
+        await asyncio.wait_for(second, 10)
         with served.snapshot() as index:
             assert len(index) == 60 and "new-1" in index
         assert served.refreshes == 1
-        assert not served.refresh_if_changed() and served.refreshes == 1
+        await gate.exit()
+        assert not served.pinned and not served.index.catalog.conn.in_transaction
+        # Taken up again without a reload when nothing was committed...
+        await gate.enter()
+        assert served.pinned and served.refreshes == 1
+        await gate.exit()
+        # ...and with one when something was.
+        _add_copies(copy, ["new-2"])
+        await gate.enter()
+        assert served.refreshes == 2 and len(served.index) == 61
+        await gate.exit()
+
+    try:
+        asyncio.run(overlapping())
     finally:
         served.close()
 
 
-def test_a_catalog_no_one_can_write_is_served_immutable(text_index, tmp_path):
-    copy = tmp_path / "ix"
-    shutil.copytree(text_index, copy)
-    # Left by readers of the original; empty, so nothing is lost.
+def test_serve_follows_a_writer_on_a_catalog_without_write_bits(text_index, tmp_path):
+    """Permission bits do not stop root: a catalog with none is served
+    read-only (mode=ro) and followed like any other, never immutable unless
+    asked. Run as root, the writer here commits through the bits."""
+    from sobolev_index.web import state
+
+    assert not hasattr(state, "is_frozen")
+    copy = _copy(text_index, tmp_path)
     for suffix in ("-wal", "-shm"):
         leftover = copy / ("catalog.sqlite" + suffix)
-        if os.path.exists(leftover) and (suffix == "-shm" or os.path.getsize(leftover) == 0):
+        if os.path.exists(leftover):
             os.remove(leftover)
-    from sobolev_index.web.state import is_frozen
-
-    assert not is_frozen(copy)
     os.chmod(copy / "catalog.sqlite", 0o444)
     os.chmod(copy, 0o555)
+    root = os.geteuid() == 0
     try:
-        assert is_frozen(copy)
         c = Client(make_datasette(copy, name="ro"))
         try:
-            assert c.ds.get_database("ro").is_mutable is False
-            out = c.json(f"/ro/-/search.json?{q(q='cooking3', k=3)}")
-            with SobolevIndex.open(text_index) as r:
-                expected = r.search(query_measures(r, texts=["cooking3"])[0], k=3).keys[0]
-            assert [h["key"] for h in out["queries"][0]["results"]] == expected
+            assert c.ds.get_database("ro").is_mutable is True
+            assert c.json(f"/ro/-/search.json?{q(q='cooking3', k=3)}")["documents"] == 59
+            if not root:
+                # Only root writes through the bits.
+                os.chmod(copy, 0o755)
+                os.chmod(copy / "catalog.sqlite", 0o644)
+            _add_copies(copy, [f"new-{i}" for i in range(5)])
+            sql = "SELECT count(*) AS n FROM documents WHERE deleted = 0"
+            for _ in range(3):
+                assert c.json(f"/ro.json?{q(sql=sql, _shape='array')}") == [{"n": 64}]
+                out = c.json(f"/ro/-/search.json?{q(q='space1', k=3)}")
+                assert out["documents"] == 64
+                sql_knn = "SELECT sobolev_distance('new-4', 'space-1') AS d"
+                assert c.json(f"/ro.json?{q(sql=sql_knn, _shape='array')}") == [{"d": 0.0}]
         finally:
             c.close()
     finally:
         os.chmod(copy, 0o755)
         os.chmod(copy / "catalog.sqlite", 0o644)
+
+
+def test_immutable_only_when_asked(text_index, tmp_path):
+    copy = _copy(text_index, tmp_path)
+    c = Client(make_datasette(copy, name="im", immutable=True))
+    try:
+        assert c.ds.get_database("im").is_mutable is False
+        out = c.json(f"/im/-/search.json?{q(q='cooking3', k=3)}")
+        with SobolevIndex.open(text_index) as r:
+            expected = r.search(query_measures(r, texts=["cooking3"])[0], k=3).keys[0]
+        assert [h["key"] for h in out["queries"][0]["results"]] == expected
+    finally:
+        c.close()
+
+
+def _unwritable(directory):
+    """Make ``directory`` one where no file can be made, even by root
+    (chattr +i: permission bits do not stop root); returns how to undo it,
+    or None where that cannot be done."""
+    if os.geteuid() != 0:
+        os.chmod(directory, 0o555)
+        return lambda: os.chmod(directory, 0o755)
+    chattr = shutil.which("chattr")
+    if chattr is None or subprocess.run([chattr, "+i", str(directory)],
+                                        capture_output=True).returncode != 0:
+        return None
+    return lambda: subprocess.run([chattr, "-i", str(directory)], check=True)
+
+
+def test_serving_an_index_the_server_cannot_write(text_index, tmp_path):
+    """SQLite cannot make the -shm file a WAL reader needs in a directory
+    the server may not write: Datasette's connections then fall back as the
+    library's readers do (Catalog: immutable, the log being empty), so SQL
+    and table pages work instead of failing with 500."""
+    copy = _copy(text_index, tmp_path)
+    for suffix in ("-wal", "-shm"):
+        leftover = copy / ("catalog.sqlite" + suffix)
+        if os.path.exists(leftover):
+            assert suffix == "-shm" or os.path.getsize(leftover) == 0
+            os.remove(leftover)
+    undo = _unwritable(copy)
+    if undo is None:
+        pytest.skip("cannot make a directory root may not write here (chattr +i)")
+    try:
+        c = Client(make_datasette(copy, name="ix"))
+        try:
+            sql = ("SELECT count(*) AS n, sobolev_distance('space-1', 'space-2') AS d FROM "
+                   "documents WHERE deleted = 0")
+            (row,) = c.json(f"/ix.json?{q(sql=sql, _shape='array')}")
+            assert row["n"] == 59
+            with SobolevIndex.open(text_index) as r:
+                assert row["d"] == pytest.approx(r.distance("space-1", "space-2"), rel=1e-12)
+            assert len(c.json("/ix/documents.json?_size=3&_shape=array")) == 3
+            assert c.json(f"/ix/-/search.json?{q(q='space1 space2', k=3)}")["documents"] == 59
+            assert not os.path.exists(copy / "catalog.sqlite-shm")
+        finally:
+            c.close()
+    finally:
+        undo()
+
+
+def test_an_idle_server_lets_the_log_start_again(text_index, tmp_path):
+    """A writer commits about 24 MB while the server answers now and then:
+    the server holds no read transaction between requests, so SQLite's
+    checkpoints start the write-ahead log again instead of letting it grow
+    with everything written."""
+    copy = _copy(text_index, tmp_path)
+    c = Client(make_datasette(copy, name="ix"))
+    try:
+        assert c.json(f"/ix/-/search.json?{q(q='space1', k=2)}")["documents"] == 59
+        text = "space1 " * 20_000  # 140 kB of fields per document
+        for batch in range(30):
+            _add_copies(copy, [f"w{batch}-{i}" for i in range(6)], text=text)
+            if batch % 10 == 9:
+                sql = "SELECT count(*) AS n FROM documents WHERE deleted = 0"
+                rows = c.json(f"/ix.json?{q(sql=sql, _shape='array')}")
+                assert rows == [{"n": 59 + 6 * (batch + 1)}]
+        wal = os.path.getsize(copy / "catalog.sqlite-wal")
+        assert wal < 12 << 20, f"the log grew to {wal:,} bytes"
+        assert c.json(f"/ix/-/search.json?{q(q='space1', k=2)}")["documents"] == 59 + 180
+    finally:
+        c.close()
+
+
+def test_an_index_deleted_or_replaced_while_served_gets_one_clear_error(text_index, tmp_path):
+    copy = _copy(text_index, tmp_path)
+    c = Client(make_datasette(copy, name="ix"))
+    try:
+        assert c.json(f"/ix/-/search.json?{q(q='space1', k=2)}")["documents"] == 59
+        # Rebuilt elsewhere and moved into place.
+        other = _copy(text_index, tmp_path, "rebuilt")
+        _add_copies(other, ["new-1"])
+        moved = tmp_path / "old"
+        os.rename(copy, moved)
+        os.rename(other, copy)
+        for path in ("/ix/-/search.json?q=space1", "/ix.json?sql=select+1"):
+            out = c.json(path, status=503)
+            assert "was replaced by another one while it was served" in out["error"], out
+        page = c.get("/ix/-/document?key=space-1")
+        assert page.status_code == 503 and "restart sobolev-index serve" in page.text
+        shutil.rmtree(copy)
+        for path in ("/ix/-/search.json?q=space1", "/ix.json?sql=select+1"):
+            out = c.json(path, status=503)
+            assert "was deleted while it was served" in out["error"], out
+        page = c.get("/ix")
+        assert page.status_code == 503 and "was deleted while it was served" in page.text
+    finally:
+        c.close()
+
+
+def test_a_failure_to_open_is_not_kept(text_index, tmp_path, monkeypatch):
+    """An index that fails to open at one request (caught mid-change, say)
+    is tried again at the next, not taken for a non-index for good."""
+    from sobolev_index.errors import CorruptIndexError
+    from sobolev_index.web import plugin
+
+    copy = _copy(text_index, tmp_path)
+    real = plugin.ServedIndex
+    failures = []
+
+    def flaky(path, immutable=False):
+        if len(failures) < 2:  # at startup, and at the first request
+            failures.append(path)
+            raise CorruptIndexError(f"{path}: segment 3 is being replaced")
+        return real(path, immutable=immutable)
+
+    monkeypatch.setattr(plugin, "ServedIndex", flaky)
+    c = Client(make_datasette(copy, name="ix"))
+    try:
+        out = c.json(f"/ix/-/search.json?{q(q='space1', k=2)}", status=503)
+        assert "segment 3 is being replaced" in out["error"] and len(failures) == 2
+        assert c.json(f"/ix/-/search.json?{q(q='space1', k=2)}")["documents"] == 59
+    finally:
+        c.close()

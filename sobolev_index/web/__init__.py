@@ -13,18 +13,20 @@ __all__ = ["serve", "make_datasette", "WEB_INSTALL"]
 WEB_INSTALL = 'pip install "sobolev-index[web]"'
 
 
-def make_datasette(index_path, name=None, settings=None):
+def make_datasette(index_path, name=None, settings=None, immutable=False):
     """A Datasette instance serving the catalog of the index at
     ``index_path`` read-only, with the plugin registered; see
     :func:`sobolev_index.web.server.make_datasette`."""
     from .server import make_datasette as make
 
-    return make(index_path, name=name, settings=settings)
+    return make(index_path, name=name, settings=settings, immutable=immutable)
 
 
-def serve(index_path, host="127.0.0.1", port=8001, on_ready=None, settings=None):
+def serve(index_path, host="127.0.0.1", port=8001, on_ready=None, settings=None,
+          immutable=False):
     """Serve the index at ``index_path`` until interrupted; see
     :func:`sobolev_index.web.server.serve`."""
     from .server import serve as run
 
-    return run(index_path, host=host, port=port, on_ready=on_ready, settings=settings)
+    return run(index_path, host=host, port=port, on_ready=on_ready, settings=settings,
+               immutable=immutable)

@@ -16,8 +16,8 @@ import warnings
 from ..distances import check_p
 from ..errors import KeyNotFoundError, SobolevIndexError
 
-__all__ = ["WebInputError", "MAX_K", "DEFAULT_K", "EXPLAIN_TOP", "parse_k", "parse_p",
-           "search_page", "document_page", "json_value"]
+__all__ = ["WebInputError", "MAX_K", "DEFAULT_K", "EXPLAIN_TOP", "EXPLAINED", "parse_k",
+           "parse_p", "search_page", "document_page", "explain_page", "json_value"]
 
 # The most rows a page lists: a longer table is not read by anyone, and a
 # program that wants more uses the API or SQL.
@@ -26,6 +26,10 @@ DEFAULT_K = 10
 # Subtrees shown in each neighbour's explanation, and words per side.
 EXPLAIN_TOP = 5
 EXPLAIN_WORDS = 5
+# Neighbours explained on the document page: each explanation costs about
+# as much as a distance over every edge, and the page holds the index
+# while it is made. The others link to their explanation (explain_page).
+EXPLAINED = 20
 # Characters of a document's text in a result row.
 SNIPPET = 160
 # The largest point-set upload read, in bytes.
@@ -64,6 +68,9 @@ def parse_p(value):
     text = str(value).strip()
     try:
         number = float(text) if text.lower() not in ("inf", "infinity") else math.inf
+        if math.isinf(number) and text.lower() not in ("inf", "infinity", "+inf", "+infinity"):
+            # 1e400 overflows to inf: a finite number was meant.
+            raise ValueError(text)
         return check_p(number)
     except ValueError:
         raise WebInputError(f"p is {text!r}; expected a number >= 1 or 'inf'") from None
@@ -177,11 +184,13 @@ def search_page(index, kind, text=None, upload=None, k=DEFAULT_K, p=None):
     return out
 
 
-def document_page(index, key, k=DEFAULT_K, p=None, explain_top=EXPLAIN_TOP):
+def document_page(index, key, k=DEFAULT_K, p=None, explain_top=EXPLAIN_TOP,
+                  explained=EXPLAINED):
     """The document page's data: the stored document ``key`` (label, fields,
-    text, support size), its k nearest other documents as ``index.search``
-    finds them, and for each neighbour ``index.explain(key, neighbour)``
-    with its ``explain_top`` largest subtrees.
+    text, support size), its k nearest other documents
+    (``index.neighbours``), and for each of the first ``explained``
+    neighbours ``index.explain(key, neighbour)`` with its ``explain_top``
+    largest subtrees (None for the others: see :func:`explain_page`).
 
     Returns {"key", "label", "added_at", "supports", "fields", "text",
     "documents", "k", "p", "neighbours": [{"rank", "distance", "key",
@@ -191,19 +200,19 @@ def document_page(index, key, k=DEFAULT_K, p=None, explain_top=EXPLAIN_TOP):
         raise WebInputError("give a document: key=KEY")
     try:
         doc = index.get(key)
-        # The document itself comes first among those at distance 0 from it
-        # (SobolevIndex.search): one more, and it is left out.
-        found = index.search(key, k=min(k + 1, len(index)), p=p)
+        found = index.neighbours(key, k=k, p=p)
         used_p = index.p if p is None else p
-        hits = [hit for hit in found.to_records()[0] if hit["key"] != key][:k]
+        hits = found.to_records()[0]
         texts = _texts_of(index, [hit["key"] for hit in hits])
         neighbours = []
         for rank, hit in enumerate(hits, 1):
-            explanation = index.explain(key, hit["key"], p=p, top=explain_top,
-                                        n_words=EXPLAIN_WORDS).to_dict()
+            explanation = None
+            if rank <= explained:
+                explanation = json_value(index.explain(
+                    key, hit["key"], p=p, top=explain_top, n_words=EXPLAIN_WORDS).to_dict())
             neighbours.append({"rank": rank, "distance": hit["distance"], "key": hit["key"],
                                "label": hit["label"], "text": _snippet(texts.get(hit["key"])),
-                               "explanation": json_value(explanation)})
+                               "explanation": explanation})
     except KeyNotFoundError:
         raise WebInputError(f"key {key!r} is not in the index", status=404) from None
     except _library_errors() as exc:
@@ -214,3 +223,24 @@ def document_page(index, key, k=DEFAULT_K, p=None, explain_top=EXPLAIN_TOP):
             "fields": {name: value for name, value in fields.items() if name != "text"},
             "text": _stored_text(doc), "documents": len(index), "k": k,
             "p": _p_value(used_p), "neighbours": neighbours}
+
+
+def explain_page(index, a, b, p=None, explain_top=EXPLAIN_TOP):
+    """Why two stored documents are as far apart as they are:
+    ``index.explain(a, b)`` with its ``explain_top`` largest subtrees, for a
+    neighbour the document page does not explain itself.
+
+    Returns {"a", "b", "p", "distance", "explanation"}; a key that is not
+    live raises :class:`WebInputError` with status 404."""
+    for name, value in (("a", a), ("b", b)):
+        if value is None or value == "":
+            raise WebInputError(f"give two documents: a=KEY&b=KEY ({name} is missing)")
+    try:
+        explanation = index.explain(a, b, p=p, top=explain_top, n_words=EXPLAIN_WORDS).to_dict()
+    except KeyNotFoundError as exc:
+        raise WebInputError(str(exc), status=404) from None
+    except _library_errors() as exc:
+        raise WebInputError(str(exc)) from None
+    explanation = json_value(explanation)
+    return {"a": a, "b": b, "p": _p_value(index.p if p is None else p),
+            "distance": explanation["distance"], "explanation": explanation}

@@ -11,17 +11,28 @@ databases are left alone. Per index, at the database's route:
   documents of a text; for a point index, POST a JSON-lines point-set file
   (form field ``points``, or the request body itself).
 - ``/DB/-/document?key=KEY&k=10&p=1`` (``.json``): a stored document, its k
-  nearest documents and, for each, which subtrees and words carry the
-  distance (``SobolevIndex.explain``).
+  nearest other documents (``SobolevIndex.neighbours``) and, for the first
+  ``pages.EXPLAINED`` of them, which subtrees and words carry the distance
+  (``SobolevIndex.explain``); the others link to
+- ``/DB/-/explain?a=KEY&b=KEY&p=1`` (``.json``): that explanation for one pair.
 - in any SQL query on the catalog: ``sobolev_distance(a, b[, p])`` and
-  ``sobolev_knn(key, k[, p])`` (``index.sql``).
+  ``sobolev_knn(key, k[, p])`` (``index.sql``), reported with their own
+  error messages.
 
-The plugin only reads: the index is opened with mode "r" and moved to the
-latest commit between requests (``state.ServedIndex``).
+The plugin only reads: the index is opened with mode "r", every request
+runs on one snapshot of it (the latest commit when the request starts),
+and the snapshot is let go while no request is in flight
+(``state.ServedIndex``, ``state.RequestGate``). The rows a SQL query reads
+are SQLite's latest commit when the statement runs, which a writer may
+have moved past the functions' snapshot: a key added since then gives
+NULL, as a key that is not live does.
 """
 import asyncio
 import html
+import inspect
 import json
+import os
+import sqlite3
 import threading
 import weakref
 from email.parser import BytesParser
@@ -30,26 +41,32 @@ from urllib.parse import quote
 
 import sqlite_utils
 from datasette import hookimpl
+from datasette.database import Database
 from datasette.utils import tilde_decode
 from datasette.utils.asgi import Response
 
-from ..errors import SobolevIndexError
+from ..errors import NotAnIndexError, SobolevIndexError
 from ..index.sql import register_functions
-from . import templates
-from .pages import MAX_K, WebInputError, document_page, json_value, parse_k, parse_p, search_page
-from .state import ServedIndex, index_of_catalog
+from . import pages, templates
+from .pages import MAX_K, WebInputError, json_value, parse_k, parse_p
+from .state import IndexUnavailableError, ServedIndex, index_of_catalog
 
-__all__ = ["register", "served_index", "PLUGIN_NAME"]
+__all__ = ["register", "served_index", "CatalogDatabase", "PLUGIN_NAME"]
 
 PLUGIN_NAME = "sobolev_index"
 
 # Per Datasette instance: {database name: ServedIndex, or None for a
-# database that is not an index's catalog}. Opened at first use.
+# database that is not an index's catalog}. Opened at startup, or at first
+# use for a database added later.
 _SERVED = weakref.WeakKeyDictionary()
 _OPENING = threading.Lock()
 _TEMPLATES = weakref.WeakKeyDictionary()
 
 _POINT_KINDS = ("clouds", "diagrams")
+# What SQLite says when a function raised; CatalogDatabase puts ours instead.
+_FUNCTION_FAILED = "user-defined function raised exception"
+# Bytes a multipart form may add around its point-set file.
+_FORM_SLACK = 64 << 10
 
 
 def register():
@@ -65,9 +82,60 @@ def register():
     return module
 
 
+class CatalogDatabase(Database):
+    """Datasette's database for an index's catalog.
+
+    Its connections are made like the library's readers'
+    (``Catalog(path, readonly=True)``: ``mode=ro``, or ``immutable`` when the
+    directory cannot take the -shm file SQLite needs and no log is
+    pending), read-only even when Datasette asks for a writer; with
+    ``is_mutable=False`` (``serve --immutable``) they are ``immutable``. An
+    error raised in an S_p function is reported with its own message, not
+    SQLite's "user-defined function raised exception".
+    """
+
+    def __init__(self, ds, path, is_mutable=True):
+        super().__init__(ds, path=path, is_mutable=is_mutable)
+        # The errors the S_p functions raised on each connection, newest
+        # last: connections are per thread, so a query sees only its own.
+        self.function_errors = {}
+
+    def connect(self, write=False):
+        if not self.is_mutable:
+            return super().connect(write=False)
+        from ..index.catalog import Catalog
+
+        conn = Catalog(os.path.dirname(self.path), readonly=True).conn
+        self._all_file_connections.append(conn)
+        return conn
+
+    def errors_of(self, conn):
+        return self.function_errors.setdefault(id(conn), [])
+
+    async def execute_fn(self, fn):
+        def reporting(conn):
+            errors = self.errors_of(conn)
+            errors.clear()
+            try:
+                return fn(conn)
+            except sqlite3.OperationalError as exc:
+                if errors and str(exc) == _FUNCTION_FAILED:
+                    raise sqlite3.OperationalError(
+                        f"SQL error in a sobolev function: {errors[-1]}") from None
+                raise
+        return await super().execute_fn(reporting)
+
+
+def catalog_database(ds, path, immutable=False):
+    """A :class:`CatalogDatabase` of the catalog file ``path`` for ``ds``."""
+    return CatalogDatabase(ds, os.path.abspath(path), is_mutable=not immutable)
+
+
 def served_index(datasette, database):
     """The :class:`ServedIndex` of ``database`` (a name), or None when that
-    database is not a sobolev-index catalog."""
+    database is not a sobolev-index catalog. An index that fails to open
+    for another reason (damaged, or caught in the middle of a writer's
+    change) raises that error and is tried again at the next request."""
     try:
         db = datasette.get_database(database)
     except KeyError:
@@ -79,22 +147,69 @@ def served_index(datasette, database):
         table = _SERVED.setdefault(datasette, {})
         if database not in table:
             try:
-                table[database] = ServedIndex(path, frozen=not db.is_mutable)
-            except SobolevIndexError:
+                table[database] = ServedIndex(path, immutable=not db.is_mutable)
+            except NotAnIndexError:
                 table[database] = None  # a file named like a catalog, not an index
         return table[database]
 
 
 def _all_served(datasette):
-    return [s for s in _SERVED.get(datasette, {}).values() if s is not None]
+    with _OPENING:
+        return [s for s in _SERVED.get(datasette, {}).values() if s is not None]
 
 
 # ------------------------------------------------------------------- hooks
 @hookimpl
+def startup(datasette):
+    # Catalogs Datasette was given as plain files get the connections of
+    # CatalogDatabase, and are opened now, so that every request passes
+    # through their gates (asgi_wrapper).
+    for name, db in list(datasette.databases.items()):
+        if index_of_catalog(getattr(db, "path", None)) is None:
+            continue
+        if not isinstance(db, CatalogDatabase):
+            datasette.remove_database(name)
+            datasette.add_database(catalog_database(datasette, db.path,
+                                                   immutable=not db.is_mutable),
+                                   name=name, route=db.route)
+            db.close()
+        try:
+            served_index(datasette, name)
+        except SobolevIndexError:
+            pass  # said again, to the request that needs it
+
+
+@hookimpl
 def prepare_connection(conn, database, datasette):
     served = served_index(datasette, database)
-    if served is not None:
-        register_functions(served.locked(), sqlite_utils.Database(conn))
+    if served is None:
+        return
+    db = datasette.get_database(database)
+    errors = db.errors_of(conn) if isinstance(db, CatalogDatabase) else []
+    register_functions(served.index, _Locking(sqlite_utils.Database(conn), served, errors))
+
+
+class _Locking:
+    """The sqlite-utils Database the S_p functions are registered on, each
+    function wrapped so that one call holds the index's lock from start to
+    end (and the snapshot does not move during a request: RequestGate),
+    and records what it raised for CatalogDatabase to report."""
+
+    def __init__(self, db, served, errors):
+        self._db, self._served, self._errors = db, served, errors
+
+    def register_function(self, fn, **kwargs):
+        served, errors = self._served, self._errors
+
+        def locked(*args):
+            with served.lock:
+                try:
+                    return fn(*args)
+                except Exception as exc:
+                    errors.append(exc)
+                    raise
+        locked.__signature__ = inspect.signature(fn)
+        return self._db.register_function(locked, **kwargs)
 
 
 @hookimpl
@@ -102,27 +217,50 @@ def register_routes():
     return [
         (r"^/(?P<database>[^/]+)/-/search(\.(?P<format>json))?$", search_view),
         (r"^/(?P<database>[^/]+)/-/document(\.(?P<format>json))?$", document_view),
+        (r"^/(?P<database>[^/]+)/-/explain(\.(?P<format>json))?$", explain_view),
     ]
 
 
 @hookimpl
 def asgi_wrapper(datasette):
-    # Every request (Datasette's own SQL and table pages included) starts
-    # from the latest commit of the indexes opened so far.
+    # Every request (Datasette's own SQL and table pages included) runs on
+    # one snapshot of each index, the latest commit when it starts, and the
+    # snapshot is let go when no request is in flight (state.RequestGate).
     def wrap(app):
-        async def refreshed(scope, receive, send):
-            served = _all_served(datasette) if scope.get("type") == "http" else []
-            if served:
-                await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: [s.refresh_if_changed() for s in served])
-            await app(scope, receive, send)
-        return refreshed
+        async def gated(scope, receive, send):
+            if scope.get("type") != "http":
+                return await app(scope, receive, send)
+            gates = [s.gate for s in _all_served(datasette) if not s.immutable]
+            entered = []
+            try:
+                for gate in gates:
+                    await gate.enter()
+                    entered.append(gate)
+            except IndexUnavailableError as exc:
+                for gate in entered:
+                    await gate.exit()
+                return await _unavailable(scope, send, exc)
+            try:
+                await app(scope, receive, send)
+            finally:
+                for gate in entered:
+                    await gate.exit()
+        return gated
     return wrap
+
+
+async def _unavailable(scope, send, message):
+    response = _error_response(message, scope.get("path", "").endswith(".json"))
+    await response.asgi_send(send)
 
 
 @hookimpl
 def database_actions(datasette, database):
-    if served_index(datasette, database) is None:
+    try:
+        served = served_index(datasette, database)
+    except SobolevIndexError:
+        return []
+    if served is None:
         return []
     return [{"href": _url(datasette, database, "search"), "label": "Search this index"}]
 
@@ -156,12 +294,17 @@ async def _run(served, work):
 
 
 def _database_of(datasette, request):
+    """(database name, ServedIndex or None); an index that cannot be opened
+    now raises IndexUnavailableError."""
     route = tilde_decode(request.url_vars["database"])
     try:
         name = datasette.get_database(route=route).name
     except KeyError:
         return None, None
-    return name, served_index(datasette, name)
+    try:
+        return name, served_index(datasette, name)
+    except SobolevIndexError as exc:
+        raise IndexUnavailableError(str(exc)) from None
 
 
 def _not_an_index(datasette, request, as_json):
@@ -172,13 +315,37 @@ def _not_an_index(datasette, request, as_json):
     return Response.html(f"<p>{html.escape(message)}</p>", status=404)
 
 
+async def _read_body(request, limit):
+    """The request's body, refused with a WebInputError past ``limit``
+    bytes: by its Content-Length before anything is read, else as it
+    streams in."""
+    expected = f"expected at most {limit:,}"
+    length = request.headers.get("content-length", "")
+    if length.strip().isdigit() and int(length) > limit:
+        raise WebInputError(f"the upload has {int(length):,} bytes; {expected}", status=413)
+    chunks, size = [], 0
+    while True:
+        message = await request.receive()
+        if message.get("type") != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise WebInputError(f"the upload has more than {limit:,} bytes; {expected}",
+                                status=413)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
 async def _upload_of(request):
     """(file name, bytes) of a point-set upload: the ``points`` field of a
     multipart form, or a POST body of another type; None for a GET. Also
     returns the form's other fields (k, p)."""
     if request.method != "POST":
         return None, {}
-    body = await request.post_body()
+    body = await _read_body(request, pages.MAX_UPLOAD + _FORM_SLACK)
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         return ("upload.jsonl", body), {}
@@ -202,22 +369,34 @@ def _p_text(value):
     return "" if value is None else str(value)
 
 
+def _error_response(exc, as_json):
+    """A 503 for an index that cannot be read now, with the reason."""
+    message = str(exc)
+    if as_json:
+        return _json({"ok": False, "error": message, "status": 503}, status=503)
+    return Response.html(f"<p>{html.escape(message)}</p>", status=503)
+
+
 async def search_view(datasette, request):
     as_json = request.url_vars.get("format") == "json"
-    database, served = _database_of(datasette, request)
+    try:
+        database, served = _database_of(datasette, request)
+    except IndexUnavailableError as exc:
+        return _error_response(exc, as_json)
     if served is None:
         return _not_an_index(datasette, request, as_json)
+    points = served.kind in _POINT_KINDS
     args = request.args
-    text = args.get("q")
+    text = None if points else args.get("q")
     error, status, page = None, 200, None
     k_text, p_text = args.get("k"), args.get("p")
     try:
-        upload, fields = await _upload_of(request)
+        # Only a point index takes an upload: a text index's form is a GET,
+        # and the body of anything else sent to it is not read.
+        upload, fields = await _upload_of(request) if points else (None, {})
         k_text, p_text = fields.get("k", k_text), fields.get("p", p_text)
         k, p = parse_k(k_text), parse_p(p_text)
-        if served.kind not in _POINT_KINDS:
-            upload = None
-        page = await _run(served, lambda index: search_page(index, served.kind, text=text,
+        page = await _run(served, lambda index: pages.search_page(index, served.kind, text=text,
                                                              upload=upload, k=k, p=p))
     except WebInputError as exc:
         error, status = str(exc), exc.status
@@ -230,7 +409,7 @@ async def search_view(datasette, request):
                 "query": text, "queries": [], "warnings": []}
     context = {
         "title": f"Search {database}", "database": database, "page": page, "error": error,
-        "points": served.kind in _POINT_KINDS, "max_k": MAX_K, "p_text": _p_text(p_text),
+        "points": points, "max_k": MAX_K, "p_text": _p_text(p_text),
         "search_url": _url(datasette, database, "search"),
         "json_url": _url(datasette, database, "search.json", q=text, k=k_text, p=p_text),
         "document_url": lambda key: _url(datasette, database, "document", key=key),
@@ -250,7 +429,10 @@ def _side(edge, side):
 
 async def document_view(datasette, request):
     as_json = request.url_vars.get("format") == "json"
-    database, served = _database_of(datasette, request)
+    try:
+        database, served = _database_of(datasette, request)
+    except IndexUnavailableError as exc:
+        return _error_response(exc, as_json)
     if served is None:
         return _not_an_index(datasette, request, as_json)
     args = request.args
@@ -258,7 +440,7 @@ async def document_view(datasette, request):
     error, status, page = None, 200, None
     try:
         k, p = parse_k(args.get("k")), parse_p(args.get("p"))
-        page = await _run(served, lambda index: document_page(index, key, k=k, p=p))
+        page = await _run(served, lambda index: pages.document_page(index, key, k=k, p=p))
     except WebInputError as exc:
         error, status = str(exc), exc.status
     if as_json:
@@ -273,8 +455,43 @@ async def document_view(datasette, request):
         "json_url": _url(datasette, database, "document.json", key=key, k=args.get("k"),
                          p=args.get("p")),
         "document_url": lambda other: _url(datasette, database, "document", key=other),
+        "explain_url": lambda other: _url(datasette, database, "explain", a=key, b=other,
+                                          p=args.get("p")),
         "side": _side,
     }
     body = await datasette.render_template(_template(datasette, templates.DOCUMENT), context,
                                            request=request, view_name="sobolev-document")
+    return Response.html(body, status=status)
+
+
+async def explain_view(datasette, request):
+    as_json = request.url_vars.get("format") == "json"
+    try:
+        database, served = _database_of(datasette, request)
+    except IndexUnavailableError as exc:
+        return _error_response(exc, as_json)
+    if served is None:
+        return _not_an_index(datasette, request, as_json)
+    args = request.args
+    a, b = args.get("a"), args.get("b")
+    error, status, page = None, 200, None
+    try:
+        p = parse_p(args.get("p"))
+        page = await _run(served, lambda index: pages.explain_page(index, a, b, p=p))
+    except WebInputError as exc:
+        error, status = str(exc), exc.status
+    if as_json:
+        if error is not None:
+            return _json({"ok": False, "error": error, "status": status}, status=status)
+        return _json({"ok": True, "database": database, **page})
+    context = {
+        "title": f"{a} and {b} - {database}" if page else database, "database": database,
+        "page": page, "error": error,
+        "search_url": _url(datasette, database, "search"),
+        "json_url": _url(datasette, database, "explain.json", a=a, b=b, p=args.get("p")),
+        "document_url": lambda other: _url(datasette, database, "document", key=other),
+        "side": _side,
+    }
+    body = await datasette.render_template(_template(datasette, templates.EXPLAIN), context,
+                                           request=request, view_name="sobolev-explain")
     return Response.html(body, status=status)

@@ -5,7 +5,7 @@ import socket
 
 from ..errors import SobolevIndexError
 from . import WEB_INSTALL
-from .state import catalog_path, is_frozen
+from .state import catalog_path
 
 __all__ = ["make_datasette", "serve", "search_path"]
 
@@ -18,40 +18,38 @@ def _datasette():
         raise SobolevIndexError(f"the web view needs Datasette: {WEB_INSTALL}") from None
 
 
-def make_datasette(index_path, name=None, settings=None):
+def make_datasette(index_path, name=None, settings=None, immutable=False):
     """A Datasette instance serving the catalog of the index at
     ``index_path`` under the database name ``name`` (default: the index
     directory's name), with the plugin registered.
 
-    The catalog is opened read-only: ``immutable`` when nothing can change
-    it (no write permission on the directory or the catalog, and no pending
-    log: :func:`state.is_frozen`), else ``mode=ro``, and the plugin then
-    follows the commits of writers. ``settings`` are Datasette's (e.g.
-    ``{"sql_time_limit_ms": 5000}``). Raises NotAnIndexError (and the other
-    errors of ``SobolevIndex.open``) for a path that is not a readable index.
+    The catalog is opened read-only as the library's readers open it
+    (``mode=ro``; ``immutable`` only when SQLite cannot make its -shm file
+    there and no log is pending), and the plugin follows writers' commits.
+    ``immutable=True`` promises that nothing writes to the index while it is
+    served (a copy on read-only media): SQLite then takes no locks and
+    never looks for changes, and a change made anyway (say by root, whom
+    permission bits do not stop) is read as damage. ``settings`` are
+    Datasette's (e.g. ``{"sql_time_limit_ms": 5000}``). Raises
+    NotAnIndexError (and the other errors of ``SobolevIndex.open``) for a
+    path that is not a readable index.
     """
     _datasette()
     from datasette.app import Datasette
 
     from ..index import SobolevIndex
-    from .plugin import register
+    from .plugin import catalog_database, register
 
     path = os.path.abspath(os.fspath(index_path))
     # Fails here, with the library's message, for anything but an index.
     SobolevIndex.open(path).close()
     register()
-    catalog = catalog_path(path)
-    frozen = is_frozen(path)
-    ds = Datasette(files=[] if frozen else [catalog], immutables=[catalog] if frozen else None,
-                   settings=settings)
+    ds = Datasette(files=[], settings=settings)
     # Named after the index, not "catalog", so that its URLs say which.
-    (auto,) = [n for n, db in ds.databases.items() if db.path == catalog]
     wanted = name or os.path.basename(path) or "index"
     if wanted in ("_internal", "_memory"):
         wanted = "index"
-    db = ds.databases[auto]
-    ds.remove_database(auto)
-    ds.add_database(db, name=wanted)
+    ds.add_database(catalog_database(ds, catalog_path(path), immutable=immutable), name=wanted)
     return ds
 
 
@@ -78,15 +76,17 @@ def _listening_socket(host, port):
     return sock
 
 
-def serve(index_path, host="127.0.0.1", port=8001, on_ready=None, settings=None):
+def serve(index_path, host="127.0.0.1", port=8001, on_ready=None, settings=None,
+          immutable=False):
     """Serve the index at ``index_path`` with Datasette on ``host``:``port``
     (0: a free port) until interrupted (Ctrl-C, SIGTERM).
 
     ``on_ready(url)`` is called with the search page's URL once the port is
     bound and before the first request is answered. Nothing is ever written
     to the index; another process may add, delete or compact meanwhile, and
-    each request sees the latest commit."""
-    ds = make_datasette(index_path, settings=settings)
+    each request sees the latest commit when it starts (``immutable``: see
+    :func:`make_datasette`)."""
+    ds = make_datasette(index_path, settings=settings, immutable=immutable)
     import uvicorn
 
     asyncio.run(ds.invoke_startup())

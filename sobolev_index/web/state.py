@@ -1,22 +1,38 @@
-"""An index as a web server holds it: opened read-only, one snapshot at a
-time, moved to the latest commit between requests, and used by one thread
-at a time.
+"""An index as a web server holds it: opened read-only, one snapshot per
+request, moved to the latest commit between requests, and used by one
+thread at a time.
+
+A reader's snapshot is an open read transaction on the catalog
+(``Catalog.snapshot``); while it is open, SQLite cannot start the
+write-ahead log again from its beginning, so a server that kept it open
+while idle would let a writer's log grow without bound. The server
+therefore holds the snapshot only while requests are in flight
+(:class:`RequestGate`): the first request after a quiet moment takes it up
+again (reloading only if a writer committed), requests that overlap share
+it, and the last one to finish lets it go.
 
 Nothing here imports Datasette: the plugin (``plugin.py``) keeps one
 :class:`ServedIndex` per catalog database it serves.
 """
+import asyncio
 import logging
 import os
 import sqlite3
-import stat
 import threading
 from contextlib import contextmanager
 
+from ..errors import SobolevIndexError
 from ..index.storage import CATALOG
 
-__all__ = ["ServedIndex", "catalog_path", "index_of_catalog", "is_frozen"]
+__all__ = ["ServedIndex", "RequestGate", "IndexUnavailableError", "catalog_path",
+           "index_of_catalog"]
 
 log = logging.getLogger(__name__)
+
+
+class IndexUnavailableError(SobolevIndexError):
+    """The served index cannot be read now: deleted, replaced, or its
+    latest commit does not load. Requests get status 503 with the message."""
 
 
 def catalog_path(index_path):
@@ -33,142 +49,247 @@ def index_of_catalog(path):
     return os.path.dirname(os.path.abspath(os.fspath(path)))
 
 
-def is_frozen(index_path):
-    """True when no process can change the index, so that its catalog may
-    be opened ``immutable`` (SQLite then takes no locks and never looks for
-    changes): neither the directory nor the catalog has a write permission
-    bit for anyone, and no write-ahead log holds commits that an immutable
-    reader would not see."""
-    path = os.fspath(index_path)
-    catalog = catalog_path(path)
+def _identity(path):
+    """(device, inode) of the file at ``path``, or None when it is gone."""
     try:
-        modes = [os.stat(path).st_mode, os.stat(catalog).st_mode]
-        wal = os.path.getsize(catalog + "-wal") if os.path.exists(catalog + "-wal") else 0
-    except OSError:
-        return False
-    writable = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
-    return wal == 0 and not any(mode & writable for mode in modes)
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 class ServedIndex:
     """One index opened for reading (``SobolevIndex.open(path)``, mode "r"),
     for a server whose requests run on several threads.
 
-    :meth:`snapshot` hands the index to one caller at a time (a
-    ``SobolevIndex`` and its catalog connection are not made for concurrent
-    use), after moving it to the latest committed snapshot if a writer
-    committed since the last request: a page is computed from one snapshot,
-    whole. ``frozen``: the index cannot change (see :func:`is_frozen`), so
-    it is never refreshed.
+    ``lock`` is held by whoever uses :attr:`index` (a ``SobolevIndex`` and
+    its catalog connection are not made for concurrent use): the pages
+    through :meth:`snapshot`, the SQL functions for each whole call.
+    :meth:`pin`, :meth:`stale` and :meth:`release` move the snapshot; a
+    :class:`RequestGate` calls them so that no request sees it move.
+
+    ``immutable``: the caller promises that nothing writes to the index
+    while it is served, so it is opened once and never followed.
     """
 
-    def __init__(self, path, frozen=False):
+    def __init__(self, path, immutable=False):
         from ..index import SobolevIndex
         from ..ingest.fill import index_kind
 
         self.path = os.path.abspath(os.fspath(path))
-        self.frozen = frozen
+        self.catalog = catalog_path(self.path)
+        self.immutable = immutable
         self.lock = threading.RLock()
+        # The probe has a lock of its own: asking it must not wait for a
+        # page that holds the index.
+        self._probe_lock = threading.Lock()
         self.refreshes = 0
+        # The catalog file opened: a catalog deleted, or replaced by another
+        # file (an index rebuilt and renamed into place), is not followed.
+        self._identity = _identity(self.catalog)
         # The probe is connected before the index is opened, so that a commit
-        # landing in between is seen as a change at the first request.
-        self._probe = None if frozen else self._connect_probe()
-        self._version = self._data_version()
+        # landing in between is seen as a change.
+        self._probe = None if immutable else self._connect_probe()
+        self._version = self._probe_version()
         self.index = SobolevIndex.open(self.path)
         self.kind = index_kind(self.index)
+        self.pinned = True
+        self._pin_version = self._catalog_version()
+        self.gate = RequestGate(self)
 
+    # ------------------------------------------------------------ versions
     def _connect_probe(self):
         # PRAGMA data_version on a connection of our own changes exactly when
-        # another connection commits; the index's connection keeps its read
-        # transaction open (its snapshot), so it cannot be asked.
+        # another connection commits; the index's connection holds its read
+        # transaction while pinned, so it cannot be asked then.
         try:
-            conn = sqlite3.connect(f"file:{catalog_path(self.path)}?mode=ro", uri=True,
+            conn = sqlite3.connect(f"file:{self.catalog}?mode=ro", uri=True,
                                    isolation_level=None, check_same_thread=False, timeout=30)
             conn.execute("PRAGMA data_version").fetchone()
             return conn
         except sqlite3.Error as exc:
-            # A catalog SQLite cannot watch (a read-only directory holding a
-            # log): refresh before every request instead.
-            log.warning("cannot watch %s for commits (%s); refreshing at every request",
-                        self.path, exc)
+            # A catalog SQLite cannot watch (a directory where the -shm file
+            # cannot be made): the index's own connection is asked when a
+            # request finds it released.
+            log.warning("cannot watch %s for commits (%s); following them between quiet "
+                        "moments only", self.path, exc)
             return None
 
-    def _data_version(self):
+    def _probe_version(self):
         if self._probe is None:
             return None
-        with self.lock:
+        with self._probe_lock:
             return self._probe.execute("PRAGMA data_version").fetchone()[0]
 
-    def refresh_if_changed(self):
-        """Move to the latest committed snapshot if the catalog changed since
-        the last one. A snapshot that fails to load (a writer in the middle
-        of replacing files) leaves the current one in place, to be tried
-        again at the next request; returns True when the index moved."""
-        if self.frozen:
+    def _catalog_version(self):
+        """data_version of the index's catalog connection, inside its read
+        transaction: unchanged from one transaction to the next exactly when
+        no other connection committed in between."""
+        return self.index.catalog.conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def _check_identity(self):
+        now = _identity(self.catalog)
+        if now == self._identity:
+            return
+        if now is None:
+            raise IndexUnavailableError(
+                f"the index at {self.path} was deleted while it was served; serve it again "
+                "once it is back")
+        raise IndexUnavailableError(
+            f"the index at {self.path} was replaced by another one while it was served "
+            "(a rebuild moved into place?); restart sobolev-index serve to serve the new one")
+
+    # ---------------------------------------------------- moving the snapshot
+    def stale(self):
+        """Whether the index must move before another request shares its
+        snapshot: a writer committed since it was taken. Raises
+        :class:`IndexUnavailableError` when the index is gone or replaced."""
+        if self.immutable:
             return False
+        self._check_identity()
+        version = self._probe_version()
+        return version is not None and version != self._version
+
+    def pin(self):
+        """Hold a read transaction on the latest commit: take the released
+        snapshot up again if no writer committed since, else load the
+        latest. Raises :class:`IndexUnavailableError` when the index is gone,
+        replaced, or its latest commit does not load (the request that
+        asked gets the message; the next one tries again)."""
+        if self.immutable:
+            return
         with self.lock:
-            version = self._data_version()
-            if version is not None and version == self._version:
-                return False
+            self._check_identity()
+            version = self._probe_version()
+            conn = self.index.catalog.conn
+            if not self.pinned:
+                try:
+                    conn.execute("BEGIN")
+                    conn.execute("SELECT count(*) FROM meta").fetchone()
+                    if self._catalog_version() == self._pin_version:
+                        self.pinned = True
+                        self._version = version
+                        return
+                except sqlite3.Error as exc:
+                    raise IndexUnavailableError(
+                        f"the index at {self.path} cannot be read now ({exc})") from None
+                finally:
+                    if not self.pinned and conn.in_transaction:
+                        # A newer commit: this transaction would not agree
+                        # with the loaded segments.
+                        conn.execute("COMMIT")
+            elif version is None or version == self._version:
+                return
             try:
                 self.index.refresh()
-            except Exception as exc:  # noqa: BLE001 - keep serving the snapshot we have
-                log.warning("could not load the latest snapshot of %s (%s); serving the "
-                            "previous one", self.path, exc)
-                return False
+            except Exception as exc:  # noqa: BLE001 - one clear error for the request
+                if self.pinned:
+                    # refresh() keeps the previous snapshot, whole, when the
+                    # next one fails to load (a writer replacing files).
+                    log.warning("could not load the latest snapshot of %s (%s); serving the "
+                                "previous one", self.path, exc)
+                    return
+                raise IndexUnavailableError(
+                    f"the index at {self.path} cannot be read now ({exc})") from None
+            self.pinned = True
             self._version = version
+            self._pin_version = self._catalog_version()
             self.refreshes += 1
-            return True
+
+    def release(self):
+        """End the read transaction, so that writers' checkpoints can start
+        the log again; the next :meth:`pin` takes it up again. Nothing may
+        use :attr:`index` until then."""
+        if self.immutable:
+            return
+        with self.lock:
+            conn = self.index.catalog.conn
+            if self.pinned and conn.in_transaction:
+                conn.execute("COMMIT")
+            self.pinned = False
+
+    def refresh_if_changed(self):
+        """Pin the latest commit; returns True when the index moved (for
+        callers without a :class:`RequestGate`)."""
+        before = self.refreshes
+        self.pin()
+        return self.refreshes != before
 
     @contextmanager
     def snapshot(self):
-        """The index, current and held by this caller until the block ends."""
+        """The index, held by this caller until the block ends. Within a
+        request the gate has pinned it; elsewhere it is pinned here."""
         with self.lock:
-            self.refresh_if_changed()
+            if not self.pinned:
+                self.pin()
             yield self.index
 
-    def locked(self):
-        """A stand-in for the index that takes the lock around every call,
-        for the SQL functions (``index.sql.register_functions``), which run on
-        Datasette's query threads."""
-        return _LockedIndex(self)
-
     def close(self):
-        with self.lock:
+        with self.lock, self._probe_lock:
             self.index.close()
             if self._probe is not None:
                 self._probe.close()
                 self._probe = None
 
 
-class _LockedIndex:
-    """What the SQL functions read of an index, each read under the lock.
-    Methods are wrapped on the way out; plain values (generation, trees,
-    roots, p, eta) are read as they are at the time."""
+class RequestGate:
+    """Requests in flight share one snapshot of a :class:`ServedIndex`.
+
+    :meth:`enter` before a request and :meth:`exit` after it, on the event
+    loop. The first request after a quiet moment pins the snapshot (loading
+    the latest commit if there is one); a request that finds a newer commit
+    while others are in flight waits for them to finish (and holds back new
+    ones) and then moves the snapshot; the last request to finish releases
+    it. So every page, SQL query or table view is computed from one commit,
+    and the read transaction is open only while requests are.
+    """
 
     def __init__(self, served):
-        self._served = served
+        self.served = served
+        self.active = 0
+        self.pending = False
+        self._condition = None
+        self._loop = None
 
-    def __contains__(self, key):
-        with self._served.lock:
-            return key in self._served.index
+    def _cond(self):
+        # Made on the loop that uses it (the gate may be made on a thread).
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._condition, self._loop = asyncio.Condition(), loop
+        return self._condition, loop
 
-    def __iter__(self):
-        with self._served.lock:
-            return iter(list(self._served.index))
+    async def enter(self):
+        """Wait until the request may run on a current snapshot. Raises
+        :class:`IndexUnavailableError` (the request is then not counted)."""
+        cond, loop = self._cond()
+        run = lambda fn: loop.run_in_executor(None, fn)  # noqa: E731
+        async with cond:
+            while True:
+                while self.pending:
+                    await cond.wait()
+                if self.active == 0:
+                    await run(self.served.pin)
+                    self.active = 1
+                    return
+                if not await run(self.served.stale):
+                    self.active += 1
+                    return
+                # Hold back new requests until those in flight are done.
+                self.pending = True
+                try:
+                    while self.active:
+                        await cond.wait()
+                finally:
+                    self.pending = False
+                    cond.notify_all()
 
-    def __len__(self):
-        with self._served.lock:
-            return len(self._served.index)
-
-    def __getattr__(self, name):
-        value = getattr(self._served.index, name)
-        if not callable(value):
-            return value
-        lock = self._served.lock
-
-        def call(*args, **kwargs):
-            with lock:
-                return getattr(self._served.index, name)(*args, **kwargs)
-
-        return call
+    async def exit(self):
+        """The request is done; the last one releases the snapshot."""
+        cond, loop = self._cond()
+        async with cond:
+            self.active -= 1
+            try:
+                if self.active == 0 and not self.pending:
+                    await loop.run_in_executor(None, self.served.release)
+            finally:
+                cond.notify_all()

@@ -3,7 +3,7 @@ data files. Each extends Datasette's ``base.html`` (its header, menu and
 styles) and lays out the dicts of ``pages.py``; Jinja escapes every value.
 """
 
-__all__ = ["SEARCH", "DOCUMENT"]
+__all__ = ["SEARCH", "DOCUMENT", "EXPLAIN"]
 
 _STYLE = """
 <style>
@@ -24,6 +24,18 @@ _MAIN = """{% extends "base.html" %}
 {% block title %}{{ title }}{% endblock %}
 {% block extra_head %}""" + _STYLE + """{% endblock %}
 {% block crumbs %}{{ crumbs.nav(request=request, database=database) }}{% endblock %}
+{% macro explanation_table(e, a, b) %}
+<table class="sobolev explanation">
+  <thead><tr><th>share</th><th>root</th><th>edge</th><th>mass here</th><th>mass there</th>
+    <th>{{ a }}</th><th>{{ b }}</th></tr></thead>
+  {% for edge in e.edges %}
+  <tr><td class="num">{{ "%.1f"|format(100 * edge.share) }}%</td><td>{{ edge.root }}</td>
+    <td>{{ edge.edge }}</td><td class="num">{{ "%.3f"|format(edge.mass_a) }}</td>
+    <td class="num">{{ "%.3f"|format(edge.mass_b) }}</td>
+    <td>{{ side(edge, "a") }}</td><td>{{ side(edge, "b") }}</td></tr>
+  {% endfor %}
+</table>
+{% endmacro %}
 """
 
 SEARCH = _MAIN + """
@@ -100,23 +112,37 @@ DOCUMENT = _MAIN + """
     <td>{{ hit.label if hit.label is not none else "" }}</td>
     <td>{{ hit.text or "" }}
       {% set e = hit.explanation %}
+      {% if e is none %}
+      <p class="sobolev-note"><a href="{{ explain_url(hit.key) }}">explain</a></p></td></tr>
+      {% else %}
       <details class="sobolev-explain"><summary>explain: the {{ e.edges|length }} subtrees carrying
         {{ "%.1f"|format(100 * e.shown_share) }}% of the distance
         ({{ "{:,}".format(e.n_edges) }} differ)</summary>
-        <table class="sobolev">
-          <thead><tr><th>share</th><th>root</th><th>edge</th><th>mass here</th><th>mass there</th>
-            <th>{{ page.key }}</th><th>{{ hit.key }}</th></tr></thead>
-          {% for edge in e.edges %}
-          <tr><td class="num">{{ "%.1f"|format(100 * edge.share) }}%</td><td>{{ edge.root }}</td>
-            <td>{{ edge.edge }}</td><td class="num">{{ "%.3f"|format(edge.mass_a) }}</td>
-            <td class="num">{{ "%.3f"|format(edge.mass_b) }}</td>
-            <td>{{ side(edge, "a") }}</td><td>{{ side(edge, "b") }}</td></tr>
-          {% endfor %}
-        </table>
+        {{ explanation_table(e, page.key, hit.key) }}
       </details></td></tr>
+      {% endif %}
   {% endfor %}
   </tbody>
 </table>
+{% endif %}
+{% endblock %}
+"""
+
+EXPLAIN = _MAIN + """
+{% block content %}
+{% if error %}
+<h1>{{ database }}</h1>
+<p class="sobolev-error" id="error">{{ error }}</p>
+<p><a href="{{ search_url }}">Search</a></p>
+{% else %}
+<h1><a href="{{ document_url(page.a) }}">{{ page.a }}</a> and
+  <a href="{{ document_url(page.b) }}">{{ page.b }}</a></h1>
+<p>S_p = {{ "%.4f"|format(page.distance) }} (p = {{ page.p }}); the
+  {{ page.explanation.edges|length }} subtrees carrying
+  {{ "%.1f"|format(100 * page.explanation.shown_share) }}% of it
+  ({{ "{:,}".format(page.explanation.n_edges) }} differ).
+  <a href="{{ json_url }}">JSON</a></p>
+<div id="explanation">{{ explanation_table(page.explanation, page.a, page.b) }}</div>
 {% endif %}
 {% endblock %}
 """
