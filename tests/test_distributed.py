@@ -181,7 +181,55 @@ def test_a_label_no_shard_has_warns_once(tmp_path, spec):
         with pytest.warns(UserWarning, match="no live document has the label 'nope'") as caught:
             got = sharded.search(measures[:2], k=3, where={"label": "nope"})
         assert len(caught) == 1
-        assert got.keys == [[], []] and np.all(np.isinf(got.distances))
+        with pytest.warns(UserWarning, match="no live document has the label 'nope'"):
+            want = single.search(measures[:2], k=3, where={"label": "nope"})
+        # k columns of inf, as a single index answers (not 0 columns).
+        assert want.distances.shape == (2, 3)
+        assert_same(got, want, "absent label")
+
+
+def test_a_label_some_shards_lack_gives_the_single_index_width(tmp_path, spec):
+    """A label that only one shard has: the other shards search nothing,
+    yet the answer is min(k, live documents) wide, padded with inf, as a
+    single index's; bad arguments raise the single index's errors even
+    when no shard has anything in scope."""
+    graph = spec.lib()
+    measures, _ = corpus(3, n=40)
+    keys = [f"k{i}" for i in range(len(measures))]
+    rare = [key for key in keys if route(key, SHARDS) == 0][:4]
+    labels = ["rare" if key in rare else "common" for key in keys]
+    with SobolevIndex.create(tmp_path / "single", graph) as single, \
+            ShardedIndex.create(tmp_path / "sharded", graph, shards=SHARDS) as sharded:
+        single.add(measures, keys=keys, labels=labels)
+        sharded.add(measures, keys=keys, labels=labels)
+        queries = measures[:2]
+        for k in (3, 20, len(measures) + 5):
+            want = single.search(queries, k=k, where={"label": "rare"})
+            got = sharded.search(queries, k=k, where={"label": "rare"})
+            assert want.distances.shape == (2, min(k, len(measures)))
+            assert_same(got, want, f"k={k}")
+        for kwargs in ({"radius": 0.5, "where": {"label": "rare"}},
+                       {"radius": math.inf, "limit": 2, "where": {"label": "rare"}},
+                       {"k": 7, "where": {"keys": rare[:1]}}):
+            assert_same(sharded.search(queries, **kwargs), single.search(queries, **kwargs),
+                        str(kwargs))
+        import warnings
+
+        for kwargs in ({"k": 0}, {"k": -1}, {"k": "x"}, {"radius": -1}, {"k": 2, "limit": 3},
+                       {"limit": 3}, {"radius": 1, "limit": 0}, {"k": 2**60}):
+            kwargs = dict(kwargs, where={"label": "nope"})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with pytest.raises(ValueError) as want:
+                    single.search(queries, **kwargs)
+                with pytest.raises(ValueError) as got:
+                    sharded.search(queries, **kwargs)
+            assert str(got.value) == str(want.value), kwargs
+        with pytest.raises(ValueError) as want:
+            single.search(queries, k=3, where={"label": "nope", "other": 1})
+        with pytest.raises(ValueError) as got:
+            sharded.search(queries, k=3, where={"label": "nope", "other": 1})
+        assert str(got.value) == str(want.value)
 
 
 def test_search_against_reference_brute_force(tmp_path):

@@ -26,7 +26,7 @@ from ..errors import (
 )
 from ..graph import Graph, normalise_eta
 from ..index import SearchResult, SobolevIndex, storage
-from ..index.search import KNN_GRAPH_BATCH, _check_positive
+from ..index.search import KNN_GRAPH_BATCH, MAX_K, _check_positive, _check_radius
 from ..index.sobolev_index import _check_text, _checked_column, _json_fields
 from ..measures import MeasureBatch, as_measure_batch
 from . import shards as tasks
@@ -563,6 +563,9 @@ class ShardedIndex:
         self._check_open()
         started = time.perf_counter()
         p = self.p if p is None else check_p(p)
+        # Checked here, before any shard is asked, as a single index checks
+        # them: a shard with nothing in scope would not check them at all.
+        k, radius = _checked_search_args(k, radius, limit)
         query_keys = None
         if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
                                         and all(isinstance(q, str) for q in queries)):
@@ -574,6 +577,7 @@ class ShardedIndex:
         n_queries = len(checked)
         if n_queries == 0:
             raise InvalidMeasureError("no queries were given")
+        _check_where(where)
         kwargs = {"k": k, "p": p, "roots": roots, "n_threads": n_threads, "radius": radius,
                   "limit": limit, "stats": stats}
         args_of = {}
@@ -590,8 +594,10 @@ class ShardedIndex:
             warnings.warn(f"no live document has the label {', '.join(sorted(map(repr, absent)))}",
                           UserWarning, stacklevel=2)
         if radius is None:
-            width = min(int(k if k is not None else 10),
-                        sum(f[0].shape[1] for f in found))
+            # As a single index: min(k, live documents) columns whatever
+            # ``where`` admits, padded with inf (each shard reports its own
+            # live count, also when nothing in it is in scope).
+            width = min(int(k), sum(f[6] for f in found))
         else:
             width = limit
         keys, distances, labels, truncated = self._merge(found, n_queries, width)
@@ -835,6 +841,40 @@ class ShardedIndex:
 
 
 # --------------------------------------------------------------------- helpers
+def _checked_search_args(k, radius, limit):
+    """(k, radius) of a search, checked in the order and with the messages
+    of :meth:`SobolevIndex.search` (k defaults to 10 without a radius)."""
+    if radius is not None:
+        if k is not None:
+            raise ValueError(f"k is {k!r} and radius is {radius!r}; give one of them (a "
+                             "radius search takes limit to cap its results)")
+        radius = _check_radius(radius)
+        if limit is not None:
+            _check_positive("limit", limit)
+        return None, radius
+    if limit is not None:
+        raise ValueError(f"limit is {limit!r} without a radius; limit caps a radius "
+                         "search (give k for the k nearest)")
+    k = 10 if k is None else k
+    _check_positive("k", k)
+    if k > MAX_K:
+        raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns "
+                         "every live document anyway)")
+    return int(k), None
+
+
+def _check_where(where):
+    """``where`` as a single index accepts it (the same messages): a shard
+    with none of the wanted labels does not search, so does not check it."""
+    if where is None:
+        return
+    if not isinstance(where, dict) or not set(where) <= {"label", "keys"}:
+        raise ValueError(f"where is {where!r}; expected a dict with 'label' (a value or list) "
+                         "and/or 'keys' (a list of keys)")
+    if isinstance(where.get("keys"), str):
+        raise ValueError(f"where['keys'] is the str {where['keys']!r}; expected a list of keys")
+
+
 def _check_agrees(i, path, described, expected, whose):
     """ShardError unless shard i has the graph checksum, roots and eta of
     ``expected`` (the manifest, or shard 0 while creating)."""

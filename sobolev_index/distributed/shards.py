@@ -81,7 +81,9 @@ def describe_index(index):
 
 def search(shard, queries, kwargs, n_queries):
     """``index.search(queries, **kwargs)`` as plain data: (distances, keys,
-    labels, truncated, stats, absent). With ``where={"label": ...}``, only
+    labels, truncated, stats, absent, live), ``live`` the shard's count of
+    live documents (a k-NN answer is min(k, live documents over all
+    shards) wide, whatever ``where`` admits). With ``where={"label": ...}``, only
     the wanted labels this shard has are searched for (none: nothing is
     searched), and ``absent`` is the set of the others: a single index warns
     of labels no document has, and the sharded index warns once, of those
@@ -97,11 +99,11 @@ def search(shard, queries, kwargs, n_queries):
             present = index.catalog.live_rows_with_labels(wanted)[2]
             absent = wanted - set(present)
             if not present:
-                return _nothing_found(n_queries, kwargs) + (absent,)
+                return _nothing_found(n_queries, kwargs) + (absent, len(index))
             kwargs = dict(kwargs, where=dict(where, label=sorted(present)))
         result = index.search(queries, **kwargs)
         return (result.distances, result.keys, result.labels, result.truncated, result.stats,
-                absent)
+                absent, len(index))
 
 
 def _nothing_found(n_queries, kwargs):
