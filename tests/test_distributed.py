@@ -783,3 +783,51 @@ def test_shard_index_refuses_bad_input_and_leaves_nothing(tmp_path, spec, monkey
     with pytest.raises(ShardedWriteError, match="not atomic"):
         shard_index(tmp_path / "source", tmp_path / "empty", 2, batch_size=20)
     assert len(calls) > 4 and os.listdir(tmp_path / "empty") == []
+
+
+def test_a_split_killed_part_way_leaves_no_index_at_dest(tmp_path, spec):
+    """SIGKILL after the first batch is committed: dest does not exist (no
+    valid-looking incomplete sharded index), only the hidden staging
+    directory remains, and the source is unchanged."""
+    import subprocess
+    import sys
+
+    from _support.processes import child_env, child_script
+
+    source, measures = single_index(tmp_path / "source", spec)
+    source.close()
+    assert len(measures) > 40
+    before = snapshot(tmp_path / "source")
+    dest = tmp_path / "dest"
+    child = subprocess.Popen(
+        [sys.executable, child_script("killed_split.py"), str(tmp_path / "source"), str(dest),
+         "3", "20"], stdout=subprocess.PIPE, text=True, env=child_env())
+    try:
+        lines = []
+        for line in child.stdout:
+            lines.append(line.strip())
+            if line.startswith("COPIED") and int(line.split()[1]) > 0:
+                break
+        assert lines[-1] == "COPIED 20", lines
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+    assert not dest.exists()
+    with pytest.raises(NotAnIndexError):
+        ShardedIndex.open(dest)
+    leftovers = [name for name in os.listdir(tmp_path) if name not in ("source",)]
+    assert leftovers and all(name.startswith(".sobolev-") for name in leftovers), leftovers
+    assert_unchanged(before, tmp_path / "source")
+    # A new split to the same dest succeeds and is complete.
+    from sobolev_index.distributed import shard_index
+
+    with SobolevIndex.open(tmp_path / "source") as opened:
+        live = len(opened)
+    assert shard_index(tmp_path / "source", dest, 3, batch_size=20)["documents"] == live
+    with ShardedIndex.open(dest) as split:
+        assert len(split) == live and split.verify()["ok"]

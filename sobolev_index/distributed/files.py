@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import shutil
+import tempfile
 
 import numpy as np
 
@@ -82,8 +83,12 @@ def shard_index(source, dest, shards, batch_size=1000, progress=None, client=Non
     as stored (masses not normalised again): searches on the sharded index
     give the source's keys and distances, ties in the same order.
 
-    ``dest`` must be new (or an empty folder); a split that fails leaves
-    nothing there (an empty folder given stays, empty). A reader of the
+    ``dest`` must be new (or an empty folder). The sharded index is built
+    in a hidden sibling of ``dest`` (``.sobolev-split-*``) and renamed to
+    ``dest`` only when complete: a split that fails leaves nothing at
+    ``dest`` (an empty folder given stays, empty), and one killed part-way
+    leaves at most that staging directory, never an incomplete index at
+    ``dest``; remove it. A reader of the
     source copies the snapshot it opened. ``progress("copying", done,
     total)`` is called after each batch. Returns ``{"path", "shards",
     "documents", "kind", "words", "per_shard"}`` (``words``: the size of
@@ -103,23 +108,32 @@ def shard_index(source, dest, shards, batch_size=1000, progress=None, client=Non
 
 
 def _split(source, dest, shards, batch_size, progress, client):
-    existed = os.path.isdir(dest)
     kind = index_kind(source)
     header = export_header(source, kind)
     total = header["documents"]
-    sharded = ShardedIndex.create_like(dest, source, shards=shards, client=client)
+    # Made and filled in a sibling directory, renamed to dest only once every
+    # document is copied (as SobolevIndex.create builds in a sibling): a
+    # split killed part-way leaves no sharded index at dest, only the
+    # hidden staging directory, which it names.
+    parent = os.path.dirname(os.path.abspath(dest)) or "."
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".sobolev-split-", dir=parent)
     try:
-        with sharded:
+        with ShardedIndex.create_like(staging, source, shards=shards,
+                                      client=client) as sharded:
             if header["meta"] or header["words"] is not None:
                 sharded._raise_failed(sharded._placement.map(
                     tasks.set_ingest_meta,
                     sharded._every_shard(header["meta"], header["words"])), "meta")
             copied = _copy_documents(source, sharded, batch_size, progress, total)
             per_shard = [shard["documents"] for shard in sharded.info()["shards"]]
+        storage.require_new_directory(dest)
+        if os.path.isdir(dest):
+            os.rmdir(dest)  # the empty folder given: replaced by the index
+        os.rename(staging, dest)
+        storage.fsync_path(parent, directory=True)
     except BaseException:
-        shutil.rmtree(dest, ignore_errors=True)
-        if existed:
-            os.makedirs(dest, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
         raise
     return {"path": os.path.abspath(dest), "shards": len(per_shard), "documents": copied,
             "kind": kind, "words": None if header["words"] is None else len(header["words"]),
