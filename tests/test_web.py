@@ -771,8 +771,25 @@ def test_served_index_moves_only_between_requests(text_index, tmp_path):
         assert served.refreshes == 2 and len(served.index) == 61
         await gate.exit()
 
+    async def nested():
+        # A request made inside another (by a plugin) while a commit waits:
+        # after drain_seconds it shares the outer one's snapshot.
+        gate.drain_seconds = 0.3
+        await gate.enter()
+        _add_copies(copy, ["new-3"])
+        started = time.monotonic()
+        await asyncio.wait_for(gate.enter(), 10)
+        assert 0.25 < time.monotonic() - started < 5
+        assert len(served.index) == 61 and gate.active == 2
+        await gate.exit()
+        await gate.exit()
+        await gate.enter()
+        assert len(served.index) == 62
+        await gate.exit()
+
     try:
         asyncio.run(overlapping())
+        asyncio.run(nested())
     finally:
         served.close()
 

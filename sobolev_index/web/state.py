@@ -244,6 +244,10 @@ class RequestGate:
     and the read transaction is open only while requests are.
     """
 
+    # Seconds a request waits for those in flight to finish before it
+    # shares their snapshot instead of moving it.
+    drain_seconds = 30.0
+
     def __init__(self, served):
         self.served = served
         self.active = 0
@@ -276,12 +280,21 @@ class RequestGate:
                     return
                 # Hold back new requests until those in flight are done.
                 self.pending = True
+                deadline = loop.time() + self.drain_seconds
                 try:
-                    while self.active:
-                        await cond.wait()
+                    while self.active and loop.time() < deadline:
+                        try:
+                            await asyncio.wait_for(cond.wait(), deadline - loop.time())
+                        except asyncio.TimeoutError:
+                            break
                 finally:
                     self.pending = False
                     cond.notify_all()
+                if self.active:
+                    # Still in flight (one waiting for this one: a request
+                    # a plugin makes inside another): share their snapshot.
+                    self.active += 1
+                    return
 
     async def exit(self):
         """The request is done; the last one releases the snapshot."""
