@@ -831,3 +831,40 @@ def test_a_split_killed_part_way_leaves_no_index_at_dest(tmp_path, spec):
     assert shard_index(tmp_path / "source", dest, 3, batch_size=20)["documents"] == live
     with ShardedIndex.open(dest) as split:
         assert len(split) == live and split.verify()["ok"]
+
+
+def test_a_writers_shard_sent_to_another_worker_is_refused_not_waited_for(tmp_path, spec,
+                                                                          cluster, monkeypatch):
+    """A task of a writer's shard placed on the other worker (as work
+    stealing or a stale who_has could) raises ShardMovedError at once; it
+    used to open the shard again there and wait for the write lock its
+    holder keeps, forever. Writes are held to the holder; a worker opening
+    a shard for writing waits a finite time for its lock."""
+    from sobolev_index.distributed import ShardMovedError
+    from sobolev_index.errors import IndexLockedError
+
+    graph = spec.lib()
+    with ShardedIndex.create(tmp_path / "w", graph, shards=2, client=cluster) as sharded:
+        future = sharded._placement.futures[0]
+        holder = next(iter(cluster.who_has([future])[future.key]))
+        other = next(w for w in cluster.scheduler_info()["workers"] if w != holder)
+        moved = cluster.submit(shard_tasks.size, future, workers=[other],
+                               allow_other_workers=False, pure=False)
+        started = time.monotonic()
+        with pytest.raises(ShardMovedError, match=r"shard-000 is open for writing on another"):
+            moved.result(timeout=60)
+        assert time.monotonic() - started < 30
+        # The writer still works where its shards are.
+        measures, _ = corpus(4, n=20)
+        keys = sharded.add(measures)
+        assert len(sharded) == len(keys) == len(measures)
+        assert sharded.verify()["ok"]
+    # A shard whose lock another process holds: the open fails in bounded time.
+    monkeypatch.setattr(shard_tasks, "WORKER_LOCK_SECONDS", 1.0)
+    with SobolevIndex.open(tmp_path / "w" / "shard-001", mode="a"):
+        started = time.monotonic()
+        with pytest.raises(ShardError, match="shard 1 .* cannot be opened") as caught:
+            ShardedIndex.open(tmp_path / "w", mode="a", client=cluster)
+        assert isinstance(caught.value.cause, IndexLockedError)
+        assert time.monotonic() - started < 30
+    ShardedIndex.open(tmp_path / "w", mode="a", client=cluster).close()

@@ -26,3 +26,8 @@ class ShardedWriteError(SobolevIndexError):
         super().__init__(message)
         self.committed = list(committed)
         self.failed = dict(failed)
+
+
+class ShardMovedError(SobolevIndexError):
+    """A task sent a shard open for writing to another Dask worker than the
+    one that holds it (and its write lock): refused at once, not waited for."""

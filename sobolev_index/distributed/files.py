@@ -124,7 +124,8 @@ def _split(source, dest, shards, batch_size, progress, client):
             if header["meta"] or header["words"] is not None:
                 sharded._raise_failed(sharded._placement.map(
                     tasks.set_ingest_meta,
-                    sharded._every_shard(header["meta"], header["words"])), "meta")
+                    sharded._every_shard(header["meta"], header["words"]), pinned=True),
+                    "meta")
             copied = _copy_documents(source, sharded, batch_size, progress, total)
             per_shard = [shard["documents"] for shard in sharded.info()["shards"]]
         storage.require_new_directory(dest)

@@ -428,7 +428,7 @@ class ShardedIndex:
         results = self._placement.map(tasks.write, {
             i: (_rows_of(batch, js), [keys[j] for j in js], [labels[j] for j in js],
                 [fields[j] for j in js], upsert)
-            for i, js in parts.items()})
+            for i, js in parts.items()}, pinned=True)
         failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
         if failed:
             lost = [keys[j] for i in failed for j in parts[i]]
@@ -492,7 +492,7 @@ class ShardedIndex:
         keys = list(dict.fromkeys(keys))
         parts = self._by_shard(keys)
         results = self._placement.map(tasks.delete, {
-            i: ([keys[j] for j in js],) for i, js in parts.items()})
+            i: ([keys[j] for j in js],) for i, js in parts.items()}, pinned=True)
         failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
         if failed:
             done = sorted(j for i, js in parts.items() if i not in failed for j in js)
@@ -503,8 +503,8 @@ class ShardedIndex:
     def compact(self):
         """Compact every shard (see :meth:`SobolevIndex.compact`)."""
         self._check_writable()
-        self._raise_failed(self._placement.map(tasks.call, self._every_shard("compact")),
-                           "compact")
+        self._raise_failed(self._placement.map(tasks.call, self._every_shard("compact"),
+                                               pinned=True), "compact")
 
     def verify(self, repair=False, sample=None, seed=0):
         """Verify every shard (see :meth:`SobolevIndex.verify`) and their
@@ -515,7 +515,8 @@ class ShardedIndex:
         kwargs = {"repair": repair, "seed": seed}
         if sample is not None:
             kwargs["sample"] = sample
-        reports = self._placement.map(tasks.verify, self._every_shard(kwargs))
+        reports = self._placement.map(tasks.verify, self._every_shard(kwargs),
+                                      pinned=bool(repair))
         problems, out = [], []
         for i in range(self.shards):
             report = reports[i]

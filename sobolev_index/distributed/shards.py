@@ -19,9 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..index import SobolevIndex
+from .errors import ShardMovedError
 
 # How long DaskShards trusts the scheduler's answer to where the shards are.
 HOLDERS_SECONDS = 2.0
+# How long a worker opening a shard for writing waits for its write lock:
+# a finite time, so that a task never hangs on a lock another process holds.
+WORKER_LOCK_SECONDS = 30.0
 # A query batch at least this large goes to the workers once, as a task's
 # result; a smaller one is sent with each shard's task.
 SHARED_QUERY_BYTES = 1 << 18
@@ -29,18 +33,24 @@ SHARED_QUERY_BYTES = 1 << 18
 
 class Shard:
     """An open shard (``index``, a :class:`SobolevIndex`) and where it is
-    (``path``, ``mode``). Pickled, it is its path and mode: unpickling opens
-    the index again."""
+    (``path``, ``mode``). Pickled, a reader is its path and mode: unpickling
+    opens the index again. A writer cannot be moved: it holds the shard's
+    write lock where it is, so a copy unpickled elsewhere is a
+    :class:`MovedWriter`, whose tasks raise :class:`ShardMovedError` at once
+    (rather than wait for that lock forever); after its worker dies, the
+    scheduler opens it again from the open task."""
 
-    def __init__(self, path, mode):
+    def __init__(self, path, mode, timeout=None):
         self.path = path
         self.mode = mode
-        self.index = SobolevIndex.open(path, mode=mode)
+        self.index = SobolevIndex.open(path, mode=mode, timeout=timeout)
         # Tasks of one shard can run at once on a worker's threads; a write
         # and a search of the same index must not.
         self.lock = threading.Lock()
 
     def __reduce__(self):
+        if self.mode == "a":
+            return (_moved_writer, (self.path,))
         return (open_shard, (self.path, self.mode))
 
     def __sizeof__(self):
@@ -49,10 +59,39 @@ class Shard:
         return 1 << 30
 
 
-def open_shard(path, mode="r"):
+def open_shard(path, mode="r", timeout=None):
     """Open the shard directory ``path`` (a task on a Dask worker, or a call
-    in this process)."""
-    return Shard(path, mode)
+    in this process), waiting up to ``timeout`` seconds for its write lock
+    (mode ``"a"``; None: as long as it takes)."""
+    return Shard(path, mode, timeout)
+
+
+def _moved_writer(path):
+    return MovedWriter(path)
+
+
+class MovedWriter:
+    """What a writer's shard becomes when unpickled on another worker: not a
+    second writer waiting for the lock the first one holds, but a stand-in
+    whose every task raises :class:`ShardMovedError`. (Raising while
+    unpickling would not do: Dask retries a transfer that fails to
+    deserialise, and the task would wait for ever.)"""
+
+    def __init__(self, path):
+        self.path = path
+        self.mode = "a"
+
+    @property
+    def lock(self):
+        raise ShardMovedError(
+            f"the shard {self.path} is open for writing on another Dask worker and cannot be "
+            "moved (it holds the shard's write lock there); a task of a writer's shard must "
+            "run where the shard is: this one was sent elsewhere")
+
+    index = lock
+
+    def __reduce__(self):
+        return (_moved_writer, (self.path,))
 
 
 try:  # Tell Dask what a shard costs to move, where Dask is installed.
@@ -235,9 +274,10 @@ class LocalShards:
     def scatter(self, data, nbytes):
         return data
 
-    def map(self, task, args_of):
+    def map(self, task, args_of, pinned=False):
         """{shard: task(shard, *args)} for each shard in ``args_of`` (shard ->
-        args), all at once; a shard whose task raised maps to its exception."""
+        args), all at once; a shard whose task raised maps to its exception.
+        ``pinned`` (a write) matters only on Dask."""
         futures = {i: self._pool.submit(task, self.shards[i], *args)
                    for i, args in args_of.items()}
         out = {}
@@ -276,8 +316,10 @@ class DaskShards:
             raise RuntimeError("the Dask cluster has no workers; start some before opening "
                                "a sharded index on it")
         self._holders_known, self._holders_at = None, 0.0
+        self._homes = {}
+        timeout = WORKER_LOCK_SECONDS if mode == "a" else None
         self.futures = [
-            client.submit(open_shard, path, mode, key=f"shard-{i}-{self.version}",
+            client.submit(open_shard, path, mode, timeout, key=f"shard-{i}-{self.version}",
                           workers=[workers[i % len(workers)]], allow_other_workers=True,
                           pure=False)
             for i, path in enumerate(self.paths)]
@@ -287,18 +329,24 @@ class DaskShards:
         from distributed import wait
 
         wait(self.futures)
-        return {i: future.exception() for i, future in enumerate(self.futures)
-                if future.status == "error"}
+        failed = {i: future.exception() for i, future in enumerate(self.futures)
+                  if future.status == "error"}
+        if not failed:
+            holders = self._fresh_holders()
+            for i in range(len(self.futures)):
+                self._home(i, holders.get(self.futures[i].key))
+        return failed
 
-    def _submit(self, i, task, args, holders):
+    def _submit(self, i, task, args, holders, pinned=False):
         """Submit ``task(shard i, *args)`` on the worker that holds shard i
         (``holders``: from ``who_has``). Without the restriction the
         scheduler may treat a shard's tasks as root tasks and run them on
         another worker, moving the shard there (opening it a second time).
-        The restriction is loose: once that worker is gone, the task runs
-        where the shard is opened again."""
-        where = holders.get(self.futures[i].key)
-        placed = {"workers": list(where), "allow_other_workers": True} if where else {}
+        For reads the restriction is loose: once that worker is gone, the
+        task runs where the shard is opened again. A write (``pinned``) is
+        held to the holder: a writer's shard cannot move (see Shard)."""
+        where = self._home(i, holders.get(self.futures[i].key))
+        placed = {"workers": [where], "allow_other_workers": not pinned} if where else {}
         return self.client.submit(task, self.futures[i], *args, pure=False, **placed)
 
     def _holders(self, shards):
@@ -315,6 +363,25 @@ class DaskShards:
     def run(self, i, task, *args):
         return self._submit(i, task, args, self._holders([i])).result()
 
+    def _home(self, i, where):
+        """The worker for shard i's tasks, of those that hold it (``where``):
+        the one used before while it still holds it. A writer's shard may be
+        listed on a second worker where a stray task took a copy: that copy
+        is a MovedWriter, so tasks stay where the shard was opened."""
+        if not where:
+            return None
+        home = self._homes.get(i)
+        if home not in where:
+            home = self._homes[i] = sorted(where)[0]
+        return home
+
+    def _fresh_holders(self):
+        """{shard future's key: workers holding it}, asked now (for writes,
+        which are held to the worker named)."""
+        self._holders_known = self.client.who_has(self.futures)
+        self._holders_at = time.monotonic()
+        return self._holders_known
+
     def scatter(self, data, nbytes):
         """``data`` (a query batch of ``nbytes``) as the tasks of every shard
         take it: itself when small (sent with each task), else a future that
@@ -325,11 +392,12 @@ class DaskShards:
             return data
         return self.client.submit(query_batch, data, pure=False)
 
-    def map(self, task, args_of):
+    def map(self, task, args_of, pinned=False):
         from distributed import wait
 
-        holders = self._holders(list(args_of))
-        futures = {i: self._submit(i, task, args, holders) for i, args in args_of.items()}
+        holders = self._fresh_holders() if pinned else self._holders(list(args_of))
+        futures = {i: self._submit(i, task, args, holders, pinned)
+                   for i, args in args_of.items()}
         wait(list(futures.values()))
         failed = {i: f.exception() for i, f in futures.items() if f.status == "error"}
         done = [i for i in futures if i not in failed]
