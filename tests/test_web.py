@@ -800,7 +800,6 @@ def test_serve_follows_a_writer_on_a_catalog_without_write_bits(text_index, tmp_
     asked. Run as root, the writer here commits through the bits."""
     from sobolev_index.web import state
 
-    assert not hasattr(state, "is_frozen")
     copy = _copy(text_index, tmp_path)
     for suffix in ("-wal", "-shm"):
         leftover = copy / ("catalog.sqlite" + suffix)
@@ -828,6 +827,7 @@ def test_serve_follows_a_writer_on_a_catalog_without_write_bits(text_index, tmp_
                 assert c.json(f"/ro.json?{q(sql=sql_knn, _shape='array')}") == [{"d": 0.0}]
         finally:
             c.close()
+        assert not hasattr(state, "is_frozen")
     finally:
         os.chmod(copy, 0o755)
         os.chmod(copy / "catalog.sqlite", 0o644)
@@ -915,28 +915,46 @@ def test_an_idle_server_lets_the_log_start_again(text_index, tmp_path):
         c.close()
 
 
-def test_an_index_deleted_or_replaced_while_served_gets_one_clear_error(text_index, tmp_path):
+def test_an_index_replaced_while_served_is_opened_again(text_index, tmp_path):
+    """A rebuild moved into place is served from the next request on, by
+    the pages and by Datasette's SQL (new connections to the new file)."""
     copy = _copy(text_index, tmp_path)
     c = Client(make_datasette(copy, name="ix"))
     try:
         assert c.json(f"/ix/-/search.json?{q(q='space1', k=2)}")["documents"] == 59
-        # Rebuilt elsewhere and moved into place.
+        sql = "SELECT count(*) AS n, sobolev_distance('new-1', 'space-1') AS d FROM documents"
+        assert c.json(f"/ix.json?{q(sql=sql, _shape='array')}") == [{"n": 60, "d": None}]
         other = _copy(text_index, tmp_path, "rebuilt")
         _add_copies(other, ["new-1"])
-        moved = tmp_path / "old"
-        os.rename(copy, moved)
+        with SobolevIndex.open(other, "a") as writer:
+            writer.delete(["space-3"])
+        os.rename(copy, tmp_path / "old")
         os.rename(other, copy)
-        for path in ("/ix/-/search.json?q=space1", "/ix.json?sql=select+1"):
-            out = c.json(path, status=503)
-            assert "was replaced by another one while it was served" in out["error"], out
-        page = c.get("/ix/-/document?key=space-1")
-        assert page.status_code == 503 and "restart sobolev-index serve" in page.text
+        for _ in range(2):
+            out = c.json(f"/ix/-/search.json?{q(q='space1', k=2)}")
+            assert out["documents"] == 59  # one added, one deleted
+            assert c.json(f"/ix.json?{q(sql=sql, _shape='array')}") == [{"n": 61, "d": 0.0}]
+            assert c.json("/ix/-/document.json?key=new-1&k=1")["key"] == "new-1"
+            c.json("/ix/-/document.json?key=space-3", status=404)
+    finally:
+        c.close()
+
+
+def test_an_index_deleted_while_served_gets_one_clear_error(text_index, tmp_path):
+    copy = _copy(text_index, tmp_path)
+    c = Client(make_datasette(copy, name="ix"))
+    try:
+        assert c.json(f"/ix/-/search.json?{q(q='space1', k=2)}")["documents"] == 59
         shutil.rmtree(copy)
         for path in ("/ix/-/search.json?q=space1", "/ix.json?sql=select+1"):
             out = c.json(path, status=503)
             assert "was deleted while it was served" in out["error"], out
-        page = c.get("/ix")
-        assert page.status_code == 503 and "was deleted while it was served" in page.text
+        for path in ("/ix", "/ix/-/document?key=space-1"):
+            page = c.get(path)
+            assert page.status_code == 503 and "was deleted while it was served" in page.text
+        # Back again (restored from a backup, say): served again.
+        shutil.copytree(text_index, copy)
+        assert c.json(f"/ix/-/search.json?{q(q='space1', k=2)}")["documents"] == 59
     finally:
         c.close()
 
@@ -951,11 +969,11 @@ def test_a_failure_to_open_is_not_kept(text_index, tmp_path, monkeypatch):
     real = plugin.ServedIndex
     failures = []
 
-    def flaky(path, immutable=False):
+    def flaky(path, **options):
         if len(failures) < 2:  # at startup, and at the first request
             failures.append(path)
             raise CorruptIndexError(f"{path}: segment 3 is being replaced")
-        return real(path, immutable=immutable)
+        return real(path, **options)
 
     monkeypatch.setattr(plugin, "ServedIndex", flaky)
     c = Client(make_datasette(copy, name="ix"))

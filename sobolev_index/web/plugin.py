@@ -99,6 +99,8 @@ class CatalogDatabase(Database):
         # The errors the S_p functions raised on each connection, newest
         # last: connections are per thread, so a query sees only its own.
         self.function_errors = {}
+        # This thread's (connection, epoch of the index it was made for).
+        self._local = threading.local()
 
     def connect(self, write=False):
         if not self.is_mutable:
@@ -112,8 +114,32 @@ class CatalogDatabase(Database):
     def errors_of(self, conn):
         return self.function_errors.setdefault(id(conn), [])
 
+    def _connection(self):
+        """This thread's connection, made again when the index was opened
+        again (another catalog file moved into place): an old one reads the
+        old file, and its functions the old index."""
+        served = served_index(self.ds, self.name)
+        epoch = served.epoch if served is not None else 0
+        held = getattr(self._local, "held", None)
+        if held is not None and held[1] == epoch:
+            return held[0]
+        if held is not None:
+            self._local.held = None
+            self.function_errors.pop(id(held[0]), None)
+            if held[0] in self._all_file_connections:
+                self._all_file_connections.remove(held[0])
+            held[0].close()
+        conn = self.connect()
+        self.ds._prepare_connection(conn, self.name)
+        self._local.held = (conn, epoch)
+        return conn
+
     async def execute_fn(self, fn):
-        def reporting(conn):
+        # As Datasette's own (one connection per thread of its executor),
+        # with connections made again for a reopened index, and the S_p
+        # functions' errors put in place of SQLite's message.
+        def in_thread():
+            conn = self._connection()
             errors = self.errors_of(conn)
             errors.clear()
             try:
@@ -123,7 +149,10 @@ class CatalogDatabase(Database):
                     raise sqlite3.OperationalError(
                         f"SQL error in a sobolev function: {errors[-1]}") from None
                 raise
-        return await super().execute_fn(reporting)
+
+        if self.ds.executor is None:
+            return in_thread()
+        return await asyncio.get_running_loop().run_in_executor(self.ds.executor, in_thread)
 
 
 def catalog_database(ds, path, immutable=False):

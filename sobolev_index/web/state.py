@@ -73,9 +73,6 @@ class ServedIndex:
     """
 
     def __init__(self, path, immutable=False):
-        from ..index import SobolevIndex
-        from ..ingest.fill import index_kind
-
         self.path = os.path.abspath(os.fspath(path))
         self.catalog = catalog_path(self.path)
         self.immutable = immutable
@@ -83,19 +80,39 @@ class ServedIndex:
         # The probe has a lock of its own: asking it must not wait for a
         # page that holds the index.
         self._probe_lock = threading.Lock()
+        self._probe = None
         self.refreshes = 0
-        # The catalog file opened: a catalog deleted, or replaced by another
-        # file (an index rebuilt and renamed into place), is not followed.
-        self._identity = _identity(self.catalog)
+        # How many times the index was opened again (another catalog file
+        # moved into place): connections made for an older one are stale.
+        self.epoch = 0
+        self._open()
+        self.gate = RequestGate(self)
+
+    def _open(self):
+        from ..index import SobolevIndex
+        from ..ingest.fill import index_kind
+
+        # The catalog file opened: one deleted, or replaced by another file
+        # (an index rebuilt and renamed into place), is noticed by its
+        # device and inode.
+        identity = _identity(self.catalog)
         # The probe is connected before the index is opened, so that a commit
         # landing in between is seen as a change.
-        self._probe = None if immutable else self._connect_probe()
+        probe = None if self.immutable else self._connect_probe()
+        try:
+            index = SobolevIndex.open(self.path)
+        except BaseException:
+            if probe is not None:
+                probe.close()
+            raise
+        with self._probe_lock:
+            self._probe = probe
+        self._identity = identity
         self._version = self._probe_version()
-        self.index = SobolevIndex.open(self.path)
-        self.kind = index_kind(self.index)
+        self.index = index
+        self.kind = index_kind(index)
         self.pinned = True
         self._pin_version = self._catalog_version()
-        self.gate = RequestGate(self)
 
     # ------------------------------------------------------------ versions
     def _connect_probe(self):
@@ -127,39 +144,64 @@ class ServedIndex:
         no other connection committed in between."""
         return self.index.catalog.conn.execute("PRAGMA data_version").fetchone()[0]
 
-    def _check_identity(self):
+    def _replaced(self):
+        """Whether another catalog file took the opened one's place; raises
+        :class:`IndexUnavailableError` when there is none."""
         now = _identity(self.catalog)
-        if now == self._identity:
-            return
         if now is None:
             raise IndexUnavailableError(
                 f"the index at {self.path} was deleted while it was served; serve it again "
                 "once it is back")
-        raise IndexUnavailableError(
-            f"the index at {self.path} was replaced by another one while it was served "
-            "(a rebuild moved into place?); restart sobolev-index serve to serve the new one")
+        return now != self._identity
+
+    def _reopen(self):
+        """Serve the index now at :attr:`path` (a rebuild moved into place)
+        instead of the one opened; a failure leaves nothing open, and the
+        next request tries again."""
+        old, probe = self.index, self._probe
+        with self._probe_lock:
+            self._probe = None
+        old.close()
+        if probe is not None:
+            probe.close()
+        self.epoch += 1
+        self.refreshes += 1
+        self.pinned = False
+        try:
+            self._open()
+        except Exception as exc:  # noqa: BLE001 - one clear error for the request
+            self._identity = None  # opened again at the next request
+            raise IndexUnavailableError(
+                f"the index at {self.path} was replaced while it was served, and the new one "
+                f"cannot be opened ({exc})") from None
+        log.warning("%s was replaced while it was served; serving the new index", self.path)
 
     # ---------------------------------------------------- moving the snapshot
     def stale(self):
         """Whether the index must move before another request shares its
-        snapshot: a writer committed since it was taken. Raises
-        :class:`IndexUnavailableError` when the index is gone or replaced."""
+        snapshot: a writer committed since it was taken, or another index
+        took its place. Raises :class:`IndexUnavailableError` when it is
+        gone."""
         if self.immutable:
             return False
-        self._check_identity()
+        if self._replaced():
+            return True
         version = self._probe_version()
         return version is not None and version != self._version
 
     def pin(self):
         """Hold a read transaction on the latest commit: take the released
         snapshot up again if no writer committed since, else load the
-        latest. Raises :class:`IndexUnavailableError` when the index is gone,
-        replaced, or its latest commit does not load (the request that
-        asked gets the message; the next one tries again)."""
+        latest; open the index again when another took its place. Raises
+        :class:`IndexUnavailableError` when the index is gone or its latest
+        commit does not load (the request that asked gets the message; the
+        next one tries again)."""
         if self.immutable:
             return
         with self.lock:
-            self._check_identity()
+            if self._replaced():
+                self._reopen()
+                return
             version = self._probe_version()
             conn = self.index.catalog.conn
             if not self.pinned:
@@ -203,9 +245,10 @@ class ServedIndex:
         if self.immutable:
             return
         with self.lock:
-            conn = self.index.catalog.conn
-            if self.pinned and conn.in_transaction:
-                conn.execute("COMMIT")
+            if self.pinned:
+                conn = self.index.catalog.conn
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
             self.pinned = False
 
     def refresh_if_changed(self):
