@@ -838,8 +838,8 @@ def test_a_writers_shard_sent_to_another_worker_is_refused_not_waited_for(tmp_pa
     """A task of a writer's shard placed on the other worker (as work
     stealing or a stale who_has could) raises ShardMovedError at once; it
     used to open the shard again there and wait for the write lock its
-    holder keeps, forever. Writes are held to the holder; a worker opening
-    a shard for writing waits a finite time for its lock."""
+    holder keeps, forever. A worker opening a shard for writing waits a
+    finite time for its lock."""
     from sobolev_index.distributed import ShardMovedError
     from sobolev_index.errors import IndexLockedError
 
@@ -868,3 +868,113 @@ def test_a_writers_shard_sent_to_another_worker_is_refused_not_waited_for(tmp_pa
         assert isinstance(caught.value.cause, IndexLockedError)
         assert time.monotonic() - started < 30
     ShardedIndex.open(tmp_path / "w", mode="a", client=cluster).close()
+
+
+def committing_then_failing(monkeypatch, name, failing_paths, before_commit=()):
+    """Replace shard task ``name`` (write or delete) by one that, in the
+    shards at ``failing_paths``, commits and then raises (as a worker that
+    dies after the commit, whose task Dask reruns), and in those at
+    ``before_commit`` raises without writing."""
+    real = getattr(shard_tasks, name)
+
+    def task(shard, *args):
+        if shard.path in before_commit:
+            raise OSError(28, "No space left on device (simulated)")
+        out = real(shard, *args)
+        if shard.path in failing_paths:
+            raise DuplicateKeyError("the rerun of a committed write (simulated)")
+        return out
+
+    monkeypatch.setattr(shard_tasks, name, task)
+    return real
+
+
+def test_a_part_that_committed_then_failed_counts_as_committed(tmp_path, spec, monkeypatch):
+    """A shard's part that raised after its commit is reported committed,
+    keeps its sequence numbers (the tie order of a single index given the
+    same calls), and a batch all of whose parts committed returns normally."""
+    single, sharded, measures = both(tmp_path, spec)
+    with single, sharded:
+        paths = sharded.shard_paths
+        real = committing_then_failing(monkeypatch, "write", {paths[1]}, {paths[2]})
+        keys = [f"new-{i}" for i in range(30)]
+        batch = measures[:15] + measures[:15]  # repeated: ties across shards
+        with pytest.raises(ShardedWriteError) as caught:
+            sharded.add(batch, keys=keys)
+        expected = [k for k in keys if route(k, SHARDS) != 2]
+        assert caught.value.committed == expected
+        assert set(caught.value.failed) == {2}
+        assert sharded.existing_keys(keys) == set(expected)
+        # The single index given what committed, in the same order.
+        single.add([m for m, k in zip(batch, keys) if k in expected], keys=expected)
+        assert sharded.keys_in_order() == single.keys_in_order()
+        assert_same(sharded.search(measures[:15], k=12), single.search(measures[:15], k=12),
+                    "after a part committed then failed")
+        assert sharded.verify()["ok"]
+        # Every part commits, one of them then raises: add returns normally.
+        monkeypatch.setattr(shard_tasks, "write", real)
+        committing_then_failing(monkeypatch, "write", {paths[0]})
+        more = [f"more-{i}" for i in range(12)]
+        assert sharded.add(measures[:12], keys=more) == more
+        single.add(measures[:12], keys=more)
+        assert sharded.keys_in_order() == single.keys_in_order()
+        # And an upsert of keys already live, whose new measures differ.
+        sharded.upsert(measures[20:32], more, labels=["re"] * 12)
+        single.upsert(measures[20:32], more, labels=["re"] * 12)
+        assert sharded.keys_in_order() == single.keys_in_order()
+        assert_same(sharded.search(measures[:15], k=40), single.search(measures[:15], k=40))
+        # Delete: a shard that deleted, then raised, counts its keys deleted.
+        committing_then_failing(monkeypatch, "delete", {paths[1]})
+        gone = more[:8]
+        assert sharded.delete(gone) == single.delete(gone) == 8
+        assert not sharded.existing_keys(gone)
+        committing_then_failing(monkeypatch, "delete", {paths[1]}, {paths[0]})
+        gone = more[8:] + expected[:6]
+        with pytest.raises(ShardedWriteError) as caught:
+            sharded.delete(gone)
+        assert caught.value.committed == [k for k in gone if route(k, SHARDS) != 0]
+        assert set(caught.value.failed) == {0}
+
+
+def _die_after_committing(marker):
+    """Installed on the workers: shard 1's write commits, then its worker
+    is SIGKILLed before it answers (once: ``marker`` records it)."""
+    real = shard_tasks.write
+
+    def write(shard, *args):
+        out = real(shard, *args)
+        if shard.path.endswith("shard-001") and not os.path.exists(marker):
+            with open(marker, "w"):
+                pass
+            os.kill(os.getpid(), signal.SIGKILL)
+        return out
+
+    shard_tasks.write = write
+
+
+def test_a_worker_killed_after_its_shard_committed(tmp_path, spec, cluster):
+    """On the LocalCluster: the worker holding shard 1 dies right after
+    shard 1 commits its part of an add. Dask opens the shard again and runs
+    the write again (DuplicateKeyError); the add still reports every key
+    committed and keeps their sequence numbers."""
+    graph = spec.lib()
+    measures, _ = corpus(5, n=24)
+    keys = [f"k{i}" for i in range(len(measures))]
+    assert {route(k, SHARDS) for k in keys} == set(range(SHARDS))
+    marker = str(tmp_path / "killed")
+    with SobolevIndex.create(tmp_path / "single", graph) as single:
+        single.add(measures, keys=keys)
+        want = single.search(measures[:10], k=15)
+    # (The wrapper stays on the surviving worker; once the marker exists it
+    # only writes.)
+    cluster.run(_die_after_committing, marker)
+    try:
+        with ShardedIndex.create(tmp_path / "sharded", graph, shards=SHARDS,
+                                 client=cluster) as sharded:
+            assert sharded.add(measures, keys=keys) == keys
+            assert os.path.exists(marker), "no worker was killed"
+            assert sharded.keys_in_order() == keys
+            assert_same(sharded.search(measures[:10], k=15), want, "after the kill")
+            assert sharded.verify()["ok"]
+    finally:
+        cluster.wait_for_workers(2, timeout=60)

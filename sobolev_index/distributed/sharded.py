@@ -431,11 +431,30 @@ class ShardedIndex:
             for i, js in parts.items()}, pinned=True)
         failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
         if failed:
-            lost = [keys[j] for i in failed for j in parts[i]]
-            self._sequence.restore(lost, before)
+            # A part that raised may still have committed (its worker died
+            # after the commit and Dask ran the write again, which found the
+            # keys taken): the failed shards, at their latest commit, say
+            # which of the part's keys are live with this batch's measures.
+            checked = self._placement.map(tasks.committed_part, {
+                i: (_rows_of(batch, parts[i]), [keys[j] for j in parts[i]],
+                    [labels[j] for j in parts[i]]) for i in failed})
             done = {j for i, js in parts.items() if i not in failed for j in js}
-            raise _write_error("upsert" if upsert else "add", [keys[j] for j in sorted(done)],
-                               failed, n, self.shard_paths)
+            for i in list(failed):
+                found = checked[i]
+                if isinstance(found, Exception):
+                    failed[i].add_note(f"(whether shard {i} committed its part could not be "
+                                       f"checked: {found!r}; taken as not committed)")
+                    continue
+                found = set(found)
+                done.update(j for j in parts[i] if keys[j] in found)
+                if all(keys[j] in found for j in parts[i]):
+                    del failed[i]  # committed in full: its error came after the commit
+            lost = [keys[j] for i in failed for j in parts[i] if j not in done]
+            self._sequence.restore(lost, before)
+            if failed:
+                raise _write_error("upsert" if upsert else "add",
+                                   [keys[j] for j in sorted(done)], failed, n,
+                                   self.shard_paths)
         return keys
 
     def _checked_keys(self, keys, n):
@@ -494,11 +513,29 @@ class ShardedIndex:
         results = self._placement.map(tasks.delete, {
             i: ([keys[j] for j in js],) for i, js in parts.items()}, pinned=True)
         failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
+        count = sum(result[0] for i, result in results.items() if i not in failed)
         if failed:
-            done = sorted(j for i, js in parts.items() if i not in failed for j in js)
-            raise _write_error("delete", [keys[j] for j in done], failed, len(keys),
-                               self.shard_paths)
-        return sum(count for count, _ in results.values())
+            # As for add: a part that raised may have committed (a rerun
+            # after the worker died finds the keys gone); keys its shard no
+            # longer has were deleted.
+            checked = self._placement.map(tasks.deleted_part, {
+                i: ([keys[j] for j in parts[i]],) for i in failed})
+            done = {j for i, js in parts.items() if i not in failed for j in js}
+            for i in list(failed):
+                gone = checked[i]
+                if isinstance(gone, Exception):
+                    failed[i].add_note(f"(whether shard {i} deleted its keys could not be "
+                                       f"checked: {gone!r}; taken as not deleted)")
+                    continue
+                gone = set(gone)
+                done.update(j for j in parts[i] if keys[j] in gone)
+                count += sum(1 for j in parts[i] if keys[j] in gone)
+                if all(keys[j] in gone for j in parts[i]):
+                    del failed[i]
+            if failed:
+                raise _write_error("delete", [keys[j] for j in sorted(done)], failed,
+                                   len(keys), self.shard_paths)
+        return count
 
     def compact(self):
         """Compact every shard (see :meth:`SobolevIndex.compact`)."""

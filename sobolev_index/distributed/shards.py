@@ -172,6 +172,43 @@ def stored_measures(shard, keys):
         return out
 
 
+def committed_part(shard, batch, keys, labels):
+    """Which of ``keys`` (a shard's part of a batch, ``batch`` its measures,
+    whose write reported an error) are live in the shard's latest commit
+    with exactly this batch's measures and labels: committed although the
+    write raised (a worker that died after the commit, and whose task Dask
+    ran again, gets DuplicateKeyError from the rerun)."""
+    with shard.lock:
+        index = shard.index
+        index.refresh()
+        live = index.existing_keys(keys)
+        mine = [j for j, key in enumerate(keys) if key in live]
+        out = []
+        index._check_open()
+        located = index._locate_many([keys[j] for j in mine])
+        named = index._documents_named([doc_id for doc_id, _, _ in located])
+        for j, (doc_id, segment, row) in zip(mine, located):
+            data = segment.data
+            start, stop = int(data.indptr[row]), int(data.indptr[row + 1])
+            a, b = int(batch.indptr[j]), int(batch.indptr[j + 1])
+            same = (named[doc_id][1] == labels[j]
+                    and np.array_equal(data.nodes[start:stop], batch.nodes[a:b])
+                    and np.array_equal(data.masses[start:stop],
+                                       np.asarray(batch.masses[a:b]).astype(data.masses.dtype)))
+            if same:
+                out.append(keys[j])
+        return out
+
+
+def deleted_part(shard, keys):
+    """Which of ``keys`` are not live in the shard's latest commit (a delete
+    that reported an error may have committed)."""
+    with shard.lock:
+        shard.index.refresh()
+        live = shard.index.existing_keys(keys)
+        return [key for key in keys if key not in live]
+
+
 def write(shard, batch, keys, labels, fields, upsert):
     """Add (or upsert) one shard's part of a batch; returns its live count."""
     with shard.lock:
@@ -337,16 +374,21 @@ class DaskShards:
                 self._home(i, holders.get(self.futures[i].key))
         return failed
 
-    def _submit(self, i, task, args, holders, pinned=False):
+    def _submit(self, i, task, args, holders):
         """Submit ``task(shard i, *args)`` on the worker that holds shard i
         (``holders``: from ``who_has``). Without the restriction the
         scheduler may treat a shard's tasks as root tasks and run them on
         another worker, moving the shard there (opening it a second time).
-        For reads the restriction is loose: once that worker is gone, the
-        task runs where the shard is opened again. A write (``pinned``) is
-        held to the holder: a writer's shard cannot move (see Shard)."""
+        The restriction is loose (``allow_other_workers``), for writes too:
+        once that worker is gone, the task runs where the shard is opened
+        again, and a write Dask reruns there is checked by the sharded
+        index (see ShardedIndex.add). Strict pinning would leave a write
+        waiting for ever for a dead worker; a writer's shard the scheduler
+        moves while its worker lives becomes a MovedWriter, whose task fails
+        at once. ``pinned`` (a write) asks the scheduler where the shard is
+        now rather than trust a recent answer."""
         where = self._home(i, holders.get(self.futures[i].key))
-        placed = {"workers": [where], "allow_other_workers": not pinned} if where else {}
+        placed = {"workers": [where], "allow_other_workers": True} if where else {}
         return self.client.submit(task, self.futures[i], *args, pure=False, **placed)
 
     def _holders(self, shards):
@@ -396,8 +438,7 @@ class DaskShards:
         from distributed import wait
 
         holders = self._fresh_holders() if pinned else self._holders(list(args_of))
-        futures = {i: self._submit(i, task, args, holders, pinned)
-                   for i, args in args_of.items()}
+        futures = {i: self._submit(i, task, args, holders) for i, args in args_of.items()}
         wait(list(futures.values()))
         failed = {i: f.exception() for i, f in futures.items() if f.status == "error"}
         done = [i for i in futures if i not in failed]
