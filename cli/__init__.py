@@ -230,6 +230,8 @@ def _open(path, mode="r", timeout=None):
     from ..index import SobolevIndex
 
     _refuse_sharded(path)
+    if mode == "a":
+        _refuse_shard_writes(path)
     try:
         return SobolevIndex.open(path, mode=mode, timeout=timeout)
     except CorruptIndexError as exc:
@@ -289,6 +291,21 @@ def _refuse_sharded(path):
             f"{path} is a sharded index; this command works on one index: give it a shard "
             f"({os.path.join(path, 'shard-000')}, ...), or use search, add, info, gram, get, "
             "delete, compact, verify or knn-graph, which take a sharded index")
+
+
+def _refuse_shard_writes(path):
+    """NotAnIndexError for a command that writes to ``path`` when it is a
+    shard of a sharded index (its parent has a manifest): a key written to
+    one shard directly may belong to another, and the sharded index's
+    insertion order would not know it. Reading a shard is fine."""
+    from ..errors import NotAnIndexError
+
+    parent = os.path.dirname(os.path.abspath(path))
+    if _sharded(parent):
+        raise NotAnIndexError(
+            f"{path} is a shard of the sharded index {parent}; write through the sharded "
+            f"index (give {parent} to add, delete, compact or verify --repair): a key written "
+            "to one shard directly may belong to another. Reading a shard on its own is fine")
 
 
 def _snippet(text, width=60):
@@ -771,6 +788,7 @@ def upgrade(index, as_json, wait):
     from .. import SobolevIndex
 
     _refuse_sharded(index)
+    _refuse_shard_writes(index)
     started = time.perf_counter()
     out = SobolevIndex.upgrade(index, timeout=wait)
     out["seconds"] = round(time.perf_counter() - started, 3)
@@ -799,6 +817,8 @@ def verify(index, repair, as_json, wait):
 
     if _sharded(index):
         return _verify_sharded(index, repair, as_json, wait)
+    if repair:
+        _refuse_shard_writes(index)
     report = SobolevIndex.verify_path(index, repair=repair, timeout=wait)
     if as_json:
         _echo_json(report)

@@ -348,3 +348,23 @@ def test_point_clouds_split_add_and_search(tmp_path):
                          search_json(source, "--file", more, "-k", 7, "-p", p), f"p={p}")
     result = run("search", split, "--text", "words", ok=False)
     assert result.exit_code == 1 and "not built from text" in result.output
+
+
+def test_writing_commands_refuse_a_shard_of_a_sharded_index(writable, tmp_path):
+    """add, delete, compact, upgrade and verify --repair on a shard's
+    directory: one error naming the sharded index, nothing written; reading
+    the shard on its own still works."""
+    _, split, vectors_path = writable
+    shard = split / "shard-000"
+    doc = tmp_path / "doc.txt"
+    doc.write_text("space1 music1")
+    before = snapshot(shard)
+    for args in (("add", shard, doc, "--silent"), ("delete", shard, "space-1"),
+                 ("compact", shard), ("upgrade", shard), ("verify", shard, "--repair")):
+        result = run(*args, ok=False)
+        assert result.exit_code == 1, (args, result.output)
+        assert f"is a shard of the sharded index {split}" in result.output, args
+        assert result.output.count("\n") == 1, result.output
+    assert_unchanged(before, shard)
+    assert run("verify", shard).output.startswith("ok: ")
+    assert run("info", shard, "--json").exit_code == 0

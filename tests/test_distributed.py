@@ -978,3 +978,46 @@ def test_a_worker_killed_after_its_shard_committed(tmp_path, spec, cluster):
             assert sharded.verify()["ok"]
     finally:
         cluster.wait_for_workers(2, timeout=60)
+
+
+def test_verify_finds_misrouted_unnumbered_and_reordered_keys(tmp_path, spec):
+    """A key written into the wrong shard through the shard's own API, and
+    sequence numbers that disagree with a shard's own insertion order (as a
+    write interrupted between the sequence table and the shard leaves
+    them): verify reports each, by shard."""
+    from sobolev_index.distributed.manifest import SequenceTable
+
+    _, sharded, measures = both(tmp_path, spec)
+    sharded.close()
+    root = tmp_path / "sharded"
+    with ShardedIndex.open(root) as reader:
+        assert reader.verify()["ok"]
+        stray = next(f"x{i}" for i in range(100) if route(f"x{i}", SHARDS) == 1)
+        keys0 = [k for k in reader.keys_in_order() if route(k, SHARDS) == 0]
+    with SobolevIndex.open(root / "shard-000", mode="a") as shard:  # at your own risk
+        shard.add(measures[:1], keys=[stray])
+    with ShardedIndex.open(root) as reader:
+        report = reader.verify()
+        assert not report["ok"]
+        assert [p for p in report["problems"] if "route to another shard" in p] == [
+            p for p in report["problems"] if p.startswith("shard 0 (") and repr(stray) in p
+            and "route to another shard" in p]
+        assert any(p.startswith("shard 0 (") and "no sequence number" in p and repr(stray) in p
+                   for p in report["problems"])
+        assert not report["shards"][0]["ok"] and report["shards"][1]["ok"]
+    with SobolevIndex.open(root / "shard-000", mode="a") as shard:
+        shard.delete([stray])
+    # An upsert whose new sequence number was committed, and its shard's
+    # write not: the key keeps its place in the shard, with the last number.
+    sequence = SequenceTable(str(root), readonly=False)
+    try:
+        sequence.assign([keys0[0]])
+    finally:
+        sequence.close()
+    with ShardedIndex.open(root) as reader:
+        report = reader.verify()
+        assert not report["ok"]
+        assert len(report["problems"]) == 1, report["problems"]
+        problem = report["problems"][0]
+        assert problem.startswith("shard 0 (") and "sequence numbers below" in problem
+        assert repr(keys0[1]) in problem and repr(keys0[0]) not in problem

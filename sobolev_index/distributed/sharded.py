@@ -544,10 +544,15 @@ class ShardedIndex:
                                                pinned=True), "compact")
 
     def verify(self, repair=False, sample=None, seed=0):
-        """Verify every shard (see :meth:`SobolevIndex.verify`) and their
-        agreement with the manifest. Returns ``{"ok", "problems",
-        "documents", "deleted", "segments", "shards"}``: the problems of all
-        shards, each prefixed with its shard, and each shard's own report."""
+        """Verify every shard (see :meth:`SobolevIndex.verify`), their
+        agreement with the manifest, and the sharded index's own
+        invariants: every live key is in the shard its hash routes it to,
+        has a sequence number, and the sequence numbers of each shard's
+        keys rise in that shard's own insertion order (a write interrupted
+        between the sequence table and the shard breaks that; see
+        docs/scale-out.md). Returns ``{"ok", "problems", "documents",
+        "deleted", "segments", "shards"}``: the problems of all shards,
+        each prefixed with its shard, and each shard's own report."""
         self._check_open()
         kwargs = {"repair": repair, "seed": seed}
         if sample is not None:
@@ -569,6 +574,14 @@ class ShardedIndex:
                     report["ok"] = False
             problems += [f"shard {i} ({self.shard_paths[i]}): {p}" for p in report["problems"]]
             out.append(report)
+        keys_of = self._placement.map(tasks.call, self._every_shard("keys_in_order"))
+        for i in range(self.shards):
+            if isinstance(keys_of[i], Exception):
+                continue  # reported above: the shard's verify raised too
+            for problem in self._shard_invariants(i, keys_of[i]):
+                problems.append(f"shard {i} ({self.shard_paths[i]}): {problem}")
+                out[i]["problems"].append(problem)
+                out[i]["ok"] = False
 
         def total(name):
             values = [r.get(name) for r in out]
@@ -576,6 +589,42 @@ class ShardedIndex:
 
         return {"ok": not problems, "problems": problems, "documents": total("documents"),
                 "deleted": total("deleted"), "segments": total("segments"), "shards": out}
+
+    def _shard_invariants(self, i, keys):
+        """Problems of shard i's live ``keys`` (in its insertion order) with
+        the routing rule and the sequence table."""
+        problems = []
+
+        def listed(bad):
+            shown = ", ".join(map(repr, bad[:KEYS_SHOWN]))
+            return shown + (f", ... ({len(bad)} in all)" if len(bad) > KEYS_SHOWN else "")
+
+        misplaced = [key for key in keys if route(key, self.shards) != i]
+        if misplaced:
+            problems.append(
+                f"{len(misplaced)} key(s) route to another shard (written to this shard "
+                f"directly?): {listed(misplaced)}; delete them here and add them through the "
+                "sharded index")
+        seq = self._sequence.lookup(keys)
+        unnumbered = [key for key in keys if key not in seq]
+        if unnumbered:
+            problems.append(
+                f"{len(unnumbered)} key(s) have no sequence number (ties with other shards "
+                f"put them last): {listed(unnumbered)}; upsert them to renumber them")
+        # Each shard's own order must agree with the global one.
+        out_of_order, highest = [], -math.inf
+        for key in keys:
+            if key in seq:
+                if seq[key] < highest:
+                    out_of_order.append(key)
+                highest = max(highest, seq[key])
+        if out_of_order:
+            problems.append(
+                f"{len(out_of_order)} key(s) have sequence numbers below those of keys this "
+                f"shard added before them (an interrupted write; ties between shards may be "
+                f"ordered unlike a single index): {listed(out_of_order)}; upsert them to "
+                "renumber them")
+        return problems
 
     # ---------------------------------------------------------------- search
     def search(self, queries, k=None, p=None, roots=None, where=None, n_threads=None,
