@@ -1021,3 +1021,29 @@ def test_verify_finds_misrouted_unnumbered_and_reordered_keys(tmp_path, spec):
         problem = report["problems"][0]
         assert problem.startswith("shard 0 (") and "sequence numbers below" in problem
         assert repr(keys0[1]) in problem and repr(keys0[0]) not in problem
+
+
+@pytest.mark.parametrize("field, value", [
+    ("n_nodes", None), ("n_nodes", "40"), ("n_nodes", 0), ("n_nodes", True),
+    ("p", "two"), ("p", 0.5), ("p", None), ("roots", [N_NODES + 3]), ("roots", []),
+    ("roots", ["0"]), ("eta", [1.0, 2.0]), ("eta", ["x"]), ("eta", [-1.0])])
+def test_a_manifest_with_a_bad_field_is_corrupt(tmp_path, spec, field, value):
+    """Every field of manifest.json is checked at open: CorruptIndexError
+    naming the file and the field, nothing left open or locked."""
+    with ShardedIndex.create(tmp_path / "s", spec.lib(), shards=2):
+        pass
+    path = tmp_path / "s" / "manifest.json"
+    good = path.read_text()
+    manifest = json.loads(good)
+    if value is None:
+        del manifest[field]
+    else:
+        manifest[field] = value
+    path.write_text(json.dumps(manifest))
+    for mode in ("r", "a"):
+        with pytest.raises(CorruptIndexError, match=rf"manifest\.json: {field} is"):
+            ShardedIndex.open(tmp_path / "s", mode=mode)
+    # The writer lock was not kept: the good manifest back, it opens for
+    # writing at once.
+    path.write_text(good)
+    ShardedIndex.open(tmp_path / "s", mode="a", timeout=0).close()

@@ -121,7 +121,28 @@ def read_manifest(root):
         raise CorruptIndexError(
             f"{path} lacks a valid shard list, routing rule ({ROUTING} modulo the number of "
             "shards), graph checksum, roots or eta; restore it from a backup")
+    n_nodes, p = manifest.get("n_nodes"), manifest.get("p")
+    roots, eta = manifest["roots"], manifest["eta"]
+    problem = None
+    if not _is_int(n_nodes) or n_nodes < 1:
+        problem = f"n_nodes is {n_nodes!r}; expected the graph's number of nodes (>= 1)"
+    elif p != "inf" and (not _is_number(p) or not 1 <= p < math.inf):
+        problem = f"p is {p!r}; expected a number >= 1 or \"inf\""
+    elif not roots or not all(_is_int(r) and 0 <= r < n_nodes for r in roots):
+        problem = f"roots is {roots!r}; expected node ids in 0..{n_nodes - 1}"
+    elif len(eta) != len(roots) or not all(_is_number(e) and 0 <= e < math.inf for e in eta):
+        problem = f"eta is {eta!r}; expected {len(roots)} finite weights >= 0, one per root"
+    if problem is not None:
+        raise CorruptIndexError(f"{path}: {problem}; restore it from a backup")
     return manifest
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class SequenceTable:

@@ -81,12 +81,14 @@ class ShardedIndex:
         self._placement = placement
         self._sequence = sequence
         self._lock = lock
-        self._closed = False
         self.p = check_p(math.inf if manifest["p"] == "inf" else manifest["p"])
         self.roots = np.asarray(manifest["roots"], dtype=np.int64)
         self.eta = np.asarray(manifest["eta"], dtype=np.float64)
         self.n_nodes = int(manifest["n_nodes"])
         self.shard_paths = [os.path.join(path, name) for name in manifest["shards"]]
+        # Last: until here, close() (and __del__) leaves the resources to
+        # the caller that releases them (open's except).
+        self._closed = False
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -213,6 +215,9 @@ class ShardedIndex:
                                  f"{exc}", i, paths[i], exc) from exc
             for i in range(len(paths)):
                 _check_agrees(i, paths[i], described[i], manifest, "the manifest")
+            # Inside the try: a failure here releases the shards, the
+            # sequence table and the lock too.
+            opened = cls(path, mode, manifest, placement, sequence, lock, client)
         except BaseException:
             if placement is not None:
                 placement.close()
@@ -221,7 +226,7 @@ class ShardedIndex:
             if lock is not None:
                 lock.release()
             raise
-        return cls(path, mode, manifest, placement, sequence, lock, client)
+        return opened
 
     def close(self):
         if getattr(self, "_closed", True):
