@@ -205,7 +205,7 @@ def main(argv=None):
                 f"(Dask: {args.workers} worker processes x 1 thread)",
                 ["shards", "where", "threads/shard", "ms/query (batch)", "single index",
                  "single index, threads of a shard", "throughput",
-                 "overhead ms/batch", "ms single query", "single index", "overhead ms"],
+                 "overhead ms/batch", "ms single query", "single index", "overhead ms, 1 query"],
                 rows, threads)
             print_table("where a sharded batch's time goes (stats=True)",
                         ["shards", "where", "fan-out ms/batch", "merge ms/batch",
