@@ -971,7 +971,10 @@ def test_a_worker_killed_after_its_shard_committed(tmp_path, spec, cluster):
     try:
         with ShardedIndex.create(tmp_path / "sharded", graph, shards=SHARDS,
                                  client=cluster) as sharded:
-            assert sharded.add(measures, keys=keys) == keys
+            try:
+                assert sharded.add(measures, keys=keys) == keys
+            except ShardedWriteError as exc:  # say why, with the notes of each shard
+                pytest.fail(f"{exc}; notes: {[getattr(e, '__notes__', None) for e in exc.failed.values()]}")
             assert os.path.exists(marker), "no worker was killed"
             assert sharded.keys_in_order() == keys
             assert_same(sharded.search(measures[:10], k=15), want, "after the kill")

@@ -442,7 +442,7 @@ class ShardedIndex:
             # which of the part's keys are live with this batch's measures.
             checked = self._placement.map(tasks.committed_part, {
                 i: (_rows_of(batch, parts[i]), [keys[j] for j in parts[i]],
-                    [labels[j] for j in parts[i]]) for i in failed})
+                    [labels[j] for j in parts[i]]) for i in failed}, pinned=True)
             done = {j for i, js in parts.items() if i not in failed for j in js}
             for i in list(failed):
                 found = checked[i]
@@ -524,7 +524,7 @@ class ShardedIndex:
             # after the worker died finds the keys gone); keys its shard no
             # longer has were deleted.
             checked = self._placement.map(tasks.deleted_part, {
-                i: ([keys[j] for j in parts[i]],) for i in failed})
+                i: ([keys[j] for j in parts[i]],) for i in failed}, pinned=True)
             done = {j for i, js in parts.items() if i not in failed for j in js}
             for i in list(failed):
                 gone = checked[i]
