@@ -26,8 +26,8 @@ from ..errors import (
 )
 from ..graph import Graph, normalise_eta
 from ..index import SearchResult, SobolevIndex, storage
-from ..index.search import KNN_GRAPH_BATCH, MAX_K, _check_positive, _check_radius
-from ..index.sobolev_index import _check_text, _checked_column, _json_fields
+from ..index.search import KNN_GRAPH_BATCH, check_positive, checked_search_args
+from ..index.sobolev_index import check_text, checked_column, json_fields
 from ..measures import MeasureBatch, as_measure_batch
 from . import shards as tasks
 from .errors import ShardedWriteError, ShardError
@@ -415,11 +415,11 @@ class ShardedIndex:
         n = len(batch)
         keys = self._checked_keys(keys, n)
         # The checks a single index makes, here before any shard writes.
-        labels = _checked_column("labels", labels, n, str)
-        fields = _checked_column("fields", fields, n, dict)
+        labels = checked_column("labels", labels, n, str)
+        fields = checked_column("fields", fields, n, dict)
         for i, value in enumerate(fields):
             if value is not None:
-                _json_fields(value, i)
+                json_fields(value, i)
         if not upsert:
             existing = self.existing_keys(keys)
             for key in keys:
@@ -483,7 +483,7 @@ class ShardedIndex:
             for i, key in enumerate(keys):
                 if not isinstance(key, str) or not key:
                     raise ValueError(f"key {i} is {key!r}; keys must be non-empty str")
-                _check_text(f"key {i}", key)
+                check_text(f"key {i}", key)
         seen = set()
         for key in keys:
             if key in seen:
@@ -657,7 +657,7 @@ class ShardedIndex:
         p = self.p if p is None else check_p(p)
         # Checked here, before any shard is asked, as a single index checks
         # them: a shard with nothing in scope would not check them at all.
-        k, radius = _checked_search_args(k, radius, limit)
+        k, radius = checked_search_args(k, radius, limit)
         query_keys = None
         if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
                                         and all(isinstance(q, str) for q in queries)):
@@ -820,8 +820,8 @@ class ShardedIndex:
         import scipy.sparse as sp
 
         self._check_open()
-        _check_positive("k", k)
-        _check_positive("batch", batch)
+        check_positive("k", k)
+        check_positive("batch", batch)
         p = self.p if p is None else check_p(p)
         keys = self.keys_in_order()
         n = len(keys)
@@ -866,7 +866,7 @@ class ShardedIndex:
         from .gram import distance_array
 
         self._check_open()
-        _check_positive("chunk", chunk)
+        check_positive("chunk", chunk)
         p = self.p if p is None else check_p(p)
         if power and math.isinf(p):
             raise ValueError("power=True needs a finite p; S_inf has no p-th power")
@@ -933,28 +933,6 @@ class ShardedIndex:
 
 
 # --------------------------------------------------------------------- helpers
-def _checked_search_args(k, radius, limit):
-    """(k, radius) of a search, checked in the order and with the messages
-    of :meth:`SobolevIndex.search` (k defaults to 10 without a radius)."""
-    if radius is not None:
-        if k is not None:
-            raise ValueError(f"k is {k!r} and radius is {radius!r}; give one of them (a "
-                             "radius search takes limit to cap its results)")
-        radius = _check_radius(radius)
-        if limit is not None:
-            _check_positive("limit", limit)
-        return None, radius
-    if limit is not None:
-        raise ValueError(f"limit is {limit!r} without a radius; limit caps a radius "
-                         "search (give k for the k nearest)")
-    k = 10 if k is None else k
-    _check_positive("k", k)
-    if k > MAX_K:
-        raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns "
-                         "every live document anyway)")
-    return int(k), None
-
-
 def _check_where(where):
     """``where`` as a single index accepts it (the same messages): a shard
     with none of the wanted labels does not search, so does not check it."""

@@ -20,7 +20,7 @@ import numpy as np
 from ..distances import check_p
 from ..measures import as_measure_batch
 from .catalog import WORDS_TABLE
-from .search import _check_positive
+from .search import check_positive
 
 __all__ = ["ExplainMixin", "Explanation"]
 
@@ -171,8 +171,8 @@ class ExplainMixin:
         self._check_open()
         p = self.p if p is None else check_p(p)
         if top is not None:
-            _check_positive("top", top)
-        _check_positive("n_words", n_words)
+            check_positive("top", top)
+        check_positive("n_words", n_words)
         positions, eta = self._selected_roots(roots)
         fa = self._features_of(a, positions)
         fb = self._features_of(b, positions)

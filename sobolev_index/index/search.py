@@ -57,7 +57,7 @@ _COUNTS = ("segments", "rows", "bounded", "refined", "rows_read", "blocks", "blo
            "exact")
 
 
-def _check_positive(name, value):
+def check_positive(name, value):
     """An integer >= 1 (NumPy integers too, not booleans), or a ValueError naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} is {value!r}; expected an integer >= 1")
@@ -128,7 +128,31 @@ class SearchResult:
         ]
 
 
-def _check_radius(radius):
+def checked_search_args(k, radius, limit):
+    """(k, radius) of a search: k (default 10 without a radius) or radius
+    (with an optional limit), never both; each checked, a ValueError naming
+    the value otherwise. ``k`` comes back None for a radius search, and
+    ``radius`` None for a k-NN search."""
+    if radius is not None:
+        if k is not None:
+            raise ValueError(f"k is {k!r} and radius is {radius!r}; give one of them (a "
+                             "radius search takes limit to cap its results)")
+        radius = check_radius(radius)
+        if limit is not None:
+            check_positive("limit", limit)
+        return None, radius
+    if limit is not None:
+        raise ValueError(f"limit is {limit!r} without a radius; limit caps a radius "
+                         "search (give k for the k nearest)")
+    k = 10 if k is None else k
+    check_positive("k", k)
+    if k > MAX_K:
+        raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns "
+                         "every live document anyway)")
+    return k, None
+
+
+def check_radius(radius):
     """The radius as a float >= 0 (inf allowed), or a ValueError naming it."""
     if isinstance(radius, bool) or not isinstance(radius, (int, float, np.integer, np.floating)):
         raise ValueError(f"radius is {radius!r}; expected a number >= 0")
@@ -207,22 +231,7 @@ class SearchMixin:
         self._check_open()
         started = time.perf_counter()
         p = self.p if p is None else check_p(p)
-        if radius is not None:
-            if k is not None:
-                raise ValueError(f"k is {k!r} and radius is {radius!r}; give one of them (a "
-                                 "radius search takes limit to cap its results)")
-            radius = _check_radius(radius)
-            if limit is not None:
-                _check_positive("limit", limit)
-        elif limit is not None:
-            raise ValueError(f"limit is {limit!r} without a radius; limit caps a radius "
-                             "search (give k for the k nearest)")
-        else:
-            k = 10 if k is None else k
-            _check_positive("k", k)
-            if k > MAX_K:
-                raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns "
-                                 "every live document anyway)")
+        k, radius = checked_search_args(k, radius, limit)
         positions, eta = self._selected_roots(roots)
         query_features = self._query_features(queries, positions, csr=False)
         n_queries = query_features[0].shape[0]
@@ -608,7 +617,7 @@ class SearchMixin:
         """
         self._check_open()
         k = 10 if k is None else k
-        _check_positive("k", k)
+        check_positive("k", k)
         query_keys = [keys] if isinstance(keys, str) else list(keys)
         found = self.search(query_keys, k=int(k) + 1, p=p, roots=roots, n_threads=n_threads)
         width = min(int(k), max(found.distances.shape[1] - 1, 0))
@@ -647,8 +656,8 @@ class SearchMixin:
         import scipy.sparse as sp
 
         self._check_open()
-        _check_positive("k", k)
-        _check_positive("batch", batch)
+        check_positive("k", k)
+        check_positive("batch", batch)
         p = self.p if p is None else check_p(p)
         self._selected_roots(roots)  # a bad roots argument fails before any work
         keys = self.keys_in_order()
@@ -710,8 +719,8 @@ class SearchMixin:
         ``progress(done, total)`` is called after each batch.
         """
         self._check_open()
-        radius = _check_radius(radius)
-        _check_positive("batch", batch)
+        radius = check_radius(radius)
+        check_positive("batch", batch)
         p = self.p if p is None else check_p(p)
         self._selected_roots(roots)  # a bad roots argument fails before any work
         keys = self.keys_in_order()

@@ -547,9 +547,9 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         next_doc = int(self._meta["next_doc_id"])
         doc_ids = np.arange(next_doc, next_doc + n, dtype=np.int64)
         keys = self._checked_keys(keys, n, doc_ids)
-        labels = _checked_column("labels", labels, n, str)
-        fields_json = [None if f is None else _json_fields(f, i)
-                       for i, f in enumerate(_checked_column("fields", fields, n, dict))]
+        labels = checked_column("labels", labels, n, str)
+        fields_json = [None if f is None else json_fields(f, i)
+                       for i, f in enumerate(checked_column("fields", fields, n, dict))]
         existing = self._catalog.live_documents(keys)
         replaced = []
         for key in keys:
@@ -651,7 +651,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             for i, key in enumerate(keys):
                 if not isinstance(key, str) or not key:
                     raise ValueError(f"key {i} is {key!r}; keys must be non-empty str")
-                _check_text(f"key {i}", key)
+                check_text(f"key {i}", key)
         seen = set()
         for key in keys:
             if key in seen:
@@ -925,7 +925,7 @@ def _concat_rows(parts, order, trees):
         features=[tree.feature_arrays_of_batch(batch) for tree in trees])
 
 
-def _checked_column(name, values, n, kind):
+def checked_column(name, values, n, kind):
     if values is None:
         return [None] * n
     if isinstance(values, (str, dict)):
@@ -937,11 +937,11 @@ def _checked_column(name, values, n, kind):
         if value is not None and not isinstance(value, kind):
             raise ValueError(f"{name}[{i}] is {value!r}; expected {kind.__name__} or None")
         if isinstance(value, str):
-            _check_text(f"{name}[{i}]", value)
+            check_text(f"{name}[{i}]", value)
     return values
 
 
-def _check_text(name, text):
+def check_text(name, text):
     """ValueError unless ``text`` can be stored as UTF-8 (a lone surrogate,
     say from a JSON escape, cannot)."""
     try:
@@ -951,7 +951,7 @@ def _check_text(name, text):
                          f"{exc.start}, a lone surrogate that UTF-8 cannot store") from None
 
 
-def _json_fields(fields, i):
+def json_fields(fields, i):
     try:
         # NaN and infinity are not JSON: get() and export would print
         # non-standard text, so they are refused as the CLI refuses them.
