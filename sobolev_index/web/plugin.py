@@ -336,6 +336,19 @@ def _database_of(datasette, request):
         raise IndexUnavailableError(str(exc)) from None
 
 
+def _served_or_refusal(datasette, request, as_json):
+    """(database name, ServedIndex, None) for a page of a served index, or
+    (None, None, the response saying why not): an index that cannot be
+    opened now, or a database that is not an index."""
+    try:
+        database, served = _database_of(datasette, request)
+    except IndexUnavailableError as exc:
+        return None, None, _error_response(exc, as_json)
+    if served is None:
+        return None, None, _not_an_index(datasette, request, as_json)
+    return database, served, None
+
+
 def _not_an_index(datasette, request, as_json):
     route = tilde_decode(request.url_vars["database"])
     message = f"{route!r} is not a sobolev-index catalog served here"
@@ -408,12 +421,9 @@ def _error_response(exc, as_json):
 
 async def search_view(datasette, request):
     as_json = request.url_vars.get("format") == "json"
-    try:
-        database, served = _database_of(datasette, request)
-    except IndexUnavailableError as exc:
-        return _error_response(exc, as_json)
-    if served is None:
-        return _not_an_index(datasette, request, as_json)
+    database, served, refusal = _served_or_refusal(datasette, request, as_json)
+    if refusal is not None:
+        return refusal
     points = served.kind in _POINT_KINDS
     args = request.args
     text = None if points else args.get("q")
@@ -458,12 +468,9 @@ def _side(edge, side):
 
 async def document_view(datasette, request):
     as_json = request.url_vars.get("format") == "json"
-    try:
-        database, served = _database_of(datasette, request)
-    except IndexUnavailableError as exc:
-        return _error_response(exc, as_json)
-    if served is None:
-        return _not_an_index(datasette, request, as_json)
+    database, served, refusal = _served_or_refusal(datasette, request, as_json)
+    if refusal is not None:
+        return refusal
     args = request.args
     key = args.get("key")
     error, status, page = None, 200, None
@@ -495,12 +502,9 @@ async def document_view(datasette, request):
 
 async def explain_view(datasette, request):
     as_json = request.url_vars.get("format") == "json"
-    try:
-        database, served = _database_of(datasette, request)
-    except IndexUnavailableError as exc:
-        return _error_response(exc, as_json)
-    if served is None:
-        return _not_an_index(datasette, request, as_json)
+    database, served, refusal = _served_or_refusal(datasette, request, as_json)
+    if refusal is not None:
+        return refusal
     args = request.args
     a, b = args.get("a"), args.get("b")
     error, status, page = None, 200, None
