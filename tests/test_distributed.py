@@ -29,7 +29,7 @@ from _support.graphs import random_graph  # noqa: E402
 from _support.index import assert_unchanged, snapshot  # noqa: E402
 from _support.measures import random_measures  # noqa: E402
 
-from sobolev_index import SobolevIndex  # noqa: E402
+from sobolev_index import Graph, SobolevIndex  # noqa: E402
 from sobolev_index.distributed import ShardedIndex, ShardedWriteError, ShardError, route  # noqa: E402
 from sobolev_index.distributed import shards as shard_tasks  # noqa: E402
 from sobolev_index.errors import (  # noqa: E402
@@ -1050,3 +1050,13 @@ def test_a_manifest_with_a_bad_field_is_corrupt(tmp_path, spec, field, value):
     # writing at once.
     path.write_text(good)
     ShardedIndex.open(tmp_path / "s", mode="a", timeout=0).close()
+
+
+def test_knn_graph_caps_k_with_the_single_index_warning(tmp_path):
+    graph = Graph.from_points(np.random.default_rng(4).normal(size=(12, 2)), n_nodes=12, seed=0)
+    measures = [(np.array([i % 12]), np.array([1.0])) for i in range(9)]
+    with ShardedIndex.create(tmp_path / "s", graph, shards=2, on_violation="perturb") as sharded:
+        sharded.add(measures, keys=[f"m{i}" for i in range(9)])
+        with pytest.warns(UserWarning, match="k is 20, more than the 8 other documents"):
+            capped = sharded.knn_graph(20)
+    assert capped.shape == (9, 9) and capped.nnz == 9 * 8

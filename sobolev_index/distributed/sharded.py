@@ -26,7 +26,12 @@ from ..errors import (
 )
 from ..graph import Graph, normalise_eta
 from ..index import SearchResult, SobolevIndex, storage
-from ..index.search import KNN_GRAPH_BATCH, check_positive, checked_search_args
+from ..index.search import (
+    KNN_GRAPH_BATCH,
+    check_positive,
+    checked_search_args,
+    knn_graph_width,
+)
 from ..index.sobolev_index import check_text, checked_column, json_fields
 from ..measures import MeasureBatch, as_measure_batch
 from . import shards as tasks
@@ -155,8 +160,9 @@ class ShardedIndex:
                 made = tasks.describe_index(first)
                 n_nodes, p = int(first.graph.n_nodes), first.p
                 for i in range(1, shards):
-                    # create_like checks the new graph file's checksum
-                    # against the first shard's; roots and eta are checked here.
+                    # create_like writes the first shard's graph and trees
+                    # (the same file, both in this format); the checksum,
+                    # roots and eta are checked here.
                     with SobolevIndex.create_like(os.path.join(staging, shard_name(i)),
                                                   first) as shard:
                         _check_agrees(i, os.path.join(path, shard_name(i)),
@@ -826,7 +832,7 @@ class ShardedIndex:
         keys = self.keys_in_order()
         n = len(keys)
         row_of = {key: i for i, key in enumerate(keys)}
-        want = min(int(k) if include_self else min(int(k), max(n - 1, 0)), n)
+        want = knn_graph_width(k, n, include_self)
         columns = np.zeros(n * want, dtype=np.int64)
         values = np.zeros(n * want, dtype=np.float64)
         for start in range(0, n, int(batch)):

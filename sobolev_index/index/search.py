@@ -128,6 +128,18 @@ class SearchResult:
         ]
 
 
+def knn_graph_width(k, n, include_self):
+    """Entries per row of a k-NN graph of n documents: k, capped at the
+    documents there are (the others, without ``include_self``), with a
+    UserWarning when it is capped."""
+    want = min(int(k) if include_self else min(int(k), max(n - 1, 0)), n)
+    if n and want < k:
+        others = "documents" if include_self else "other documents"
+        warnings.warn(f"k is {k}, more than the {want:,} {others} there are: each row holds "
+                      f"all {want:,}", UserWarning, stacklevel=3)
+    return want
+
+
 def checked_search_args(k, radius, limit):
     """(k, radius) of a search: k (default 10 without a radius) or radius
     (with an optional limit), never both; each checked, a ValueError naming
@@ -663,12 +675,7 @@ class SearchMixin:
         keys = self.keys_in_order()
         n = len(keys)
         row_of = {key: i for i, key in enumerate(keys)}
-        want = int(k) if include_self else min(int(k), max(n - 1, 0))
-        want = min(want, n)
-        if n and want < k:
-            others = "documents" if include_self else "other documents"
-            warnings.warn(f"k is {k}, more than the {want:,} {others} there are: each row holds "
-                          f"all {want:,}", UserWarning, stacklevel=2)
+        want = knn_graph_width(k, n, include_self)
         columns = np.zeros(n * want, dtype=np.int64)
         values = np.zeros(n * want, dtype=np.float64)
         for start in range(0, n, int(batch)):
