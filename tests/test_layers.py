@@ -313,9 +313,16 @@ def check(tree):
     out = []
     for source in tree.sources:
         layer = package_layer(source.module)
-        if layer == "facade":
-            continue
         where = source.path
+        if layer == "facade":
+            # Outside the layers, but the first import of every user: it
+            # must not need an optional extra either.
+            try:
+                out += [_optional_library(tree, source, imp) for imp in imports_of(source)
+                        if _optional_library(tree, source, imp)]
+            except (SyntaxError, ValueError) as exc:
+                out.append(Violation("parse", where, f"cannot read its imports: {exc}"))
+            continue
         if layer is None:
             out.append(Violation("unknown layer", where, (
                 f"{source.module} is in no layer; add its subpackage to "
@@ -336,6 +343,18 @@ def check(tree):
     return out
 
 
+def _optional_library(tree, source, imp):
+    """A Violation if ``imp`` is a library of an optional extra imported
+    outside the subpackage that extra serves, else None."""
+    home = OPTIONAL_LIBRARIES.get(imp.module.split(".")[0])
+    if not home or imp.header or (package_layer(source.module) not in ("facade", None)
+                                  and upper_name(source.module).startswith(home)):
+        return None
+    return Violation("optional library", f"{source.path}:{imp.line}", (
+        f"{source.module} imports {imp.module}, which only the [{home}] extra installs: only "
+        f"sobolev_index/{home}/ may import it"))
+
+
 def _check_import(tree, source, layer, imp):
     where = f"{source.path}:{imp.line}"
     me = f"{source.module} ({layer_label(tree, source.module)})"
@@ -349,11 +368,9 @@ def _check_import(tree, source, layer, imp):
             out.append(Violation("files", where, (
                 f"compiled module {source.module} imports {imp.module}: the Cython "
                 f"modules know nothing of files or SQLite; do that in a Python module")))
-    home = OPTIONAL_LIBRARIES.get(imp.module.split(".")[0])
-    if home and not imp.header and not upper_name(source.module).startswith(home):
-        out.append(Violation("optional library", where, (
-            f"{me} imports {imp.module}, which only the [{home}] extra installs: only "
-            f"sobolev_index/{home}/ may import it")))
+    violation = _optional_library(tree, source, imp)
+    if violation:
+        out.append(violation)
     for target in targets(tree, imp):
         target_layer = package_layer(target)
         if target_layer is None and target.split(".")[0] == PACKAGE:
@@ -513,6 +530,7 @@ SYNTHETIC = {
         "import dask.array as da\n"),
     "sobolev_index/distributed/client.py": "import dask\nfrom distributed import Client\n",
     "sobolev_index/web/plugin.py": "from datasette import hookimpl\nimport zarr\n",
+    "sobolev_index/_console.py": "import sys\nimport uvicorn\n",
     "sobolev_index/index/_scan.pyx": (
         "from .._typedefs cimport (\n    float64_t,\n    int64_t)\n"
         "from . import storage\n"),
@@ -562,6 +580,7 @@ def test_synthetic_violations_are_flagged():
         ("upward", "sobolev_index/index/storage.py:3"),  # distributed
         ("optional library", "sobolev_index/index/storage.py:4"),  # dask below distributed
         ("optional library", "sobolev_index/web/plugin.py:2"),  # zarr outside distributed
+        ("optional library", "sobolev_index/_console.py:2"),  # the facade
         ("compiled", "sobolev_index/index/_scan.pyx:4"),  # from . import storage
         ("ingest kinds", "sobolev_index/ingest/fill.py:2"),  # shared imports text
         ("ingest kinds", "sobolev_index/ingest/pointindex.py:2"),  # points imports text
