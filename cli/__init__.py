@@ -84,6 +84,19 @@ def _hint_for(exc):
     return None
 
 
+def _stdout_gone():
+    """Whether stdout is a pipe whose reader has left (a broken pipe
+    elsewhere, say stderr's or a socket's, is an error to report)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False  # no poll (Windows) or no descriptor (a test runner's buffer)
+
+
 def _discard_stdout():
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -103,7 +116,9 @@ class _Group(click.Group):
             # the shell's convention, 128 + SIGINT, rather than Click's 1.
             click.echo("\nAborted!", err=True)
             sys.exit(130)
-        except BrokenPipeError:
+        except BrokenPipeError as exc:
+            if not _stdout_gone():
+                raise click.ClickException(f"{exc.strerror or exc}") from None
             # The reader of stdout left (`... | head`): not an error of the
             # command. Later writes, and the flush at exit, go nowhere; the
             # status is the shell's 128 + SIGPIPE.
