@@ -93,11 +93,13 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
     # `sobolev-index search ... | head -1`: far more output than a pipe holds.
     child = subprocess.Popen(
         [sys.executable, "-m", "sobolev_index", "search", str(tmp_path / "ix"), "--key", "doc-1",
-         "-k", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+         "-k", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # Not the checkout: there, `-m sobolev_index` finds the source tree.
+        cwd=tmp_path)
     first = child.stdout.readline()
     child.stdout.close()
     stderr = child.stderr.read().decode()
     child.wait(timeout=120)
-    assert first.startswith(b"query")
+    assert first.startswith(b"query"), stderr
     assert child.returncode == 141, (child.returncode, stderr)
     assert stderr == ""
