@@ -30,7 +30,7 @@ from ..index.search import (
     KNN_GRAPH_BATCH,
     check_positive,
     checked_search_args,
-    knn_graph_width,
+    knn_graph_of,
 )
 from ..index.sobolev_index import check_text, checked_column, json_fields
 from ..measures import MeasureBatch, as_measure_batch
@@ -823,40 +823,11 @@ class ShardedIndex:
         explicit zeros. Computed by :meth:`search` with the documents
         themselves as queries, ``batch`` at a time, every shard against
         every shard; ``progress(done, total)`` after each batch."""
-        import scipy.sparse as sp
-
         self._check_open()
-        check_positive("k", k)
-        check_positive("batch", batch)
         p = self.p if p is None else check_p(p)
-        keys = self.keys_in_order()
-        n = len(keys)
-        row_of = {key: i for i, key in enumerate(keys)}
-        want = knn_graph_width(k, n, include_self)
-        columns = np.zeros(n * want, dtype=np.int64)
-        values = np.zeros(n * want, dtype=np.float64)
-        for start in range(0, n, int(batch)):
-            chunk = keys[start:start + int(batch)]
-            # One more than wanted: the query itself comes first among the
-            # documents at distance 0 from it, and is dropped unless wanted.
-            found = self.search(chunk, k=want + (0 if include_self else 1), p=p, roots=roots,
-                                n_threads=n_threads)
-            for offset, (key, hits) in enumerate(zip(chunk, found.keys)):
-                i = start + offset
-                row = [(row_of[h], float(d)) for h, d in zip(hits, found.distances[offset])
-                       if include_self or h != key][:want]
-                if len(row) != want:
-                    raise SobolevIndexError(
-                        f"{self.path}: a search for {key!r} found {len(row)} neighbours where "
-                        f"{want} live documents were expected; a writer changed the index "
-                        "meanwhile, or run verify()")
-                columns[i * want:(i + 1) * want] = [c for c, _ in row]
-                values[i * want:(i + 1) * want] = [d for _, d in row]
-            if progress is not None:
-                progress(min(n, start + int(batch)), n)
-        indptr = np.arange(n + 1, dtype=np.int64) * want
-        return sp.csr_matrix((values, columns, indptr), shape=(n, n))
-
+        return knn_graph_of(self, k, p, include_self, roots, batch, n_threads, progress,
+                            SobolevIndexError,
+                            "a writer changed the index meanwhile, or run verify()")
 
     # ------------------------------------------------------- Gram matrices
     def distance_matrix(self, keys=None, p=None, roots=None, t=None, power=False,

@@ -136,8 +136,49 @@ def knn_graph_width(k, n, include_self):
     if n and want < k:
         others = "documents" if include_self else "other documents"
         warnings.warn(f"k is {k}, more than the {want:,} {others} there are: each row holds "
-                      f"all {want:,}", UserWarning, stacklevel=3)
+                      f"all {want:,}", UserWarning, stacklevel=4)
     return want
+
+
+def knn_graph_of(index, k, p, include_self, roots, batch, n_threads, progress, mismatch,
+                 advice):
+    """The exact k-NN graph of ``index`` (anything with ``search`` and
+    ``keys_in_order`` as :class:`SobolevIndex` has them: also a sharded
+    index), as :meth:`SearchMixin.knn_graph` describes it. Each batch of
+    documents is searched for one more neighbour than wanted: the query
+    itself comes first among the documents at distance 0 from it, and is
+    dropped unless ``include_self``. A row with fewer neighbours than the
+    live documents promise raises ``mismatch`` with ``advice``."""
+    import scipy.sparse as sp
+
+    check_positive("k", k)
+    check_positive("batch", batch)
+    keys = index.keys_in_order()
+    n = len(keys)
+    row_of = {key: i for i, key in enumerate(keys)}
+    want = knn_graph_width(k, n, include_self)
+    columns = np.zeros(n * want, dtype=np.int64)
+    values = np.zeros(n * want, dtype=np.float64)
+    for start in range(0, n, int(batch)):
+        chunk = keys[start:start + int(batch)]
+        found = index.search(chunk, k=want + (0 if include_self else 1), p=p, roots=roots,
+                             n_threads=n_threads)
+        for offset, (key, hits) in enumerate(zip(chunk, found.keys)):
+            i = start + offset
+            row = [(row_of[h], float(d)) for h, d in zip(hits, found.distances[offset])
+                   if include_self or h != key][:want]
+            if len(row) != want:
+                raise mismatch(f"{index.path}: a search for {key!r} found {len(row)} neighbours "
+                               f"where {want} live documents were expected; {advice}")
+            columns[i * want:(i + 1) * want] = [c for c, _ in row]
+            values[i * want:(i + 1) * want] = [d for _, d in row]
+        if progress is not None:
+            progress(min(n, start + int(batch)), n)
+    indptr = np.arange(n + 1, dtype=np.int64) * want
+    # Each row's entries stay in increasing distance (ties by insertion
+    # order), the order scikit-learn's precomputed neighbours expect, not
+    # in column order.
+    return sp.csr_matrix((values, columns, indptr), shape=(n, n))
 
 
 def checked_search_args(k, radius, limit):
@@ -665,44 +706,11 @@ class SearchMixin:
         called after each batch. For ``umap.UMAP(metric="precomputed")`` or
         ``sklearn.cluster.HDBSCAN(metric="precomputed")``.
         """
-        import scipy.sparse as sp
-
         self._check_open()
-        check_positive("k", k)
-        check_positive("batch", batch)
         p = self.p if p is None else check_p(p)
         self._selected_roots(roots)  # a bad roots argument fails before any work
-        keys = self.keys_in_order()
-        n = len(keys)
-        row_of = {key: i for i, key in enumerate(keys)}
-        want = knn_graph_width(k, n, include_self)
-        columns = np.zeros(n * want, dtype=np.int64)
-        values = np.zeros(n * want, dtype=np.float64)
-        for start in range(0, n, int(batch)):
-            chunk = keys[start:start + int(batch)]
-            if include_self:
-                found = self.search(chunk, k=want, p=p, roots=roots, n_threads=n_threads)
-            else:
-                # The query itself left out (with one document, want is 0).
-                found = self.neighbours(chunk, k=max(want, 1), p=p, roots=roots,
-                                        n_threads=n_threads)
-            for offset, (key, hits) in enumerate(zip(chunk, found.keys)):
-                i = start + offset
-                row = [(row_of[h], float(d))
-                       for h, d in zip(hits, found.distances[offset])][:want]
-                if len(row) != want:
-                    raise CorruptIndexError(
-                        f"{self.path}: a search for {key!r} found {len(row)} neighbours where "
-                        f"{want} live documents were expected; run verify()")
-                columns[i * want:(i + 1) * want] = [c for c, _ in row]
-                values[i * want:(i + 1) * want] = [d for _, d in row]
-            if progress is not None:
-                progress(min(n, start + int(batch)), n)
-        indptr = np.arange(n + 1, dtype=np.int64) * want
-        # Each row's entries stay in increasing distance (ties by insertion
-        # order), the order scikit-learn's precomputed neighbours expect,
-        # not in column order.
-        return sp.csr_matrix((values, columns, indptr), shape=(n, n))
+        return knn_graph_of(self, k, p, include_self, roots, batch, n_threads, progress,
+                            CorruptIndexError, "run verify()")
 
     def duplicates(self, radius=0.0, p=None, roots=None, batch=KNN_GRAPH_BATCH, n_threads=None,
                    progress=None):
