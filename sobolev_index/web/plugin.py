@@ -307,6 +307,13 @@ def _json(data, status=200):
                     status=status, content_type="application/json; charset=utf-8")
 
 
+def _json_page(database, page, error, status):
+    """A page's JSON: its data, or the error that stopped it."""
+    if error is not None:
+        return _json({"ok": False, "error": error, "status": status}, status=status)
+    return _json({"ok": True, "database": database, **page})
+
+
 def _template(datasette, source):
     compiled = _TEMPLATES.setdefault(datasette, {})
     if source not in compiled:
@@ -440,9 +447,7 @@ async def search_view(datasette, request):
     except WebInputError as exc:
         error, status = str(exc), exc.status
     if as_json:
-        if error is not None:
-            return _json({"ok": False, "error": error, "status": status}, status=status)
-        return _json({"ok": True, "database": database, **page})
+        return _json_page(database, page, error, status)
     if page is None:
         page = {"kind": served.kind, "documents": await _run(served, len), "k": k_text or "",
                 "query": text, "queries": [], "warnings": []}
@@ -480,9 +485,7 @@ async def document_view(datasette, request):
     except WebInputError as exc:
         error, status = str(exc), exc.status
     if as_json:
-        if error is not None:
-            return _json({"ok": False, "error": error, "status": status}, status=status)
-        return _json({"ok": True, "database": database, **page})
+        return _json_page(database, page, error, status)
     context = {
         "title": f"{key} - {database}" if page else database, "database": database,
         "page": page, "error": error, "max_k": MAX_K, "p_text": _p_text(args.get("p")),
@@ -514,9 +517,7 @@ async def explain_view(datasette, request):
     except WebInputError as exc:
         error, status = str(exc), exc.status
     if as_json:
-        if error is not None:
-            return _json({"ok": False, "error": error, "status": status}, status=status)
-        return _json({"ok": True, "database": database, **page})
+        return _json_page(database, page, error, status)
     context = {
         "title": f"{a} and {b} - {database}" if page else database, "database": database,
         "page": page, "error": error,
