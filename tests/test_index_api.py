@@ -490,6 +490,81 @@ def test_ties_broken_by_insertion_order(tmp_path, spec, roots1):
         assert res.keys[0] == ["zz", "aa", "c"]
 
 
+def test_given_ids_order_ties_and_survive_merges(tmp_path, spec, roots1):
+    """Ids given to add (as a sharded index gives them) are the documents'
+    ids: ties go to the lower id whatever the order of the adds, generated
+    keys name them, next_id goes on above the largest, and compaction and
+    reopening keep them."""
+    base = _docs(29, 3)
+    with _create(tmp_path / "idx", spec, roots1) as idx:
+        assert idx.next_id == 1
+        # Added first, with high ids; then lower ids are refused.
+        assert idx.add([base[0], base[1]], ids=[40, 45]) == ["doc-40", "doc-45"]
+        assert idx.next_id == 46
+        assert idx.add([base[0]], keys=["late"]) == ["late"]
+        assert idx.get("late")["id"] == 46
+        idx.add([base[0], base[2]], keys=["later", "z"], ids=[100, 101])
+        idx.upsert([base[0]], ["doc-45"], ids=[205])
+        assert idx.next_id == 206
+        for p in (1, 2, math.inf):
+            assert idx.search([base[0]], k=5, p=p).keys[0][:4] == ["doc-40", "late", "later",
+                                                                    "doc-45"]
+        want = [(idx.get(k)["id"], k) for k in idx.keys_in_order()]
+        assert want == [(40, "doc-40"), (46, "late"), (100, "later"), (101, "z"),
+                        (205, "doc-45")]
+        ids, keys = idx.ids_and_keys()
+        assert ids.dtype == np.int64 and list(zip(ids.tolist(), keys)) == want
+        idx.compact()
+        assert list(zip(*[a.tolist() if hasattr(a, "tolist") else a
+                          for a in idx.ids_and_keys()])) == want
+    with SobolevIndex.open(str(tmp_path / "idx")) as idx:
+        assert idx.next_id == 206
+        assert idx.search([base[0]], k=4, p=1).keys[0] == ["doc-40", "late", "later", "doc-45"]
+
+
+@pytest.mark.parametrize("ids, message", [
+    ([5], "1 ids were given for 2 measures"),
+    ([3, 3], "ids 3 and 3 .places 0 and 1. do not rise"),
+    ([4, 2], "ids 4 and 2 .places 0 and 1. do not rise"),
+    ([0, 7], "id 0 is below the index's next id 1"),
+    ([1.0, 2.0], "expected integers"),
+    ([True, False], "expected integers"),
+    ("12", "expected a list of 2 document ids"),
+    ([[1, 2]], r"\(1, 2\) ids were given"),
+    (np.array([2**64 - 1, 2**64 - 2], dtype=np.uint64), "too large"),
+])
+def test_bad_ids_raise_and_write_nothing(tmp_path, spec, roots1, ids, message):
+    with _create(tmp_path / "idx", spec, roots1) as idx:
+        before = snapshot(idx.path)
+        with pytest.raises(ValueError, match=message):
+            idx.add(_docs(3, 2), ids=ids)
+        assert_unchanged(before, idx.path)
+        assert len(idx) == 0 and idx.next_id == 1
+
+
+def test_stored_measures_are_the_measures_as_added(tmp_path, spec, roots1):
+    """stored_measures gives the nodes and masses exactly as added (not
+    normalised again, as get's are), the label and the id; a query made
+    of them finds the document at distance exactly 0."""
+    rng = np.random.default_rng(8)
+    nodes = np.array([3, 1, 7, 3], dtype=np.int64)  # a node twice, out of order
+    masses = rng.random(4) * 7.0
+    with _create(tmp_path / "idx", spec, roots1) as idx:
+        idx.add(_docs(4, 3), keys=["a", "b", "c"])
+        idx.add([(nodes, masses)], keys=["odd"], labels=["L"])
+        (doc,) = idx.stored_measures(["odd"])
+        assert doc["key"] == "odd" and doc["label"] == "L" and doc["id"] == idx.get("odd")["id"]
+        assert doc["nodes"].dtype == np.int64 and doc["masses"].dtype == np.float64
+        np.testing.assert_array_equal(doc["nodes"], nodes)
+        # What the index stores of a measure: masses as given, scaled to sum 1.
+        assert np.allclose(doc["masses"] * masses.sum() / doc["masses"].sum(), masses)
+        found = idx.search([(doc["nodes"], doc["masses"])], k=1)
+        assert found.keys[0] == ["odd"] and found.distances[0, 0] == 0.0
+        assert [d["key"] for d in idx.stored_measures(["c", "a"])] == ["c", "a"]
+        with pytest.raises(KeyNotFoundError, match="'nope'"):
+            idx.stored_measures(["a", "nope"])
+
+
 @pytest.mark.parametrize("p", [1, 2, 1.5, 3, math.inf])
 def test_roots_subset_and_sliced(tmp_path, spec, roots3, p):
     docs = _docs(24, 25)

@@ -308,6 +308,11 @@ class Catalog:
                 found[int(doc_id)] = (_text(key), _text(label))
         return found
 
+    def live_ids_and_keys(self):
+        """[(doc id, key)] of the live documents, in id order."""
+        return [(int(doc_id), _text(key)) for doc_id, key in self._text_rows(
+            "SELECT id, {} FROM documents WHERE deleted = 0 ORDER BY id", ["key"])]
+
     def live_keys(self, labels=None):
         """The keys of the live documents in id order, or of those with one
         of ``labels`` (None: no label)."""

@@ -452,6 +452,35 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             "id": doc_id,
         }
 
+    def stored_measures(self, keys):
+        """The measures of ``keys`` exactly as stored: a list of dicts with
+        ``key``, ``id``, ``nodes`` (int64), ``masses`` (float64, as they
+        were added: not normalised again, unlike :meth:`get`'s) and
+        ``label``. A query built from them has the very features the index
+        holds for the key, to the last bit. KeyNotFoundError names the first
+        key that is not live."""
+        self._check_open()
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        places = self._locate_many(keys)
+        named = self._documents_named([doc_id for doc_id, _, _ in places])
+        out = []
+        for key, (doc_id, segment, row) in zip(keys, places):
+            data = segment.data
+            start, stop = int(data.indptr[row]), int(data.indptr[row + 1])
+            out.append({"key": key, "id": int(doc_id),
+                        "nodes": np.asarray(data.nodes[start:stop], dtype=np.int64),
+                        "masses": np.asarray(data.masses[start:stop], dtype=np.float64),
+                        "label": named[doc_id][1]})
+        return out
+
+    def ids_and_keys(self):
+        """(ids, keys) of the live documents in id order (insertion order,
+        unless ids were given): an int64 array and a list of str."""
+        self._check_open()
+        rows = self._catalog.live_ids_and_keys()
+        return (np.array([doc_id for doc_id, _ in rows], dtype=np.int64),
+                [key for _, key in rows])
+
     def features(self, keys, root=0):
         """Stored features (CSR, one row per key) for root position ``root``."""
         self._check_open()
@@ -522,26 +551,44 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         return not self._closed and self.mode == "a"
 
     # --------------------------------------------------------------- writing
-    def add(self, measures, keys=None, labels=None, fields=None):
+    def add(self, measures, keys=None, labels=None, fields=None, ids=None):
         """Add a batch of measures; all or nothing. Returns their keys.
 
         Once this returns, the batch is durable: a crash cannot lose it.
-        """
-        return self._write(measures, keys, labels, fields, upsert=False)
 
-    def upsert(self, measures, keys, labels=None, fields=None):
-        """Add measures, replacing live documents with the same keys."""
+        ``ids``: the document ids to give the batch, for an index whose
+        documents are numbered together with other indexes' (the shards of a
+        sharded index share one insertion order this way): strictly
+        increasing integers, the first at least :attr:`next_id`. By default
+        the documents take the next ids in turn. Ids order the documents:
+        ties in a search go to the lower id.
+        """
+        return self._write(measures, keys, labels, fields, upsert=False, ids=ids)
+
+    def upsert(self, measures, keys, labels=None, fields=None, ids=None):
+        """Add measures, replacing live documents with the same keys (the new
+        documents take new ids; ``ids`` as for :meth:`add`)."""
         if keys is None:
             raise ValueError("upsert needs keys: the documents to replace are found by key")
-        return self._write(measures, keys, labels, fields, upsert=True)
+        return self._write(measures, keys, labels, fields, upsert=True, ids=ids)
 
-    def _write(self, measures, keys, labels, fields, upsert):
+    @property
+    def next_id(self):
+        """The id the next document added gets, unless told otherwise: above
+        every id this index has given, deleted documents' included."""
+        self._check_open()
+        return int(self._meta["next_doc_id"])
+
+    def _write(self, measures, keys, labels, fields, upsert, ids=None):
         self._check_writable()
         batch = as_measure_batch(measures, n_nodes=self.graph.n_nodes) \
             if not isinstance(measures, MeasureBatch) else measures
         n = len(batch)
         next_doc = int(self._meta["next_doc_id"])
-        doc_ids = np.arange(next_doc, next_doc + n, dtype=np.int64)
+        if ids is None:
+            doc_ids = np.arange(next_doc, next_doc + n, dtype=np.int64)
+        else:
+            doc_ids = checked_ids(ids, n, next_doc)
         keys = self._checked_keys(keys, n, doc_ids)
         labels = checked_column("labels", labels, n, str)
         fields_json = [None if f is None else json_fields(f, i)
@@ -587,7 +634,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
                  "fields": fields_json[i], "deleted": 0, "added_at": now}
                 for i in range(n)
             ]
-            next_ids = {"next_doc_id": next_doc + n, "next_segment_id": segment_id + 1}
+            next_ids = {"next_doc_id": int(doc_ids[-1]) + 1, "next_segment_id": segment_id + 1}
             self._catalog.commit_segment(segment_row, documents, [r[0] for r in replaced],
                                          next_ids)
         except BaseException:
@@ -919,6 +966,33 @@ def _concat_rows(parts, order, trees):
         doc_ids=doc_ids[selected], indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,
         row_scale=batch.row_scale,
         features=[tree.feature_arrays_of_batch(batch) for tree in trees])
+
+
+def checked_ids(ids, n, next_doc):
+    """``ids`` of a batch of n as int64, or a ValueError naming the bad value:
+    n integers, strictly increasing, the first at least ``next_doc``."""
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
+        raise ValueError(f"ids is {ids!r:.60}; expected a list of {n} document ids")
+    values = np.asarray(ids)
+    if values.ndim != 1 or len(values) != n:
+        raise ValueError(f"{len(values) if values.ndim == 1 else values.shape} ids were given "
+                         f"for {n} measures; expected one each")
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if values.dtype.kind not in "iu":  # bools, floats and objects too
+        raise ValueError(f"ids has the values {values[:5].tolist()!r}...; expected integers")
+    if values.dtype.kind == "u" and int(values.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"id {int(values.max())} is too large; expected ids below 2**63")
+    values = values.astype(np.int64)
+    if int(values[0]) < next_doc:
+        raise ValueError(f"id {int(values[0])} is below the index's next id {next_doc}; ids "
+                         "must be new and rising (see next_id)")
+    falls = np.flatnonzero(np.diff(values) <= 0)
+    if len(falls):
+        j = int(falls[0])
+        raise ValueError(f"ids {int(values[j])} and {int(values[j + 1])} (places {j} and "
+                         f"{j + 1}) do not rise; expected strictly increasing ids")
+    return values
 
 
 def checked_column(name, values, n, kind):
