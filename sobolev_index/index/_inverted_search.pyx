@@ -39,10 +39,13 @@ the dense columns alone bound it from below: max over c in H of
 |q_c - x_c| <= S_inf(q, x). That bound is read for every row, from the
 dense block only, and the rows it cannot rule out get their exact value.
 
-A radius search runs the same loops with the radius (in the same units)
-as every query's threshold from the start, so its bounds prune as a k-th
-value would; without a limit it keeps no k best, and each thread appends
-the rows within the radius to a list of its own. Each unit of work counts
+A radius search runs the same loops with each query's radius (in the
+same units) as that query's threshold from the start, so its bounds prune
+as a k-th value would; without a limit it keeps no k best, and each
+thread appends the rows within their query's radius to a list of its own.
+The radius may differ from query to query: a k-NN search within a bound
+(say the k-th distance another index already found for the query) is a
+radius search with a limit. Each unit of work counts
 what it bounded, read and scored (and, when asked, times its phases) in
 its thread's scratch, copied to the unit's own place when it ends: no
 counter is shared between threads.
@@ -305,12 +308,13 @@ cdef struct Search:
     float64_t value_rtol, value_atol
     const int64_t* positions
     const float64_t* eta
-    # A radius search: a result whose value exceeds ``bound`` is dropped,
-    # and ``bound`` starts every query's shared threshold (inf otherwise).
-    # With ``grow`` (no limit) there is no k: every result goes to the
-    # thread's list (see _offer). ``timing``: the units time their phases.
+    # A radius search: a result of query i whose value exceeds ``bound[i]``
+    # is dropped, and ``bound[i]`` starts query i's shared threshold (inf:
+    # no bound). With ``grow`` (no limit) there is no k: every result goes
+    # to the thread's list (see _offer). ``timing``: the units time their
+    # phases.
     bint radius, grow, timing
-    float64_t bound
+    const float64_t* bound
     const offset_t* q_indptr
     const node_t* q_indices
     const float64_t* q_data
@@ -875,12 +879,12 @@ cdef void _settle(const Search* se, const SegmentView* sg, Py_ssize_t segment, P
 cdef void _offer(const Search* se, Scratch* sc, Py_ssize_t i, Found* heap,
                  Py_ssize_t* n_found, const Found* item) noexcept nogil:
     """Offer an exact result of query i to the unit's heap of the k best;
-    in a radius search only one within the bound, and without a limit to
-    the thread's list instead (grown by doubling)."""
+    in a radius search only one within query i's bound, and without a
+    limit to the thread's list instead (grown by doubling)."""
     cdef Py_ssize_t cap
     cdef void* grown
     # (NaN fails the comparison.)
-    if se.radius and not item.value <= se.bound:
+    if se.radius and not item.value <= se.bound[i]:
         return
     if not se.grow:
         heap_offer(heap, n_found, se.k, item)
@@ -1236,7 +1240,7 @@ def search_segments(
     Py_ssize_t k, float64_t p, Py_ssize_t chunk, Py_ssize_t min_candidates,
     float64_t[:, ::1] out_value, int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
     int64_t[:, ::1] out_doc, list parents, const node_t[::1] root_nodes,
-    n_threads=None, float64_t bound=INFINITY, bint grow=False, bint timing=False,
+    n_threads=None, bound=None, bint grow=False, bint timing=False,
 ):
     """The k nearest stored rows of each query over several segments, exactly.
 
@@ -1260,11 +1264,13 @@ def search_segments(
     ``out_doc[i, t]`` (its document id) with its value in
     ``out_value[i, t]``, best first; unused places hold inf and -1.
 
-    A radius search gives ``bound`` (in the units above): it is every
-    query's threshold from the start, in place of a k-th value not yet
-    found, and a result above it is dropped. With ``grow`` there is no k
-    (pass k = 0 and outputs of no columns): every row within ``bound`` is
-    a result, kept in lists that grow as needed.
+    A radius search gives ``bound``, a float64 array of one value per
+    query (in the units above; inf: no bound; None: inf for every query):
+    ``bound[i]`` is query i's threshold from the start, in place of a k-th
+    value not yet found, and a result of query i above it is dropped.
+    With ``grow`` there is no k (pass k = 0 and outputs of no columns):
+    every row within its query's bound is a result, kept in lists that
+    grow as needed.
 
     Returns (counts, seconds, grown): per query, the COUNT_NAMES counts
     (int64, n_q x 5) summed over its units, and with ``timing`` the
@@ -1292,8 +1298,16 @@ def search_segments(
         raise ValueError(f"a search that grows its results takes k = 0, not {k}")
     if not grow and k < 1:
         raise ValueError(f"k is {k}; expected at least 1")
-    if not bound >= 0.0:
-        raise ValueError(f"bound is {bound}; expected a value >= 0")
+    bound_arr = np.full(n_q, INFINITY) if bound is None else np.asarray(bound)
+    if bound_arr.dtype != np.float64 or bound_arr.shape != (n_q,):
+        raise ValueError(f"bound is a {bound_arr.dtype} array of shape {bound_arr.shape}; "
+                         f"expected float64 of shape ({n_q},), one value per query")
+    bad = np.flatnonzero(~(bound_arr >= 0.0))  # also NaN
+    if len(bad):
+        raise ValueError(f"bound[{bad[0]}] is {bound_arr[bad[0]]}; expected a value >= 0")
+    # Contiguous, and one element even for no queries (for the pointer).
+    bound_arr = np.ascontiguousarray(bound_arr) if n_q else np.zeros(1)
+    cdef const float64_t[::1] bound_v = bound_arr
     if n_q == 0 or n_segments == 0:
         out_value[:, :] = INFINITY
         out_segment[:, :] = -1
@@ -1377,10 +1391,10 @@ def search_segments(
     se.kind = power_kind(p)
     se.single = n_sel == 1
     se.p = p
-    se.radius = grow or bound < INFINITY
+    se.radius = grow or bool((bound_arr < INFINITY).any())
     se.grow = grow
     se.timing = timing
-    se.bound = bound
+    se.bound = &bound_v[0]
     # (Not used at p = inf: see MAX_ALLOWANCE.)
     se.value_rtol = 0.0 if se.kind == 3 else p * VALUE_RTOL
     se.value_atol = 0.0 if se.kind == 3 else p * VALUE_ATOL
@@ -1443,8 +1457,8 @@ def search_segments(
         scratch.bad_row = -1
         scratch.bad_dense = False
     # One cache line per query, for the same reason. A radius search's
-    # bound is the threshold from the start.
-    shared_arr = np.full(n_q * SHARED_STRIDE, bound)
+    # bound for the query is its threshold from the start.
+    shared_arr = np.repeat(bound_arr, SHARED_STRIDE)
     # Each unit's counts and seconds, written by the one thread that runs it.
     unit_counts_arr = np.zeros(n_q * n_units * N_COUNTS, dtype=np.int64)
     unit_times_arr = np.zeros(n_q * n_units * N_TIMES)

@@ -656,11 +656,13 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None, bo
     ``docs[i, t]``; unused places hold inf and -1. Ties go to the lower
     document id.
 
-    A radius search gives ``bound`` (in the same units): rows whose value
-    exceeds it are never results, and it prunes from the start as the
-    k-th value would. With ``limit`` False there is no k (``k`` is
-    ignored): every row within ``bound`` is a result, and the four outputs
-    are lists of one array per query instead, best first.
+    A radius search gives ``bound`` (in the same units): a number for
+    every query, or a 1-D array of one per query (inf: no bound). Rows
+    whose value exceeds their query's bound are never results, and it
+    prunes from the start as the k-th value would: with a limit, the k
+    best within the bound. With ``limit`` False there is no k (``k`` is
+    ignored): every row within its query's bound is a result, and the
+    four outputs are lists of one array per query instead, best first.
 
     Also returns the statistics: {name: int64 array of one value per
     query} for COUNT_NAMES, and {"seconds": {name: float array}} for
@@ -679,6 +681,12 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None, bo
     rows = np.empty((n_q, k), dtype=np.int64)
     docs = np.empty((n_q, k), dtype=np.int64)
     indptr, indices, data = queries[0] if len(queries) == 1 else stack_rows(queries)
+    bound = np.asarray(bound, dtype=np.float64)
+    if bound.ndim == 0:
+        bound = np.full(n_q, float(bound))
+    elif bound.shape != (n_q,):
+        raise ValueError(f"bound has shape {bound.shape}; expected a number or one value per "
+                         f"query, shape ({n_q},)")
     if not math.isinf(p) and files:
         # The posting lists of the query's columns (p = inf reads none).
         n_cols = files[0].n_cols
@@ -696,7 +704,7 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None, bo
             k, p, CHUNK, MIN_CANDIDATES, values, segments, rows, docs,
             [tree.parent32 for tree in trees],
             np.array([tree.root for tree in trees], dtype=np.int32), n_threads=n_threads,
-            bound=float(bound), grow=grow, timing=bool(timing))
+            bound=np.ascontiguousarray(bound), grow=grow, timing=bool(timing))
     except _inverted_search.BadStoredValue as exc:
         g, row, dense = exc.args
         if dense:

@@ -69,14 +69,20 @@ class SearchResult:
     ``keys[i]`` lists the keys found for query i by ascending distance (ties by
     insertion order); ``distances[i, j]`` is S_p to ``keys[i][j]``.
     ``distances`` has min(k, N) columns for N live documents, and inf where
-    fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``.
+    fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``,
+    and so does ``ids``: the documents' ids (ints, as ``get(key)["id"]``
+    gives them; ids grow with insertion order, so results are ordered by
+    (distance, id), apart from a stored key used as a query, which comes
+    first among the documents at distance 0 from it). ``ids`` is None in a
+    result built without them.
 
     A radius search finds a different number of documents per query:
     ``distances`` is then a list of one 1-D array per query
     (``distances[i][j]`` is S_p to ``keys[i][j]``), ``radius`` the radius
-    and ``truncated[i]`` whether more documents than ``limit`` lay within it
-    (only the ``limit`` nearest are kept). For a k-NN search ``radius`` is
-    None and ``truncated`` all False.
+    (a float, or with one radius per query a float64 array of them) and
+    ``truncated[i]`` whether more documents than ``limit`` lay within
+    query i's radius (only the ``limit`` nearest are kept). For a k-NN
+    search ``radius`` is None and ``truncated`` all False.
 
     ``stats`` says how much of the index the search read, summed over the
     queries: ``rows`` (the documents it could return, per query),
@@ -101,10 +107,12 @@ class SearchResult:
     the results, and the ``total``.
     """
 
-    def __init__(self, keys, distances, labels, p, stats=None, radius=None, truncated=None):
+    def __init__(self, keys, distances, labels, p, stats=None, radius=None, truncated=None, *,
+                 ids=None):
         self.keys = keys
         self.distances = distances
         self.labels = labels
+        self.ids = ids
         self.p = p
         self.stats = stats
         self.radius = radius
@@ -115,7 +123,8 @@ class SearchResult:
 
     def __repr__(self):
         if self.radius is not None:
-            return (f"SearchResult(queries={len(self.keys)}, radius={self.radius}, "
+            radius = "per query" if np.ndim(self.radius) else self.radius
+            return (f"SearchResult(queries={len(self.keys)}, radius={radius}, "
                     f"found={sum(len(k) for k in self.keys)}, p={self.p})")
         return f"SearchResult(queries={len(self.keys)}, k={self.distances.shape[1]}, p={self.p})"
 
@@ -185,12 +194,16 @@ def checked_search_args(k, radius, limit):
     """(k, radius) of a search: k (default 10 without a radius) or radius
     (with an optional limit), never both; each checked, a ValueError naming
     the value otherwise. ``k`` comes back None for a radius search, and
-    ``radius`` None for a k-NN search."""
+    ``radius`` None for a k-NN search. The radius comes back as
+    check_search_radius returns it: a float, or a float64 array of one
+    radius per query, whose length the caller checks once it knows the
+    number of queries (radius_for_queries)."""
     if radius is not None:
         if k is not None:
-            raise ValueError(f"k is {k!r} and radius is {radius!r}; give one of them (a "
+            shown = _radius_shown(radius)
+            raise ValueError(f"k is {k!r} and radius is {shown}; give one of them (a "
                              "radius search takes limit to cap its results)")
-        radius = check_radius(radius)
+        radius = check_search_radius(radius)
         if limit is not None:
             check_positive("limit", limit)
         return None, radius
@@ -205,18 +218,64 @@ def checked_search_args(k, radius, limit):
     return k, None
 
 
-def check_radius(radius):
-    """The radius as a float >= 0 (inf allowed), or a ValueError naming it."""
+def check_radius(radius, name="radius"):
+    """The radius as a float >= 0 (inf allowed), or a ValueError naming it
+    (as ``name``)."""
     if isinstance(radius, bool) or not isinstance(radius, (int, float, np.integer, np.floating)):
-        raise ValueError(f"radius is {radius!r}; expected a number >= 0")
+        raise ValueError(f"{name} is {radius!r}; expected a number >= 0")
     try:
         radius = float(radius)
     except OverflowError:  # an int beyond any float: no finite radius is larger
         radius = math.inf
     if not radius >= 0.0:  # also rejects NaN
-        raise ValueError(f"radius is {radius}; expected a number >= 0 (inf returns every "
+        raise ValueError(f"{name} is {radius}; expected a number >= 0 (inf returns every "
                          "document)")
     return radius
+
+
+def check_search_radius(radius):
+    """A search's radius: a number, checked by check_radius (a float comes
+    back), or a 1-D list, tuple or array of one radius per query, each a
+    number >= 0 (inf allowed), which comes back as a new float64 array; a
+    ValueError naming the shape or the first bad value otherwise. The
+    number of radii is checked by radius_for_queries."""
+    if not isinstance(radius, (list, tuple, np.ndarray)):
+        return check_radius(radius)
+    try:
+        shape = np.shape(radius)
+    except ValueError:  # a ragged list
+        shape = None
+    if shape is None or len(shape) != 1:
+        raise ValueError(f"radius is {_radius_shown(radius)}, of shape "
+                         f"{'ragged' if shape is None else shape}; expected a number >= 0, "
+                         "or a 1-D list or array of one radius per query")
+    if isinstance(radius, np.ndarray) and radius.dtype.kind in "iuf":
+        out = radius.astype(np.float64)  # a copy: the caller's array may change later
+        bad = np.flatnonzero(~(out >= 0.0))  # also NaN
+        if len(bad):
+            check_radius(out[bad[0]], f"radius[{bad[0]}]")  # raises, naming it
+        return out
+    return np.array([check_radius(r, f"radius[{i}]") for i, r in enumerate(radius)],
+                    dtype=np.float64)
+
+
+def radius_for_queries(radius, n_queries):
+    """``radius`` (as check_search_radius returns it) for ``n_queries``
+    queries: a float as it is, an array only if it holds one radius per
+    query, else a ValueError saying how many were expected."""
+    if isinstance(radius, np.ndarray) and len(radius) != n_queries:
+        raise ValueError(f"radius has {len(radius)} value(s) for {n_queries} queries; expected "
+                         "one radius per query, or a single number for all of them")
+    return radius
+
+
+def _radius_shown(radius):
+    """The radius as an error message names it: short even for many radii."""
+    size = radius.size if isinstance(radius, np.ndarray) else (
+        len(radius) if isinstance(radius, (list, tuple)) else 0)
+    if size > 6:
+        return f"a {type(radius).__name__} of {size} values"
+    return repr(radius)
 
 
 def _kernel_bound(radius, p, n_roots):
@@ -278,8 +337,20 @@ class SearchMixin:
         holds: when more documents lie within the radius, the ``limit``
         nearest are kept and ``truncated[i]`` says so. ``k`` and ``radius``
         cannot be given together (``limit`` is a radius search's k).
-        ``stats=True`` adds per-query statistics and phase times to
-        ``SearchResult.stats``.
+
+        ``radius`` may also be a 1-D list or array of one radius per query
+        (each >= 0, inf allowed): query i then finds what a search of it
+        alone with ``radius[i]`` finds. With a ``limit`` of k this is the k
+        nearest within a bound per query: the first entries of the k-NN
+        result whose distance is at most the query's bound (for instance
+        the k-th distance another index already found for it).
+        ``SearchResult.radius`` is then a float64 array of the radii. A
+        radius of the wrong shape or length, or a value that is NaN or
+        negative, raises a ValueError before the search runs.
+
+        ``SearchResult.ids`` holds the document ids of the results,
+        mirroring ``keys``. ``stats=True`` adds per-query statistics and
+        phase times to ``SearchResult.stats``.
         """
         self._check_open()
         started = time.perf_counter()
@@ -288,6 +359,7 @@ class SearchMixin:
         positions, eta = self._selected_roots(roots)
         query_features = self._query_features(queries, positions, csr=False)
         n_queries = query_features[0].shape[0]
+        radius = radius_for_queries(radius, n_queries)
         scope = self._search_scope(where)
         featured = time.perf_counter()
 
@@ -297,15 +369,23 @@ class SearchMixin:
             # returned.
             n_columns = min(int(k), len(self))
             k = max(1, n_columns)
-            bound = math.inf
+            radii = bound = np.full(n_queries, math.inf)
         else:
             # A limit that cannot be reached needs no heap; one more than
             # the limit tells whether it cut the results.
             k = None if limit is None or limit >= scope.n_rows else int(limit) + 1
-            # (p > 16 scans and compares distances themselves.)
-            bound = None if LARGE_P < p < math.inf else _kernel_bound(radius, p, len(positions))
+            radii = np.broadcast_to(np.asarray(radius, dtype=np.float64), (n_queries,))
+            # Each query's radius in the kernel's units (p > 16 scans and
+            # compares distances themselves).
+            if LARGE_P < p < math.inf:
+                bound = radii
+            elif np.ndim(radius):
+                bound = np.array([_kernel_bound(r, p, len(positions)) for r in radius.tolist()])
+            else:
+                bound = np.full(n_queries, _kernel_bound(radius, p, len(positions)))
         keys = [[] for _ in range(n_queries)]
         labels = [[] for _ in range(n_queries)]
+        ids = [[] for _ in range(n_queries)]
         found_distances = [None] * n_queries
         counts = {name: np.zeros(n_queries, dtype=np.int64) for name in _COUNTS}
         seconds = {name: np.zeros(n_queries) for name in inverted.TIME_NAMES}
@@ -315,8 +395,7 @@ class SearchMixin:
         if LARGE_P < p < math.inf:
             # The scan compares distances themselves, not p-th powers.
             scanned = self._scan(query_features, k, p, positions, eta, scope.masks,
-                                 scope.searched, n_threads,
-                                 bound=math.inf if radius is None else radius)
+                                 scope.searched, n_threads, bound=bound)
             searched_seconds = scanned[1]["seconds"]
         for start in range(0, n_queries, QUERY_CHUNK):
             stop = min(n_queries, start + QUERY_CHUNK)
@@ -324,7 +403,7 @@ class SearchMixin:
             if scanned is None:
                 found, chunk_stats = self._search_chunk(
                     query_features, start, stop, k, p, positions, eta, scope, n_threads,
-                    bound=bound, timing=stats)
+                    bound=bound[start:stop], timing=stats)
                 for name in _COUNTS:
                     if name in chunk_stats:
                         counts[name][start:stop] = chunk_stats[name]
@@ -346,6 +425,7 @@ class SearchMixin:
                 found_distances[q] = dist
                 keys[q] = [named[doc][0] for doc in docs]
                 labels[q] = [named[doc][1] for doc in docs]
+                ids[q] = list(docs)
             named_seconds += time.perf_counter() - chunk_started
         counts["segments"][:] = len(scope.searched)
         counts["rows"][:] = scope.n_rows
@@ -359,21 +439,23 @@ class SearchMixin:
             width = n_columns
         else:
             # Exactly the documents whose reported distance is within the
-            # radius (the kernel's bound was wider), at most limit of them.
+            # query's radius (the kernel's bound was wider), at most limit
+            # of them.
             distances, truncated = [], []
             for q, dist in enumerate(found_distances):
-                within = np.flatnonzero(np.asarray(dist) <= radius)
+                within = np.flatnonzero(np.asarray(dist) <= radii[q])
                 cut = limit is not None and len(within) > limit
-                within = within[:limit]
+                within = within[:limit].tolist()
                 distances.append(np.array(np.asarray(dist)[within], dtype=np.float64))
-                keys[q] = [keys[q][j] for j in within.tolist()]
-                labels[q] = [labels[q][j] for j in within.tolist()]
+                keys[q] = [keys[q][j] for j in within]
+                labels[q] = [labels[q][j] for j in within]
+                ids[q] = [ids[q][j] for j in within]
                 truncated.append(bool(cut))
             width = limit
         if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
                                         and isinstance(queries[0], str)):
             self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
-                                distances, labels, scope.masks, width)
+                                distances, labels, ids, scope.masks, width)
         totals = {name: int(counts[name].sum()) for name in _COUNTS}
         if stats:
             totals["queries"] = [
@@ -384,7 +466,7 @@ class SearchMixin:
                                  "names": named_seconds,
                                  "total": time.perf_counter() - started}
         return SearchResult(keys, distances, labels, p, totals, radius=radius,
-                            truncated=truncated)
+                            truncated=truncated, ids=ids)
 
     def _documents_named(self, doc_ids):
         """{doc id: (key, label)} from the catalog, for ids a search found."""
@@ -396,20 +478,21 @@ class SearchMixin:
                 "does not list; run verify() and restore from a backup")
         return named
 
-    def _own_key_first(self, query_keys, keys, distances, labels, masks, width):
+    def _own_key_first(self, query_keys, keys, distances, labels, ids, masks, width):
         """A stored document used as the query comes first among the
         documents at distance 0 from it (duplicates), not after those with
         lower ids, as long as ``where`` admits it. ``distances[q]`` is
-        query q's row (an array); ``width`` the most results a query may
-        hold (None: no limit)."""
+        query q's row (an array); ``keys``, ``labels`` and ``ids`` move
+        together; ``width`` the most results a query may hold (None: no
+        limit)."""
         position = {s.id: i for i, s in enumerate(self._segments)}
         for q, key in enumerate(query_keys):
             if not keys[q] or distances[q][0] != 0.0:
                 continue
             if key in keys[q]:
                 j = keys[q].index(key)
-                label = labels[q][j]
-                del keys[q][j], labels[q][j]
+                label, doc_id = labels[q][j], ids[q][j]
+                del keys[q][j], labels[q][j], ids[q][j]
             else:
                 doc_id, segment, row = self._locate(key)
                 if not masks[position[segment.id]][row] or distances[q][len(keys[q]) - 1] != 0.0:
@@ -418,8 +501,10 @@ class SearchMixin:
                 if len(keys[q]) == width:
                     keys[q].pop()
                     labels[q].pop()
+                    ids[q].pop()
             keys[q].insert(0, key)
             labels[q].insert(0, label)
+            ids[q].insert(0, int(doc_id))
 
     def _selected_roots(self, roots):
         """The positions of ``roots`` (all by default) and their eta, renormalised."""
@@ -528,8 +613,10 @@ class SearchMixin:
     def _search_chunk(self, query_features, start, stop, k, p, positions, eta, scope,
                       n_threads, bound=math.inf, timing=False):
         """Per query: (distances, segment positions, rows, doc ids), best
-        first; and the kernel's statistics (see inverted.search). ``k``
-        None: every row within ``bound`` (in the kernel's units)."""
+        first; and the kernel's statistics (see inverted.search). ``bound``
+        (in the kernel's units): a number, or one per query of the chunk;
+        ``k`` None: every row within its query's bound, else the k best
+        within it."""
         searched = scope.searched
         queries = [row_range((F.indptr, F.indices, F.data), start, stop)
                    for F in query_features]
@@ -555,8 +642,9 @@ class SearchMixin:
               bound=math.inf):
         """(per query: (distances, segment positions, rows, doc ids), best
         first, from every row of the searched segments; {"blocks",
-        "blocks_scored", "seconds"} of the scan). ``k`` None: every row
-        within ``bound`` (a distance), else the k best within it.
+        "blocks_scored", "seconds"} of the scan). ``bound``: a distance, or
+        one per query; ``k`` None: every row within its query's bound, else
+        the k best within it.
 
         A large finite p scans every row: its p-th powers would underflow
         in the identity the inverted file relies on (see distances.LARGE_P).
@@ -565,6 +653,7 @@ class SearchMixin:
         small."""
         started = time.perf_counter()
         n_queries = query_features[0].shape[0]
+        bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), (n_queries,))
         best = [_TopK(k) for _ in range(n_queries)]
         blocks = blocks_scored = 0
         for s in searched:
@@ -584,10 +673,10 @@ class SearchMixin:
                                              eta, n_threads)
                     total[:, ~live] = np.inf
                     if k is None:
-                        threshold = np.full(stop - start, bound)
+                        threshold = bound[start:stop]
                     else:
                         threshold = np.minimum(
-                            np.partition(total, kk - 1, axis=1)[:, kk - 1], bound)
+                            np.partition(total, kk - 1, axis=1)[:, kk - 1], bound[start:stop])
                     for i in range(stop - start):
                         found = np.flatnonzero((total[i] <= threshold[i]) & live)
                         best[start + i].offer(total[i, found], doc_ids[found], s, a + found)
@@ -674,14 +763,15 @@ class SearchMixin:
         query_keys = [keys] if isinstance(keys, str) else list(keys)
         found = self.search(query_keys, k=int(k) + 1, p=p, roots=roots, n_threads=n_threads)
         width = min(int(k), max(found.distances.shape[1] - 1, 0))
-        out_keys, out_labels = [], []
+        out_keys, out_labels, out_ids = [], [], []
         distances = np.full((len(query_keys), width), np.inf)
         for q, (key, hits, labels) in enumerate(zip(query_keys, found.keys, found.labels)):
             kept = [j for j, hit in enumerate(hits) if hit != key][:width]
             out_keys.append([hits[j] for j in kept])
             out_labels.append([labels[j] for j in kept])
+            out_ids.append([found.ids[q][j] for j in kept])
             distances[q, :len(kept)] = found.distances[q][kept]
-        return SearchResult(out_keys, distances, out_labels, found.p)
+        return SearchResult(out_keys, distances, out_labels, found.p, ids=out_ids)
 
     def knn_graph(self, k, p=None, include_self=False, roots=None, batch=KNN_GRAPH_BATCH,
                   n_threads=None, progress=None):
