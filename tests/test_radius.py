@@ -3,7 +3,9 @@
 every live document within r is found, none beyond it, nearest first, at
 its reference distance; a document at exactly the distance a search
 reported is within that radius; ``limit`` keeps the nearest and says when
-it cut; bad radii are refused by name."""
+it cut; bad radii are refused by name. One radius per query (an array)
+finds, query by query, what a search with that query's radius alone
+finds, and with a limit of k the k nearest within each query's bound."""
 import json
 import math
 
@@ -65,9 +67,12 @@ def _reference(built, queries, p, roots=None):
 
 def _check_within(result, reference, built, radius, rtol=1e-9, what=""):
     """Each query's results are exactly the live documents within the radius
-    (up to rounding at its edge), at their reference distances, nearest first."""
+    (a number, or one per query; up to rounding at its edge), at their
+    reference distances, nearest first."""
     live_keys = [built["keys"][i] for i in built["live"]]
+    radii = np.broadcast_to(np.asarray(radius, dtype=float), (len(result.keys),))
     for q in range(len(result.keys)):
+        radius = float(radii[q])
         got = dict(zip(result.keys[q], result.distances[q].tolist()))
         assert len(got) == len(result.keys[q]), what
         assert (np.diff(result.distances[q]) >= 0).all(), what
@@ -187,7 +192,7 @@ def test_a_radius_search_counts_what_it_read(built):
     assert wide["exact"] == rows
 
 
-@pytest.mark.parametrize("radius", [-1, -0.5, float("nan"), "1", None, True, [1.0]])
+@pytest.mark.parametrize("radius", [-1, -0.5, float("nan"), "1", None, True, b"1", {1.0}])
 def test_a_bad_radius_is_refused_by_name(built, radius):
     with SobolevIndex.open(built["path"]) as index:
         if radius is None:
@@ -250,3 +255,211 @@ def test_a_query_with_nothing_within_the_radius_gets_an_empty_row(built):
         result = index.search(built["queries"][:2], radius=0.0)
     assert result.keys == [[], []] and [len(d) for d in result.distances] == [0, 0]
     assert result.to_records() == [[], []]
+
+
+# ------------------------------------------------------------ one radius per query
+def _radii(reference, seed):
+    """One radius per query, at a different rank of its reference distances
+    each (a few documents to dozens), with 0 and inf among them."""
+    rng = np.random.default_rng(seed)
+    ordered = np.sort(reference, axis=1)
+    radii = ordered[np.arange(len(reference)), rng.integers(0, 60, size=len(reference))]
+    radii = radii * rng.uniform(0.999, 1.001, size=len(radii))  # not always at a distance
+    radii[2], radii[5] = 0.0, math.inf
+    return radii
+
+
+def _assert_same(a, b, what):
+    """Identical keys, labels, ids and distances, query by query."""
+    assert a.keys == b.keys and a.labels == b.labels and a.ids == b.ids, what
+    assert a.truncated == b.truncated, what
+    for x, y in zip(a.distances, b.distances):
+        np.testing.assert_array_equal(x, y, err_msg=what)
+
+
+@pytest.mark.parametrize("p", [1, 2, math.inf, 20])
+@pytest.mark.parametrize("roots", [None, [1]])
+def test_radii_per_query_find_what_each_query_finds_alone(built, p, roots):
+    """Against the reference distances, and query by query against a search
+    of that query alone with its own radius (scalar), with and without a
+    limit and ``where``; several roots (sliced) and one; the scan of p = 20."""
+    queries = built["queries"]
+    reference = _reference(built, queries, p, roots)
+    radii = _radii(reference, 1)
+    with SobolevIndex.open(built["path"]) as index:
+        result = index.search(queries, radius=radii, p=p, roots=roots)
+        assert isinstance(result.radius, np.ndarray) and result.radius.dtype == np.float64
+        np.testing.assert_array_equal(result.radius, radii)
+        _check_within(result, reference, built, radii, what=f"p={p}, roots={roots}")
+        assert result.keys[5] and len(result.keys[5]) == len(built["live"])  # inf: all
+        sizes = [len(keys) for keys in result.keys]
+        assert len(set(sizes)) > 4, sizes  # the radii really differ
+        for limit, where in ((None, None), (4, None), (None, {"label": "b"}),
+                             (3, {"label": ["a"]})):
+            per_query = index.search(queries, radius=radii.tolist(), p=p, roots=roots,
+                                     limit=limit, where=where)
+            for q, (query, radius) in enumerate(zip(queries, radii)):
+                alone = index.search([query], radius=float(radius), p=p, roots=roots,
+                                     limit=limit, where=where)
+                assert per_query.keys[q] == alone.keys[0], (limit, where, q)
+                assert per_query.ids[q] == alone.ids[0], (limit, where, q)
+                assert per_query.truncated[q] == alone.truncated[0], (limit, where, q)
+                np.testing.assert_array_equal(per_query.distances[q], alone.distances[0])
+            if limit is not None:
+                assert any(per_query.truncated), (limit, where)
+
+
+@pytest.mark.parametrize("p", [1, 2, math.inf, 20])
+def test_radii_per_query_do_not_depend_on_the_threads(built, p, parallel_everywhere):
+    reference = _reference(built, built["queries"], p)
+    radii = _radii(reference, 2)
+    with SobolevIndex.open(built["path"]) as index:
+        for limit in (None, 5):
+            one, two = (index.search(built["queries"], radius=radii, p=p, limit=limit,
+                                     n_threads=threads) for threads in (1, 2))
+            _assert_same(one, two, f"p={p}, limit={limit}")
+        # A single query: its segments are cut into row ranges, searched in
+        # parallel, each starting from the query's radius.
+        for q in (0, 3):
+            one, two = (index.search([built["queries"][q]], radius=radii[q:q + 1], p=p,
+                                     n_threads=threads) for threads in (1, 2))
+            _assert_same(one, two, f"p={p}, query {q}")
+
+
+@pytest.mark.parametrize("p", [1, 2, 1.5, math.inf, 20])
+@pytest.mark.parametrize("roots", [None, [0]])
+def test_the_k_nearest_within_a_bound_per_query(built, p, roots):
+    """With a limit of k, radius b_q gives the first entries of the plain
+    k-NN result whose distance is at most b_q: what a shard needs given the
+    k-th distance the shards before it found."""
+    queries = built["queries"] + [built["measures"][3]]  # d3 has two copies
+    k = 6
+    rng = np.random.default_rng(3)
+    with SobolevIndex.open(built["path"]) as index:
+        knn = index.search(queries, k=k, p=p, roots=roots)
+        farthest = float(knn.distances[:, -1].max())
+        bounds = rng.uniform(0.0, 1.2 * farthest, size=len(queries))
+        # A bound exactly at a k-NN distance (ties at it are kept), below
+        # every result, and none.
+        bounds[0], bounds[1] = knn.distances[0, 2], knn.distances[1, k - 1]
+        bounds[2], bounds[3] = 0.5 * knn.distances[2, 0], math.inf
+        bounds[-1] = 0.0
+        within = index.search(queries, radius=bounds, limit=k, p=p, roots=roots)
+    seen = set()
+    for q, bound in enumerate(bounds):
+        n = int(np.count_nonzero(knn.distances[q] <= bound))
+        seen.add(n)
+        assert within.keys[q] == knn.keys[q][:n], (q, bound)
+        assert within.ids[q] == knn.ids[q][:n], (q, bound)
+        np.testing.assert_array_equal(within.distances[q], knn.distances[q][:n])
+        # A k-NN result has no more than k; the limit cut only if the k-th
+        # distance is within the bound (and more lie within it).
+        assert not within.truncated[q] or n == k
+    assert within.keys[-1] == ["d3", "d257", "d258"]
+    assert {0, k} < seen, seen  # empty, full and partial rows were all checked
+
+
+def test_stored_keys_with_radii_per_query_come_first(built):
+    with SobolevIndex.open(built["path"]) as index:
+        result = index.search(["d258", "d150", "d4"], radius=[0.0, math.inf, 0.0], p=1)
+        assert result.keys[0] == ["d258", "d3", "d257"]
+        assert result.keys[1][0] == "d150" and len(result.keys[1]) == len(built["live"])
+        assert result.keys[2] == ["d4"]
+        limited = index.search(["d258", "d150"], radius=np.array([0.0, 0.0]), limit=1, p=1)
+        assert limited.keys == [["d258"], ["d150"]] and limited.truncated == [True, True]
+
+
+def test_the_radius_array_given_is_copied(built):
+    radii = np.full(len(built["queries"]), 0.3)
+    with SobolevIndex.open(built["path"]) as index:
+        result = index.search(built["queries"], radius=radii)
+    radii[:] = -1.0
+    assert (result.radius == 0.3).all()
+    assert "radius=per query" in repr(result)
+
+
+@pytest.mark.parametrize("radius, match", [
+    ([1.0], r"radius has 1 value\(s\) for 12 queries; expected one radius per query"),
+    ([0.5] * 13, r"radius has 13 value\(s\) for 12 queries"),
+    (np.zeros(0), r"radius has 0 value\(s\) for 12 queries"),
+    (np.ones((12, 1)), r"radius is .*of shape \(12, 1\); expected a number >= 0, or a 1-D"),
+    (np.array(0.5), r"of shape \(\); expected a number >= 0, or a 1-D"),
+    ([[1.0], [1.0, 2.0]], r"of shape ragged"),
+    ([0.1] * 4 + [float("nan")] + [0.1] * 7, r"radius\[4\] is nan; expected a number >= 0"),
+    (np.array([0.1] * 11 + [np.nan]), r"radius\[11\] is nan; expected a number >= 0"),
+    (np.array([0.1, -2.0] + [0.1] * 10), r"radius\[1\] is -2.0; expected a number >= 0"),
+    ([0.1] * 11 + [-1], r"radius\[11\] is -1.0; expected a number >= 0"),
+    (["1"] * 12, r"radius\[0\] is '1'; expected a number >= 0"),
+    (np.array(["1"] * 12), r"radius\[0\] is np.str_\('1'\)|radius\[0\] is '1'"),
+    ([0.1] * 11 + [True], r"radius\[11\] is True; expected a number >= 0"),
+    ("1", r"radius is '1'; expected a number >= 0"),
+])
+def test_a_bad_radius_per_query_is_refused_by_name(built, radius, match):
+    with SobolevIndex.open(built["path"]) as index:
+        with pytest.raises(ValueError, match=match):
+            index.search(built["queries"], radius=radius)
+        with pytest.raises(ValueError, match=match):
+            index.search(built["queries"], radius=radius, p=20)  # the scan
+
+
+def test_the_checks_a_sharded_index_shares():
+    """checked_search_args checks the values before the queries are known;
+    radius_for_queries their number once they are."""
+    from sobolev_index.index.search import checked_search_args, radius_for_queries
+
+    k, radius = checked_search_args(None, [0.5, math.inf, 10 ** 400], 3)
+    assert k is None and radius.dtype == np.float64
+    assert radius.tolist() == [0.5, math.inf, math.inf]
+    assert radius_for_queries(radius, 3) is radius
+    assert radius_for_queries(0.5, 7) == 0.5
+    with pytest.raises(ValueError, match=r"radius has 3 value\(s\) for 2 queries"):
+        radius_for_queries(radius, 2)
+    # A number keeps its type and messages.
+    assert checked_search_args(None, 2, None) == (None, 2.0)
+    with pytest.raises(ValueError, match=r"^radius is -1.0; expected a number >= 0"):
+        checked_search_args(None, -1, None)
+    with pytest.raises(ValueError, match=r"k is 3 and radius is a list of 20 values; give one"):
+        checked_search_args(3, [1.0] * 20, None)
+
+
+def test_the_kernel_refuses_a_bound_of_the_wrong_length_or_value():
+    from sobolev_index.index import _inverted_search
+
+    def call(bound, n_q=2):
+        out = [np.empty((n_q, 1)), *(np.empty((n_q, 1), dtype=np.int64) for _ in range(3))]
+        return _inverted_search.search_segments(
+            [], [], np.zeros(0, np.uint8), np.zeros(n_q + 1, np.int64), np.zeros(0, np.int32),
+            np.zeros(0), n_q, np.zeros(1, np.int64), np.ones(1), 1, 1.0, 64, 8, *out, [],
+            np.zeros(0, np.int32), bound=bound)
+
+    call(np.array([0.0, math.inf]))
+    call(None)
+    with pytest.raises(ValueError, match=r"bound is a float64 array of shape \(3,\); "
+                                         r"expected float64 of shape \(2,\)"):
+        call(np.zeros(3))
+    with pytest.raises(ValueError, match=r"bound\[1\] is nan; expected a value >= 0"):
+        call(np.array([1.0, np.nan]))
+    with pytest.raises(ValueError, match=r"bound\[0\] is -1.0; expected a value >= 0"):
+        call(np.array([-1.0, 1.0]))
+    with pytest.raises(ValueError, match="bound is a float32 array"):
+        call(np.zeros(2, np.float32))
+
+
+@pytest.mark.parametrize("limit", [None, 50])
+def test_each_query_prunes_with_its_own_radius(built, limit):
+    """A small radius prunes its query's rows before their values, an
+    infinite one in the same batch none: each query's threshold starts at
+    its own radius."""
+    queries = built["queries"]
+    reference = _reference(built, queries, 1)
+    radii = np.sort(reference, axis=1)[:, 1].copy()
+    radii[[1, 6]] = math.inf
+    with SobolevIndex.open(built["path"]) as index:
+        per_query = index.search(queries, radius=radii, p=1, limit=limit, stats=True)
+    rows = len(built["live"])
+    exact = [q["exact"] for q in per_query.stats["queries"]]
+    for q, n in enumerate(exact):
+        if math.isinf(radii[q]):
+            assert n >= min(rows, 51 if limit else rows), (q, exact)
+        else:
+            assert n < rows / 4, (q, exact)
