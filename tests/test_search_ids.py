@@ -13,9 +13,13 @@ from sobolev_index import SobolevIndex
 from sobolev_index.index.search import SearchResult
 
 
-def _check_ids(index, result, what=""):
-    """ids[i][j] is the id of keys[i][j], and results are in (distance, id)
+def _check_ids(index, result, what="", one_root=False):
+    """ids[i][j] is the id of keys[i][j]; scores are the distances' p-th
+    powers for one root at a finite p other than 1 (a large p scans and
+    ranks by distance), else the distances; results are in (score, id)
     order except that a stored key used as a query may come first."""
+    p = result.p
+    powers = one_root and p != 1 and p <= 16
     assert result.ids is not None, what
     assert len(result.ids) == len(result.keys), what
     for q, (keys, ids) in enumerate(zip(result.keys, result.ids)):
@@ -23,7 +27,14 @@ def _check_ids(index, result, what=""):
         assert all(type(i) is int for i in ids), (what, q)
         assert ids == [index.get(key)["id"] for key in keys], (what, q)
         assert len(set(ids)) == len(ids), (what, q)
-        order = list(zip(np.asarray(result.distances[q])[:len(keys)].tolist(), ids))
+        distances = np.asarray(result.distances[q])[:len(keys)]
+        scores = np.asarray(result.scores[q])[:len(keys)]
+        if powers:
+            assert np.array_equal(distances, scores ** (1.0 / p)), (what, q)
+            assert np.allclose(scores, distances ** p, rtol=1e-12, atol=0), (what, q)
+        else:
+            assert np.array_equal(scores, distances), (what, q)
+        order = list(zip(scores.tolist(), ids))
         assert order[1:] == sorted(order[1:]), (what, q)
 
 
@@ -33,7 +44,10 @@ def test_ids_are_the_documents_ids_in_every_kind_of_search(built, p):  # noqa: F
     with SobolevIndex.open(built["path"]) as index:
         knn = index.search(queries, k=12, p=p)
         _check_ids(index, knn, f"knn p={p}")
-        _check_ids(index, index.search(queries, k=7, p=p, roots=[1]), f"one root p={p}")
+        _check_ids(index, index.search(queries, k=7, p=p, roots=[1]), f"one root p={p}",
+                   one_root=True)
+        _check_ids(index, index.search(queries, radius=knn.distances[:, 3], p=p, roots=[0]),
+                   f"one root, radii p={p}", one_root=True)
         radius = float(np.median(knn.distances[:, 8]))
         _check_ids(index, index.search(queries, radius=radius, p=p), f"radius p={p}")
         _check_ids(index, index.search(queries, radius=radius, limit=3, p=p),

@@ -71,10 +71,16 @@ class SearchResult:
     ``distances`` has min(k, N) columns for N live documents, and inf where
     fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``,
     and so does ``ids``: the documents' ids (ints, as ``get(key)["id"]``
-    gives them; ids grow with insertion order, so results are ordered by
-    (distance, id), apart from a stored key used as a query, which comes
-    first among the documents at distance 0 from it). ``ids`` is None in a
-    result built without them.
+    gives them; ids grow with insertion order). ``scores`` mirrors
+    ``distances``: the values the search ranks by, the p-th powers of the
+    distances for one root at a finite p other than 1, else the distances
+    themselves. Results are in (score, id) order, apart from a stored key
+    used as a query, which comes first among the documents at distance 0
+    from it; that is (distance, id) order, except where two p-th powers one
+    rounding apart give the same distance. Merging the results of several
+    searches (of the shards of a sharded index) in the order one search
+    would give needs the scores and ids. ``ids`` and ``scores`` are None in
+    a result built without them.
 
     A radius search finds a different number of documents per query:
     ``distances`` is then a list of one 1-D array per query
@@ -108,11 +114,12 @@ class SearchResult:
     """
 
     def __init__(self, keys, distances, labels, p, stats=None, radius=None, truncated=None, *,
-                 ids=None):
+                 ids=None, scores=None):
         self.keys = keys
         self.distances = distances
         self.labels = labels
         self.ids = ids
+        self.scores = scores
         self.p = p
         self.stats = stats
         self.radius = radius
@@ -387,6 +394,7 @@ class SearchMixin:
         labels = [[] for _ in range(n_queries)]
         ids = [[] for _ in range(n_queries)]
         found_distances = [None] * n_queries
+        found_scores = [None] * n_queries
         counts = {name: np.zeros(n_queries, dtype=np.int64) for name in _COUNTS}
         seconds = {name: np.zeros(n_queries) for name in inverted.TIME_NAMES}
         searched_seconds = named_seconds = 0.0
@@ -419,10 +427,11 @@ class SearchMixin:
                 seconds["scoring"][start:stop] = scan_stats["seconds"] / n_queries
             searched_seconds += time.perf_counter() - chunk_started
             chunk_started = time.perf_counter()
-            named = self._documents_named([doc for _, _, _, docs in found for doc in docs])
-            for i, (dist, _, _, docs) in enumerate(found):
+            named = self._documents_named([doc for _, _, _, docs, _ in found for doc in docs])
+            for i, (dist, _, _, docs, score) in enumerate(found):
                 q = start + i
                 found_distances[q] = dist
+                found_scores[q] = score
                 keys[q] = [named[doc][0] for doc in docs]
                 labels[q] = [named[doc][1] for doc in docs]
                 ids[q] = list(docs)
@@ -433,20 +442,24 @@ class SearchMixin:
         truncated = None
         if radius is None:
             distances = np.full((n_queries, k), np.inf)
-            for q, dist in enumerate(found_distances):
+            scores = np.full((n_queries, k), np.inf)
+            for q, (dist, score) in enumerate(zip(found_distances, found_scores)):
                 distances[q, :len(dist)] = dist
+                scores[q, :len(dist)] = score
             distances = distances[:, :n_columns]
+            scores = scores[:, :n_columns]
             width = n_columns
         else:
             # Exactly the documents whose reported distance is within the
             # query's radius (the kernel's bound was wider), at most limit
             # of them.
-            distances, truncated = [], []
+            distances, scores, truncated = [], [], []
             for q, dist in enumerate(found_distances):
                 within = np.flatnonzero(np.asarray(dist) <= radii[q])
                 cut = limit is not None and len(within) > limit
                 within = within[:limit].tolist()
                 distances.append(np.array(np.asarray(dist)[within], dtype=np.float64))
+                scores.append(np.array(np.asarray(found_scores[q])[within], dtype=np.float64))
                 keys[q] = [keys[q][j] for j in within]
                 labels[q] = [labels[q][j] for j in within]
                 ids[q] = [ids[q][j] for j in within]
@@ -455,7 +468,7 @@ class SearchMixin:
         if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
                                         and isinstance(queries[0], str)):
             self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
-                                distances, labels, ids, scope.masks, width)
+                                distances, labels, ids, scope.masks, width, scores)
         totals = {name: int(counts[name].sum()) for name in _COUNTS}
         if stats:
             totals["queries"] = [
@@ -466,7 +479,7 @@ class SearchMixin:
                                  "names": named_seconds,
                                  "total": time.perf_counter() - started}
         return SearchResult(keys, distances, labels, p, totals, radius=radius,
-                            truncated=truncated, ids=ids)
+                            truncated=truncated, ids=ids, scores=scores)
 
     def _documents_named(self, doc_ids):
         """{doc id: (key, label)} from the catalog, for ids a search found."""
@@ -478,13 +491,13 @@ class SearchMixin:
                 "does not list; run verify() and restore from a backup")
         return named
 
-    def _own_key_first(self, query_keys, keys, distances, labels, ids, masks, width):
+    def _own_key_first(self, query_keys, keys, distances, labels, ids, masks, width, scores):
         """A stored document used as the query comes first among the
         documents at distance 0 from it (duplicates), not after those with
         lower ids, as long as ``where`` admits it. ``distances[q]`` is
         query q's row (an array); ``keys``, ``labels`` and ``ids`` move
-        together; ``width`` the most results a query may hold (None: no
-        limit)."""
+        together (the scores at distance 0 are all 0 and stay); ``width``
+        the most results a query may hold (None: no limit)."""
         position = {s.id: i for i, s in enumerate(self._segments)}
         for q, key in enumerate(query_keys):
             if not keys[q] or distances[q][0] != 0.0:
@@ -612,8 +625,9 @@ class SearchMixin:
 
     def _search_chunk(self, query_features, start, stop, k, p, positions, eta, scope,
                       n_threads, bound=math.inf, timing=False):
-        """Per query: (distances, segment positions, rows, doc ids), best
-        first; and the kernel's statistics (see inverted.search). ``bound``
+        """Per query: (distances, segment positions, rows, doc ids, scores),
+        best first (scores: the kernel's values, see SearchResult); and the
+        kernel's statistics (see inverted.search). ``bound``
         (in the kernel's units): a number, or one per query of the chunk;
         ``k`` None: every row within its query's bound, else the k best
         within it."""
@@ -631,17 +645,18 @@ class SearchMixin:
         found = []
         for i in range(stop - start):
             n = int(np.count_nonzero(segs[i] >= 0))
-            value = values[i][:n]
+            score = value = values[i][:n]
             if len(positions) == 1 and p != 1.0 and not math.isinf(p):
                 value = value ** (1.0 / p)
             found.append((value, [searched[g] for g in segs[i][:n].tolist()],
-                          rows[i][:n].tolist(), docs[i][:n].tolist()))
+                          rows[i][:n].tolist(), docs[i][:n].tolist(), score))
         return found, stats
 
     def _scan(self, query_features, k, p, positions, eta, masks, searched, n_threads,
               bound=math.inf):
-        """(per query: (distances, segment positions, rows, doc ids), best
-        first, from every row of the searched segments; {"blocks",
+        """(per query: (distances, segment positions, rows, doc ids, scores),
+        best first, from every row of the searched segments (the scores are
+        the distances); {"blocks",
         "blocks_scored", "seconds"} of the scan). ``bound``: a distance, or
         one per query; ``k`` None: every row within its query's bound, else
         the k best within it.
@@ -680,7 +695,7 @@ class SearchMixin:
                     for i in range(stop - start):
                         found = np.flatnonzero((total[i] <= threshold[i]) & live)
                         best[start + i].offer(total[i, found], doc_ids[found], s, a + found)
-        return [top.result() for top in best], {
+        return [top.result() + (top.dist,) for top in best], {
             "blocks": blocks, "blocks_scored": blocks_scored,
             "seconds": time.perf_counter() - started}
 
@@ -765,13 +780,16 @@ class SearchMixin:
         width = min(int(k), max(found.distances.shape[1] - 1, 0))
         out_keys, out_labels, out_ids = [], [], []
         distances = np.full((len(query_keys), width), np.inf)
+        scores = np.full((len(query_keys), width), np.inf)
         for q, (key, hits, labels) in enumerate(zip(query_keys, found.keys, found.labels)):
             kept = [j for j, hit in enumerate(hits) if hit != key][:width]
             out_keys.append([hits[j] for j in kept])
             out_labels.append([labels[j] for j in kept])
             out_ids.append([found.ids[q][j] for j in kept])
             distances[q, :len(kept)] = found.distances[q][kept]
-        return SearchResult(out_keys, distances, out_labels, found.p, ids=out_ids)
+            scores[q, :len(kept)] = found.scores[q][kept]
+        return SearchResult(out_keys, distances, out_labels, found.p, ids=out_ids,
+                            scores=scores)
 
     def knn_graph(self, k, p=None, include_self=False, roots=None, batch=KNN_GRAPH_BATCH,
                   n_threads=None, progress=None):
