@@ -10,7 +10,10 @@ threads) and on a Dask ``LocalCluster`` (2 worker processes of 1 thread,
 - a batch of ``--queries`` queries: milliseconds per query, and the
   throughput relative to the single index (searched with all ``--threads``;
   also timed with the threads one shard gets, 1 on Dask, which is what a
-  shard alone would take);
+  shard alone would take). In this process the shards are searched one
+  after another with every thread, on Dask the shards of each worker one
+  after another on its thread, each within the k-th distances the shards
+  before it found;
 - single queries: the latency of one query;
 - where the time of a batch goes (``search(..., stats=True)``): the
   fan-out (sending the batch to the shards, their searches, the results
@@ -135,9 +138,10 @@ def main(argv=None):
                 places = [("threads", None)] + ([] if client is None else [("dask", client)])
                 for where, on in places:
                     sharded = ShardedIndex.open(path, client=on)
-                    # Threads per shard: the cores shared out among the shards
-                    # searched at once (on Dask, a worker's one thread each).
-                    per_shard = 1 if on is not None else max(1, threads // shards)
+                    # Threads per shard: in this process a k-NN batch searches
+                    # the shards one after another, each with every thread; on
+                    # Dask, a worker's one thread.
+                    per_shard = 1 if on is not None else threads
                     got = sharded.search(batch, k=K, p=P, n_threads=per_shard)
                     checks.require(f"{shards} shard(s) on {where}: the batch's results",
                                    same(got, want), "keys or distances differ from the single "

@@ -910,7 +910,7 @@ def info(index, as_json, scheduler):
         rows.append(["shards", len(out["shards"])])
     click.echo(_table(["", out["path"]], rows))
     if sharded:
-        # Each shard's own files; the total adds the manifest and sequence table.
+        # Each shard's own files; the total adds the manifest.
         click.echo("")
         click.echo(_table(
             ["shard", "documents", "deleted", "segments", "bytes", "path"],

@@ -89,10 +89,14 @@ def both(tmp_path, spec, roots=None, p=1, client=None, shards=SHARDS, batches=4,
     return single, sharded, measures
 
 
-def assert_same(a, b, what=""):
-    """Identical SearchResults: keys, labels, distances bit for bit."""
+def assert_same(a, b, what="", ids=True):
+    """Identical SearchResults: keys, labels, ids, distances and scores bit
+    for bit (``ids=False``: not ids, where the sharded index skipped the
+    ids of a part that failed and the single index was given the others)."""
     assert a.keys == b.keys, f"{what}: keys differ"
     assert a.labels == b.labels, f"{what}: labels differ"
+    assert not ids or a.ids == b.ids, f"{what}: ids differ"
+    assert all(np.array_equal(x, y) for x, y in zip(a.scores, b.scores)), f"{what}: scores"
     if a.radius is None:
         assert a.distances.shape == b.distances.shape, what
         assert np.array_equal(a.distances, b.distances), f"{what}: distances differ"
@@ -152,6 +156,40 @@ def test_search_equals_single_index(tmp_path, spec, roots):
                 assert_same(sharded.search(queries, k=9, p=p, roots=[2, 0]),
                             single.search(queries, k=9, p=p, roots=[2, 0]), f"roots p={p}")
         assert tied, "no query had tied documents of two shards out of shard order"
+
+
+@pytest.mark.parametrize("p, roots", [(1, None), (2, None), (math.inf, None), (2, 3)])
+def test_shards_after_the_first_search_within_the_kth_distance(tmp_path, spec, monkeypatch,
+                                                               p, roots):
+    """A k-NN batch searches the shards in turn: the first for the k
+    nearest, each later one within each query's k-th distance so far (a
+    radius per query, limited to k). Every such radius is at least the
+    query's true k-th distance (from the single index), so nothing of the
+    answer is lost, and the later shards do get finite ones."""
+    single, sharded, measures = both(tmp_path, spec, roots=roots, p=p)
+    calls = []
+    real = shard_tasks.search
+
+    def search(shard, queries, kwargs, n_queries):
+        calls.append(kwargs)
+        return real(shard, queries, kwargs, n_queries)
+
+    monkeypatch.setattr(shard_tasks, "search", search)
+    with single, sharded:
+        queries = measures[::5]
+        k = 6
+        want = single.search(queries, k=k)
+        assert_same(sharded.search(queries, k=k), want)
+        assert len(calls) == SHARDS
+        assert calls[0]["k"] == k and calls[0]["radius"] is None
+        kth = want.distances[:, k - 1]
+        for later in calls[1:]:
+            assert later["k"] is None and later["limit"] == k
+            radius = np.asarray(later["radius"])
+            assert radius.shape == (len(queries),) and np.isfinite(radius).all()
+            assert (radius >= kth).all()
+        # The last shard's radii are the k-th distances over the others.
+        assert (np.asarray(calls[-1]["radius"]) <= np.asarray(calls[1]["radius"])).all()
 
 
 def test_search_with_where_equals_single_index(tmp_path, spec):
@@ -891,7 +929,7 @@ def committing_then_failing(monkeypatch, name, failing_paths, before_commit=()):
 
 def test_a_part_that_committed_then_failed_counts_as_committed(tmp_path, spec, monkeypatch):
     """A shard's part that raised after its commit is reported committed,
-    keeps its sequence numbers (the tie order of a single index given the
+    keeps its ids (the tie order of a single index given the
     same calls), and a batch all of whose parts committed returns normally."""
     single, sharded, measures = both(tmp_path, spec)
     with single, sharded:
@@ -909,7 +947,7 @@ def test_a_part_that_committed_then_failed_counts_as_committed(tmp_path, spec, m
         single.add([m for m, k in zip(batch, keys) if k in expected], keys=expected)
         assert sharded.keys_in_order() == single.keys_in_order()
         assert_same(sharded.search(measures[:15], k=12), single.search(measures[:15], k=12),
-                    "after a part committed then failed")
+                    "after a part committed then failed", ids=False)
         assert sharded.verify()["ok"]
         # Every part commits, one of them then raises: add returns normally.
         monkeypatch.setattr(shard_tasks, "write", real)
@@ -922,7 +960,8 @@ def test_a_part_that_committed_then_failed_counts_as_committed(tmp_path, spec, m
         sharded.upsert(measures[20:32], more, labels=["re"] * 12)
         single.upsert(measures[20:32], more, labels=["re"] * 12)
         assert sharded.keys_in_order() == single.keys_in_order()
-        assert_same(sharded.search(measures[:15], k=40), single.search(measures[:15], k=40))
+        assert_same(sharded.search(measures[:15], k=40), single.search(measures[:15], k=40),
+                    ids=False)
         # Delete: a shard that deleted, then raised, counts its keys deleted.
         committing_then_failing(monkeypatch, "delete", {paths[1]})
         gone = more[:8]
@@ -956,7 +995,7 @@ def test_a_worker_killed_after_its_shard_committed(tmp_path, spec, cluster):
     """On the LocalCluster: the worker holding shard 1 dies right after
     shard 1 commits its part of an add. Dask opens the shard again and runs
     the write again (DuplicateKeyError); the add still reports every key
-    committed and keeps their sequence numbers."""
+    committed and keeps their ids."""
     graph = spec.lib()
     measures, _ = corpus(5, n=24)
     keys = [f"k{i}" for i in range(len(measures))]
@@ -983,20 +1022,18 @@ def test_a_worker_killed_after_its_shard_committed(tmp_path, spec, cluster):
         cluster.wait_for_workers(2, timeout=60)
 
 
-def test_verify_finds_misrouted_unnumbered_and_reordered_keys(tmp_path, spec):
-    """A key written into the wrong shard through the shard's own API, and
-    sequence numbers that disagree with a shard's own insertion order (as a
-    write interrupted between the sequence table and the shard leaves
-    them): verify reports each, by shard."""
-    from sobolev_index.distributed.manifest import SequenceTable
-
+def test_verify_finds_misrouted_keys_and_ids_in_two_shards(tmp_path, spec):
+    """A key written into the wrong shard through the shard's own API, and a
+    document written to a shard directly with an id another shard's
+    document has (ties between them would not follow insertion order):
+    verify reports each, by shard."""
     _, sharded, measures = both(tmp_path, spec)
     sharded.close()
     root = tmp_path / "sharded"
     with ShardedIndex.open(root) as reader:
         assert reader.verify()["ok"]
         stray = next(f"x{i}" for i in range(100) if route(f"x{i}", SHARDS) == 1)
-        keys0 = [k for k in reader.keys_in_order() if route(k, SHARDS) == 0]
+        ids, keys = reader.ids_and_keys()
     with SobolevIndex.open(root / "shard-000", mode="a") as shard:  # at your own risk
         shard.add(measures[:1], keys=[stray])
     with ShardedIndex.open(root) as reader:
@@ -1005,25 +1042,122 @@ def test_verify_finds_misrouted_unnumbered_and_reordered_keys(tmp_path, spec):
         assert [p for p in report["problems"] if "route to another shard" in p] == [
             p for p in report["problems"] if p.startswith("shard 0 (") and repr(stray) in p
             and "route to another shard" in p]
-        assert any(p.startswith("shard 0 (") and "no sequence number" in p and repr(stray) in p
-                   for p in report["problems"])
-        assert not report["shards"][0]["ok"] and report["shards"][1]["ok"]
+        assert not report["shards"][0]["ok"]
     with SobolevIndex.open(root / "shard-000", mode="a") as shard:
         shard.delete([stray])
-    # An upsert whose new sequence number was committed, and its shard's
-    # write not: the key keeps its place in the shard, with the last number.
-    sequence = SequenceTable(str(root), readonly=False)
-    try:
-        sequence.assign([keys0[0]])
-    finally:
-        sequence.close()
+    # The shard that gave the fewest ids takes a key of its own with the id
+    # of another shard's document.
+    nexts = []
+    for i in range(SHARDS):
+        with SobolevIndex.open(root / f"shard-{i:03d}") as shard:
+            nexts.append(shard.next_id)
+    a = int(np.argmin(nexts))
+    taken = next((int(i), k) for i, k in zip(ids, keys) if i >= nexts[a])
+    b = route(taken[1], SHARDS)
+    mine = next(f"y{i}" for i in range(100) if route(f"y{i}", SHARDS) == a)
+    with SobolevIndex.open(root / f"shard-{a:03d}", mode="a") as shard:
+        shard.add(measures[:1], keys=[mine], ids=[taken[0]])
     with ShardedIndex.open(root) as reader:
         report = reader.verify()
         assert not report["ok"]
-        assert len(report["problems"]) == 1, report["problems"]
-        problem = report["problems"][0]
-        assert problem.startswith("shard 0 (") and "sequence numbers below" in problem
-        assert repr(keys0[1]) in problem and repr(keys0[0]) not in problem
+        assert len(report["problems"]) == 2, report["problems"]
+        found = {int(p[len("shard "):p.index(" (")]): p for p in report["problems"]}
+        assert set(found) == {a, b}
+        assert f"{mine!r} (id {taken[0]})" in found[a]
+        assert f"{taken[1]!r} (id {taken[0]})" in found[b]
+        assert all("ids that another shard's documents have too" in p for p in found.values())
+        assert [r["ok"] for r in report["shards"]] == [i not in (a, b) for i in range(SHARDS)]
+
+
+def test_ids_are_global_and_committed_with_the_documents(tmp_path, spec):
+    """Each document's id is the one a single index given the same calls
+    gives it (get's ``id``), stored in its shard, and a sharded writer
+    opened again goes on from the largest id any shard has given."""
+    single, sharded, measures = both(tmp_path, spec)
+    with single, sharded:
+        ids, keys = sharded.ids_and_keys()
+        assert keys == single.keys_in_order()
+        assert ids.tolist() == [single.get(k)["id"] for k in keys]
+        assert all(sharded.get(k)["id"] == single.get(k)["id"] for k in keys[::9])
+        assert sharded.next_id == single.next_id
+    with ShardedIndex.open(tmp_path / "sharded", mode="a") as again, \
+            SobolevIndex.open(tmp_path / "single", mode="a") as single:
+        assert again.next_id == single.next_id
+        assert again.add(measures[:4]) == single.add(measures[:4])
+        with pytest.raises(ValueError, match="below the index's next id"):
+            again.add(measures[:1], ids=[again.next_id - 1])
+        with pytest.raises(ValueError, match="do not rise"):
+            again.add(measures[:2], ids=[again.next_id + 5, again.next_id + 5])
+
+
+_KILL_MIDWAY = """
+import os, sys, time
+import numpy as np
+from sobolev_index.distributed import ShardedIndex
+from sobolev_index.distributed import shards as tasks
+
+root, marks = sys.argv[1], sys.argv[2]
+real = tasks.write
+
+def write(shard, *args):
+    if shard.path.endswith("shard-002"):
+        # Dies once the other shards have committed their parts.
+        while len(os.listdir(marks)) < 2:
+            time.sleep(0.01)
+        os._exit(3)
+    out = real(shard, *args)
+    open(os.path.join(marks, os.path.basename(shard.path)), "w").close()
+    return out
+
+tasks.write = write
+data = np.load(os.path.join(marks, "..", "batch.npz"))
+measures = [(data[f"n{i}"], data[f"m{i}"]) for i in range(int(data["count"]))]
+keys = [str(k) for k in data["keys"]]
+with ShardedIndex.open(root, mode="a") as sharded:
+    sharded.upsert(measures, keys, labels=["killed"] * len(keys))
+"""
+
+
+def test_a_writer_killed_mid_batch_keeps_the_insertion_order(tmp_path, spec):
+    """The writer's process dies while a batch is being written: two shards
+    committed their parts, the third did not. Opened again, the sharded
+    index holds exactly the committed parts and answers as a single index
+    given those, ties between shards included: the order is committed with
+    the documents, so no crash can separate the two."""
+    import subprocess
+    import sys
+
+    single, sharded, measures = both(tmp_path, spec)
+    keys = single.keys_in_order()
+    sharded.close()
+    # Live keys of every shard, given measures that tie with each other
+    # and with documents already there.
+    chosen = [next(k for k in keys if route(k, SHARDS) == i and k not in keys[10:16])
+              for i in range(SHARDS)]
+    chosen += [k for k in keys[40:70] if k not in chosen]
+    batch = [measures[j % 6] for j in range(len(chosen))]
+    (tmp_path / "marks").mkdir()
+    np.savez(tmp_path / "batch.npz", count=len(batch), keys=np.array(chosen),
+             **{f"n{i}": m[0] for i, m in enumerate(batch)},
+             **{f"m{i}": m[1] for i, m in enumerate(batch)})
+    script = tmp_path / "kill.py"
+    script.write_text(_KILL_MIDWAY)
+    run = subprocess.run([sys.executable, str(script), str(tmp_path / "sharded"),
+                          str(tmp_path / "marks")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 3, run.stderr
+    committed = [k for k in chosen if route(k, SHARDS) != 2]
+    with single, ShardedIndex.open(tmp_path / "sharded") as reader:
+        single.upsert([b for b, k in zip(batch, chosen) if k in committed], committed,
+                      labels=["killed"] * len(committed))
+        assert reader.keys_in_order() == single.keys_in_order()
+        assert all(reader.get(k)["label"] == "killed" for k in committed)
+        assert all(reader.get(k)["label"] != "killed" for k in chosen if k not in committed)
+        queries = measures[:6] + measures[30:40]
+        for p in P_VALUES:
+            got, want = reader.search(queries, k=25, p=p), single.search(queries, k=25, p=p)
+            assert_same(got, want, f"after the kill, p={p}", ids=False)
+        assert cross_shard_tie_order(want, SHARDS), "the test has no ties between shards"
+        assert reader.verify()["ok"]
 
 
 @pytest.mark.parametrize("field, value", [

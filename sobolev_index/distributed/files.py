@@ -79,8 +79,8 @@ def shard_index(source, dest, shards, batch_size=1000, progress=None, client=Non
     Every shard gets the source's ingest meta values (text settings, build
     recipe, point-set kind) and, for a text index, its words table with
     document frequencies. Then every live document is copied in insertion
-    order, ``batch_size`` at a time, with its key, label, fields and measure
-    as stored (masses not normalised again): searches on the sharded index
+    order, ``batch_size`` at a time, with its id, key, label, fields and
+    measure as stored (masses not normalised again): searches on the sharded index
     give the source's keys and distances, ties in the same order.
 
     ``dest`` must be new (or an empty folder). The sharded index is built
@@ -169,9 +169,10 @@ def _copy_documents(source, sharded, batch_size, progress, total):
 
 
 def _add_batch(sharded, docs, measures, n_nodes):
-    keys, labels, fields, lengths, node_parts, mass_parts = [], [], [], [], [], []
+    ids, keys, labels, fields, lengths, node_parts, mass_parts = [], [], [], [], [], [], []
     for doc_id, key, segment_id, row, label, stored_fields, _ in docs:
         nodes, masses = measures.measure(int(doc_id), int(segment_id), int(row))
+        ids.append(int(doc_id))
         keys.append(key)
         labels.append(label)
         fields.append(json.loads(stored_fields) if stored_fields else None)
@@ -182,7 +183,7 @@ def _add_batch(sharded, docs, measures, n_nodes):
     np.cumsum(lengths, out=indptr[1:])
     batch = as_measure_batch(indptr=indptr, nodes=np.asarray(node_parts, dtype=np.int64),
                              masses=np.asarray(mass_parts, dtype=np.float64), n_nodes=n_nodes)
-    sharded.add(batch, keys=keys, labels=labels, fields=fields)
+    sharded.add(batch, keys=keys, labels=labels, fields=fields, ids=ids)
     return len(keys)
 
 

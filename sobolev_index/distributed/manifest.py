@@ -1,6 +1,5 @@
 """The files of a sharded index other than its shards: the manifest (which
-shards there are, how keys are routed to them, what they share) and the
-sequence table (the global insertion order of the documents).
+shards there are, how keys are routed to them, what they share).
 
 ::
 
@@ -8,32 +7,34 @@ sequence table (the global insertion order of the documents).
                             graph checksum, roots, eta and p; written once,
                             atomically (temporary name, fsync, rename, fsync
                             of the directory)
-    ROOT/sequence.sqlite    key -> global sequence number of its live
-                            document, and the next number to give
     ROOT/write.lock         held by the one writer of the sharded index
     ROOT/shard-NNN/         S ordinary SobolevIndex directories
 
 The routing rule is ``int.from_bytes(blake2b(key.encode("utf-8"),
 digest_size=8).digest(), "big") % S``: the same on every machine and in every
 Python process (Python's own ``hash()`` of a str changes with each process).
+
+The documents of all shards are numbered together: the sharded index gives
+each document the next id of one sequence (``SobolevIndex.add(ids=...)``),
+and the shard commits the id with the document, so the global insertion
+order (ties in a search) lives in the shards themselves and no crash can
+separate it from them. The next id is one above the largest any shard has
+given (each shard's ``next_id``).
 """
 import hashlib
 import json
 import math
 import os
-import sqlite3
 import tempfile
 
 from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
 from ..index import storage
 
 MANIFEST = "manifest.json"
-SEQUENCE = "sequence.sqlite"
 FORMAT_NAME = "sobolev-index-sharded"
-FORMAT_VERSION = 1
+# 2: document ids are global (version 1 kept the order in sequence.sqlite).
+FORMAT_VERSION = 2
 ROUTING = {"hash": "blake2b", "digest_size": 8, "encoding": "utf-8", "byteorder": "big"}
-# Keys looked up in one SQL statement (SQLite's limit on parameters is 32,766).
-LOOKUP_CHUNK = 10_000
 
 
 def shard_name(i):
@@ -105,9 +106,13 @@ def read_manifest(root):
                               f"expected {FORMAT_NAME!r})")
     version = manifest.get("format_version")
     if version != FORMAT_VERSION:
+        hint = ""
+        if version == 1:
+            hint = ("; version 1 came from a development build: split the source index "
+                    "again with `sobolev-index shard`")
         raise UnsupportedFormatError(
             f"{path} has format version {version!r}; this release reads version "
-            f"{FORMAT_VERSION}")
+            f"{FORMAT_VERSION}{hint}")
     shards = manifest.get("shards")
     routing = manifest.get("routing")
     if (not isinstance(shards, list) or not shards
@@ -143,88 +148,3 @@ def _is_int(value):
 
 def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-class SequenceTable:
-    """``ROOT/sequence.sqlite``: the global insertion order of the documents.
-
-    Each document added through the sharded index takes the next sequence
-    number, in the order of its batch, as a single index gives it the next
-    document id; a search breaks ties between shards by it. The writer
-    records a batch's numbers before the shards commit it, and takes back the
-    numbers of parts that fail. ``meta.next_seq`` is the next number.
-    """
-
-    def __init__(self, root, readonly):
-        self.path = os.path.join(root, SEQUENCE)
-        if readonly:
-            if not os.path.exists(self.path):
-                raise CorruptIndexError(f"{self.path} is missing; restore it from a backup")
-            uri = "file:" + os.path.abspath(self.path) + "?mode=ro"
-            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-        else:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-        try:
-            self._conn.execute("SELECT 1 FROM sequence LIMIT 1")
-            self._conn.execute("SELECT value FROM meta WHERE name = 'next_seq'").fetchone()
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise CorruptIndexError(f"{self.path} cannot be read ({exc}); restore it from a "
-                                    "backup") from None
-
-    @staticmethod
-    def create(root):
-        conn = sqlite3.connect(os.path.join(root, SEQUENCE))
-        try:
-            with conn:
-                conn.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-                conn.execute("CREATE TABLE sequence (key TEXT PRIMARY KEY, "
-                             "seq INTEGER NOT NULL) WITHOUT ROWID")
-                conn.execute("INSERT INTO meta VALUES ('next_seq', 1)")
-        finally:
-            conn.close()
-
-    def close(self):
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def next_seq(self):
-        return int(self._conn.execute(
-            "SELECT value FROM meta WHERE name = 'next_seq'").fetchone()[0])
-
-    def lookup(self, keys):
-        """{key: sequence number} of those of ``keys`` that have one."""
-        keys = list(dict.fromkeys(keys))
-        out = {}
-        for start in range(0, len(keys), LOOKUP_CHUNK):
-            chunk = keys[start:start + LOOKUP_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            out.update(self._conn.execute(
-                f"SELECT key, seq FROM sequence WHERE key IN ({marks})", chunk).fetchall())
-        return out
-
-    def assign(self, keys):
-        """Give ``keys`` the next numbers, in order, in one transaction.
-        Returns the numbers the keys had before (for :meth:`restore`)."""
-        with self._conn:
-            before = self.lookup(keys)
-            first = self.next_seq()
-            self._conn.executemany("INSERT OR REPLACE INTO sequence VALUES (?, ?)",
-                                   [(key, first + i) for i, key in enumerate(keys)])
-            self._conn.execute("UPDATE meta SET value = ? WHERE name = 'next_seq'",
-                               (first + len(keys),))
-        return first, before
-
-    def restore(self, keys, before):
-        """Put back the numbers ``keys`` had before :meth:`assign` (none: the
-        row goes), for the parts of a batch that no shard committed."""
-        with self._conn:
-            for key in keys:
-                if key in before:
-                    self._conn.execute("INSERT OR REPLACE INTO sequence VALUES (?, ?)",
-                                       (key, before[key]))
-                else:
-                    self._conn.execute("DELETE FROM sequence WHERE key = ?", (key,))

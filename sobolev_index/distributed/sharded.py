@@ -2,11 +2,12 @@
 
 The shards share one graph, roots and eta; a key always goes to the shard
 its stable hash names (``manifest.route``), so each shard's own duplicate
-check keeps keys unique across shards. A search fans the query batch out to
-every shard (threads in this process, or tasks on the Dask workers that
-hold the shards, see ``shards.py``) and merges their top k on the client:
-by distance, ties by global insertion order (``manifest.SequenceTable``),
-which is the order a single index built from the same calls breaks them in.
+check keeps keys unique across shards. Document ids are global: each
+document takes the next id of one sequence, committed with it by its shard,
+so ids order the documents as a single index given the same calls orders
+them. A search sends the query batch to every shard (in this process, or as
+tasks on the Dask workers that hold the shards, see ``shards.py``) and
+merges their top k on the client, by distance, ties by id.
 """
 import math
 import os
@@ -31,13 +32,13 @@ from ..index.search import (
     check_positive,
     checked_search_args,
     knn_graph_of,
+    radius_for_queries,
 )
-from ..index.sobolev_index import check_text, checked_column, json_fields
+from ..index.sobolev_index import check_text, checked_column, checked_ids, json_fields
 from ..measures import MeasureBatch, as_measure_batch
 from . import shards as tasks
 from .errors import ShardedWriteError, ShardError
 from .manifest import (
-    SequenceTable,
     new_manifest,
     read_manifest,
     route,
@@ -62,9 +63,10 @@ class ShardedIndex:
     Create one with :meth:`create`, open one with :meth:`open`. Each shard
     is an ordinary :class:`SobolevIndex` directory (open it, verify it,
     search it on its own); the sharded index adds a manifest (shard
-    directories, routing rule, graph checksum, roots, eta) and the global
-    insertion order of the documents. Reads and writes have the signatures
-    and results of :class:`SobolevIndex`, and searches return what a single
+    directories, routing rule, graph checksum, roots, eta) and numbers the
+    documents of all shards with one sequence of ids (each shard commits a
+    document's id with it). Reads and writes have the signatures and
+    results of :class:`SobolevIndex`, and searches return what a single
     index holding the same documents returns: the same keys, distances and
     labels, ties in the same order.
 
@@ -78,14 +80,15 @@ class ShardedIndex:
     worker and stays there, and the work goes to it as tasks.
     """
 
-    def __init__(self, path, mode, manifest, placement, sequence, lock, client):
+    def __init__(self, path, mode, manifest, placement, lock, client, next_id):
         self.path = path
         self.mode = mode
         self.client = client
         self._manifest = manifest
         self._placement = placement
-        self._sequence = sequence
         self._lock = lock
+        # The id the next document gets (a writer's; None for a reader).
+        self._next_id = next_id
         self.p = check_p(math.inf if manifest["p"] == "inf" else manifest["p"])
         self.roots = np.asarray(manifest["roots"], dtype=np.int64)
         self.eta = np.asarray(manifest["eta"], dtype=np.float64)
@@ -167,7 +170,6 @@ class ShardedIndex:
                                                   first) as shard:
                         _check_agrees(i, os.path.join(path, shard_name(i)),
                                       tasks.describe_index(shard), made, "shard 0")
-            SequenceTable.create(staging)
             manifest = new_manifest(shards, made["graph_checksum"], made["roots"],
                                     made["eta"], p)
             manifest["n_nodes"] = n_nodes
@@ -200,9 +202,8 @@ class ShardedIndex:
         path = os.fspath(path)
         manifest = read_manifest(path)
         lock = storage.WriterLock(path, timeout) if mode == "a" else None
-        sequence = placement = None
+        placement = None
         try:
-            sequence = SequenceTable(path, readonly=(mode == "r"))
             paths = [os.path.join(path, name) for name in manifest["shards"]]
             if client is None:
                 placement = tasks.LocalShards(paths, mode)
@@ -221,14 +222,15 @@ class ShardedIndex:
                                  f"{exc}", i, paths[i], exc) from exc
             for i in range(len(paths)):
                 _check_agrees(i, paths[i], described[i], manifest, "the manifest")
-            # Inside the try: a failure here releases the shards, the
-            # sequence table and the lock too.
-            opened = cls(path, mode, manifest, placement, sequence, lock, client)
+            # One above the largest id any shard has given.
+            next_id = max(described[i]["next_id"] for i in range(len(paths))) \
+                if mode == "a" else None
+            # Inside the try: a failure here releases the shards and the
+            # lock too.
+            opened = cls(path, mode, manifest, placement, lock, client, next_id)
         except BaseException:
             if placement is not None:
                 placement.close()
-            if sequence is not None:
-                sequence.close()
             if lock is not None:
                 lock.release()
             raise
@@ -241,7 +243,6 @@ class ShardedIndex:
         try:
             self._placement.close()
         finally:
-            self._sequence.close()
             if self._lock is not None:
                 self._lock.release()
 
@@ -343,19 +344,29 @@ class ShardedIndex:
 
     def keys_in_order(self):
         """The live keys in insertion order (over all shards)."""
+        return self.ids_and_keys()[1]
+
+    def ids_and_keys(self):
+        """(ids, keys) of the live documents of every shard in id order (see
+        :meth:`SobolevIndex.ids_and_keys`)."""
         self._check_open()
         per_shard = self._raise_failed(
-            self._placement.map(tasks.call, self._every_shard("keys_in_order")), "keys")
-        everything = [(key, i, j) for i in sorted(per_shard)
-                      for j, key in enumerate(per_shard[i])]
-        seq = self._sequence.lookup([key for key, _, _ in everything])
-        everything.sort(key=lambda t: (seq.get(t[0], math.inf), t[1], t[2]))
-        return [key for key, _, _ in everything]
+            self._placement.map(tasks.call, self._every_shard("ids_and_keys")), "keys")
+        ids = np.concatenate([per_shard[i][0] for i in range(self.shards)])
+        keys = [key for i in range(self.shards) for key in per_shard[i][1]]
+        order = np.argsort(ids, kind="stable")
+        return ids[order], [keys[j] for j in order.tolist()]
+
+    @property
+    def next_id(self):
+        """The id the next document added gets (a writer's)."""
+        self._check_writable()
+        return self._next_id
 
     def get(self, key):
         """The stored measure and metadata of ``key`` (see
-        :meth:`SobolevIndex.get`), with ``shard``, the shard that holds it;
-        ``id`` is the document's id within that shard."""
+        :meth:`SobolevIndex.get`), with ``shard``, the shard that holds it
+        (``id`` is the document's global id)."""
         self._check_open()
         i = self.shard_of(key)
         doc = self._placement.run(i, tasks.call, "get", key)
@@ -393,33 +404,39 @@ class ShardedIndex:
         }
 
     # --------------------------------------------------------------- writing
-    def add(self, measures, keys=None, labels=None, fields=None):
+    def add(self, measures, keys=None, labels=None, fields=None, ids=None):
         """Add a batch of measures; returns their keys.
 
         The batch is validated in full first (measures, keys, labels,
-        fields, keys already in the index): bad input raises before any
-        shard writes. Each shard then commits its part in one transaction,
-        durably, as :meth:`SobolevIndex.add` does. **The batch is not atomic
-        across shards**: if some parts fail, the others stay committed and
-        :class:`ShardedWriteError` lists the committed keys. Without
-        ``keys``, keys are ``doc-N`` with N the document's global sequence
-        number (as a single index names them by document id).
+        fields, ids, keys already in the index): bad input raises before
+        any shard writes. Each document takes the next global id (or its
+        one of ``ids``, as for :meth:`SobolevIndex.add`), and each shard
+        commits its part, ids included, in one transaction, durably, as
+        :meth:`SobolevIndex.add` does. **The batch is not atomic across
+        shards**: if some parts fail, the others stay committed and
+        :class:`ShardedWriteError` lists the committed keys (the ids of the
+        others are not used again). Without ``keys``, keys are ``doc-N``
+        with N the document's id, as a single index names them.
         """
-        return self._write(measures, keys, labels, fields, upsert=False)
+        return self._write(measures, keys, labels, fields, upsert=False, ids=ids)
 
-    def upsert(self, measures, keys, labels=None, fields=None):
+    def upsert(self, measures, keys, labels=None, fields=None, ids=None):
         """Add measures, replacing live documents with the same keys (in the
         shard that holds each key). Not atomic across shards: see :meth:`add`."""
         if keys is None:
             raise ValueError("upsert needs keys: the documents to replace are found by key")
-        return self._write(measures, keys, labels, fields, upsert=True)
+        return self._write(measures, keys, labels, fields, upsert=True, ids=ids)
 
-    def _write(self, measures, keys, labels, fields, upsert):
+    def _write(self, measures, keys, labels, fields, upsert, ids):
         self._check_writable()
         batch = measures if isinstance(measures, MeasureBatch) else as_measure_batch(
             measures, n_nodes=self.n_nodes)
         n = len(batch)
-        keys = self._checked_keys(keys, n)
+        if ids is None:
+            ids = np.arange(self._next_id, self._next_id + n, dtype=np.int64)
+        else:
+            ids = checked_ids(ids, n, self._next_id)
+        keys = self._checked_keys(keys, ids)
         # The checks a single index makes, here before any shard writes.
         labels = checked_column("labels", labels, n, str)
         fields = checked_column("fields", fields, n, dict)
@@ -435,10 +452,12 @@ class ShardedIndex:
         if n == 0:
             return []
         parts = self._by_shard(keys)
-        _, before = self._sequence.assign(keys)
+        # Taken whatever happens next: a part that fails leaves its ids
+        # unused, and no id is given twice.
+        self._next_id = int(ids[-1]) + 1
         results = self._placement.map(tasks.write, {
             i: (_rows_of(batch, js), [keys[j] for j in js], [labels[j] for j in js],
-                [fields[j] for j in js], upsert)
+                [fields[j] for j in js], upsert, ids[js])
             for i, js in parts.items()}, pinned=True)
         failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
         if failed:
@@ -448,7 +467,7 @@ class ShardedIndex:
             # which of the part's keys are live with this batch's measures.
             checked = self._placement.map(tasks.committed_part, {
                 i: (_rows_of(batch, parts[i]), [keys[j] for j in parts[i]],
-                    [labels[j] for j in parts[i]]) for i in failed}, pinned=True)
+                    [labels[j] for j in parts[i]], ids[parts[i]]) for i in failed}, pinned=True)
             done = {j for i, js in parts.items() if i not in failed for j in js}
             for i in list(failed):
                 found = checked[i]
@@ -460,25 +479,23 @@ class ShardedIndex:
                 done.update(j for j in parts[i] if keys[j] in found)
                 if all(keys[j] in found for j in parts[i]):
                     del failed[i]  # committed in full: its error came after the commit
-            lost = [keys[j] for i in failed for j in parts[i] if j not in done]
-            self._sequence.restore(lost, before)
             if failed:
                 raise _write_error("upsert" if upsert else "add",
                                    [keys[j] for j in sorted(done)], failed, n,
                                    self.shard_paths)
         return keys
 
-    def _checked_keys(self, keys, n):
+    def _checked_keys(self, keys, ids):
         """The batch's keys, checked as a single index checks them; without
-        keys, ``doc-N`` from the next sequence numbers, made unique."""
+        keys, ``doc-N`` from the documents' ids, made unique."""
+        n = len(ids)
         if keys is None:
-            first = self._sequence.next_seq()
-            keys = [f"doc-{first + i}" for i in range(n)]
+            keys = [f"doc-{doc_id}" for doc_id in ids.tolist()]
             taken = self.existing_keys(keys)
-            for i in range(n):
+            for i, doc_id in enumerate(ids.tolist()):
                 suffix = 1
                 while keys[i] in taken:  # a user chose this key already
-                    keys[i], suffix = f"doc-{first + i}.{suffix}", suffix + 1
+                    keys[i], suffix = f"doc-{doc_id}.{suffix}", suffix + 1
                     taken |= self.existing_keys([keys[i]])
         else:
             if isinstance(keys, str):
@@ -558,10 +575,9 @@ class ShardedIndex:
         """Verify every shard (see :meth:`SobolevIndex.verify`), their
         agreement with the manifest, and the sharded index's own
         invariants: every live key is in the shard its hash routes it to,
-        has a sequence number, and the sequence numbers of each shard's
-        keys rise in that shard's own insertion order (a write interrupted
-        between the sequence table and the shard breaks that; see
-        docs/scale-out.md). Returns ``{"ok", "problems", "documents",
+        and no document id is in two shards (both break only when a shard
+        is written to directly, or a shard directory is replaced by a copy
+        of another). Returns ``{"ok", "problems", "documents",
         "deleted", "segments", "shards"}``: the problems of all shards,
         each prefixed with its shard, and each shard's own report."""
         self._check_open()
@@ -585,14 +601,13 @@ class ShardedIndex:
                     report["ok"] = False
             problems += [f"shard {i} ({self.shard_paths[i]}): {p}" for p in report["problems"]]
             out.append(report)
-        keys_of = self._placement.map(tasks.call, self._every_shard("keys_in_order"))
-        for i in range(self.shards):
-            if isinstance(keys_of[i], Exception):
-                continue  # reported above: the shard's verify raised too
-            for problem in self._shard_invariants(i, keys_of[i]):
-                problems.append(f"shard {i} ({self.shard_paths[i]}): {problem}")
-                out[i]["problems"].append(problem)
-                out[i]["ok"] = False
+        listed = self._placement.map(tasks.call, self._every_shard("ids_and_keys"))
+        listed = {i: found for i, found in listed.items()
+                  if not isinstance(found, Exception)}  # else reported above: verify raised
+        for i, problem in _sharded_invariants(listed, self.shards):
+            problems.append(f"shard {i} ({self.shard_paths[i]}): {problem}")
+            out[i]["problems"].append(problem)
+            out[i]["ok"] = False
 
         def total(name):
             values = [r.get(name) for r in out]
@@ -600,42 +615,6 @@ class ShardedIndex:
 
         return {"ok": not problems, "problems": problems, "documents": total("documents"),
                 "deleted": total("deleted"), "segments": total("segments"), "shards": out}
-
-    def _shard_invariants(self, i, keys):
-        """Problems of shard i's live ``keys`` (in its insertion order) with
-        the routing rule and the sequence table."""
-        problems = []
-
-        def listed(bad):
-            shown = ", ".join(map(repr, bad[:KEYS_SHOWN]))
-            return shown + (f", ... ({len(bad)} in all)" if len(bad) > KEYS_SHOWN else "")
-
-        misplaced = [key for key in keys if route(key, self.shards) != i]
-        if misplaced:
-            problems.append(
-                f"{len(misplaced)} key(s) route to another shard (written to this shard "
-                f"directly?): {listed(misplaced)}; delete them here and add them through the "
-                "sharded index")
-        seq = self._sequence.lookup(keys)
-        unnumbered = [key for key in keys if key not in seq]
-        if unnumbered:
-            problems.append(
-                f"{len(unnumbered)} key(s) have no sequence number (ties with other shards "
-                f"put them last): {listed(unnumbered)}; upsert them to renumber them")
-        # Each shard's own order must agree with the global one.
-        out_of_order, highest = [], -math.inf
-        for key in keys:
-            if key in seq:
-                if seq[key] < highest:
-                    out_of_order.append(key)
-                highest = max(highest, seq[key])
-        if out_of_order:
-            problems.append(
-                f"{len(out_of_order)} key(s) have sequence numbers below those of keys this "
-                f"shard added before them (an interrupted write; ties between shards may be "
-                f"ordered unlike a single index): {listed(out_of_order)}; upsert them to "
-                "renumber them")
-        return problems
 
     # ---------------------------------------------------------------- search
     def search(self, queries, k=None, p=None, roots=None, where=None, n_threads=None,
@@ -647,16 +626,19 @@ class ShardedIndex:
 
         Each shard finds its own top ``k`` (or its documents within
         ``radius``, up to ``limit``), and the client merges them: by
-        distance, ties by global insertion order (the order in which the
-        documents were added through the sharded index, which is the order
-        a single index given the same calls keeps), so a shard's top k
-        always holds every document of the merged top k. A stored key used
-        as a query is searched as its stored measure, exactly (the key's
-        own shard sends it), and comes first among the documents at
-        distance 0 from it, as in a single index. ``n_threads`` is per
-        shard. ``stats`` sums the shards' counts; with ``stats=True``
-        ``seconds`` holds the wall-clock time of the fan-out (``search``),
-        the ``merge`` and the ``total``.
+        distance, ties by document id (ids are global and rise in the order
+        the documents were added, the order a single index given the same
+        calls keeps), so a shard's top k always holds every document of the
+        merged top k. For the k nearest, the shards in one place (this
+        process, or one Dask worker) are searched one after another, each
+        within the k-th distance the ones before it found, which prunes as
+        one index of their documents would (the answer is the same). A
+        stored key used as a query is searched as its stored measure,
+        exactly (the key's own shard sends it), and comes first among the
+        documents at distance 0 from it, as in a single index.
+        ``n_threads`` is per shard. ``stats`` sums the shards' counts; with
+        ``stats=True`` ``seconds`` holds the wall-clock time of the fan-out
+        (``search``), the ``merge`` and the ``total``.
         """
         self._check_open()
         started = time.perf_counter()
@@ -669,21 +651,32 @@ class ShardedIndex:
                                         and all(isinstance(q, str) for q in queries)):
             query_keys = [queries] if isinstance(queries, str) else list(queries)
             stored = self._stored_measures(query_keys)
-            queries = [(nodes, masses) for nodes, masses, _ in stored]
+            queries = [(nodes, masses) for nodes, masses, _, _ in stored]
         # Checked here, once, so that bad queries raise one clear error.
         checked = as_measure_batch(queries, n_nodes=self.n_nodes)
         n_queries = len(checked)
         if n_queries == 0:
             raise InvalidMeasureError("no queries were given")
+        if radius is not None:
+            radius = radius_for_queries(radius, n_queries)
         _check_where(where)
         kwargs = {"k": k, "p": p, "roots": roots, "n_threads": n_threads, "radius": radius,
                   "limit": limit, "stats": stats}
-        args_of = {}
         shared = self._placement.scatter(queries, checked.indptr.nbytes + checked.nodes.nbytes
                                          + checked.masses.nbytes)
-        for i in range(self.shards):
-            args_of[i] = (shared, dict(kwargs, where=self._shard_where(where, i)), n_queries)
-        found = self._raise_failed(self._placement.map(tasks.search, args_of), "search")
+        args_of = {i: (shared, dict(kwargs, where=self._shard_where(where, i)), n_queries)
+                   for i in range(self.shards)}
+        if radius is None:
+            found = self._placement.map_in_turn(tasks.search_in_turn, args_of, int(k))
+            # A shard that failed (or whose group's task failed) is asked
+            # again on its own: bad input raises again, a lost worker or a
+            # moved writer's shard does not.
+            again = {i: args_of[i] for i, f in found.items() if isinstance(f, Exception)}
+            if again:
+                found.update(self._placement.map(tasks.search, again))
+        else:
+            found = self._placement.map(tasks.search, args_of)
+        found = self._raise_failed(found, "search")
         searched = time.perf_counter()
         found = [found[i] for i in range(self.shards)]
 
@@ -698,14 +691,13 @@ class ShardedIndex:
             width = min(int(k), sum(f[6] for f in found))
         else:
             width = limit
-        keys, distances, labels, truncated = self._merge(found, n_queries, width)
+        keys, distances, labels, ids, scores, truncated = self._merge(found, n_queries, width)
         if query_keys is not None:
-            self._own_key_first(query_keys, stored, where, keys, distances, labels, width)
+            self._own_key_first(query_keys, stored, where, keys, distances, labels, ids,
+                                width)
         if radius is None:
-            out = np.full((n_queries, width), np.inf)
-            for q, row in enumerate(distances):
-                out[q, :len(row)] = row
-            distances = out
+            # Padded with inf, as a single index's.
+            distances, scores = (_padded(rows, width) for rows in (distances, scores))
         else:
             truncated = [bool(t or any(f[3][q] for f in found)) for q, t in enumerate(truncated)]
         totals = _summed_stats(found, n_queries, stats)
@@ -714,11 +706,12 @@ class ShardedIndex:
                                  "merge": time.perf_counter() - searched,
                                  "total": time.perf_counter() - started}
         return SearchResult(keys, distances, labels, p, totals,
-                            radius=None if radius is None else float(radius),
-                            truncated=None if radius is None else truncated)
+                            radius=radius,
+                            truncated=None if radius is None else truncated, ids=ids,
+                            scores=scores)
 
     def _stored_measures(self, keys):
-        """(nodes, masses, label) of each stored key, from its shard."""
+        """(nodes, masses, label, id) of each stored key, from its shard."""
         for key in keys:
             if not isinstance(key, str):
                 raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
@@ -741,75 +734,50 @@ class ShardedIndex:
         return dict(where, keys=mine)
 
     def _merge(self, found, n_queries, width):
-        """Per query, the shards' hits merged: keys, distances, labels (lists)
-        and whether more than ``width`` hits were found (``width`` None: no
-        cut). Sorted by distance, then by shard and rank within it, which
-        is insertion order except between shards: equal distances from
-        several shards in reach of the cut are put in insertion order by
-        their sequence numbers (looked up only for them)."""
-        merged, ties = [], set()
+        """Per query, the shards' hits merged: keys, distances, labels, ids
+        (lists) and whether more than ``width`` hits were found (``width``
+        None: no cut); by score (the distance, or its p-th power, see
+        SearchResult), ties by document id, as a single index orders them."""
+        keys, distances, labels, out_ids, out_scores, truncated = [], [], [], [], [], []
         for q in range(n_queries):
-            dist, shard_of, rank, key_of = [], [], [], []
-            for i, f in enumerate(found):
-                hits = f[1][q]
-                dist.append(np.asarray(f[0][q][:len(hits)], dtype=np.float64))
-                shard_of.append(np.full(len(hits), i))
-                rank.append(np.arange(len(hits)))
-                key_of.extend(hits)
-            dist = np.concatenate(dist)
-            shard_of = np.concatenate(shard_of)
-            order = np.argsort(dist, kind="stable")  # shard, then rank among equals
-            dist, shard_of = dist[order], shard_of[order]
-            cut = len(order) if width is None else min(width, len(order))
-            tie_groups = []
-            if cut:
-                # Runs of equal distance that start before the cut and hold
-                # hits of more than one shard.
-                starts = np.flatnonzero(np.r_[True, dist[1:] != dist[:-1]])
-                ends = np.r_[starts[1:], len(dist)]
-                for a, b in zip(starts, ends):
-                    if a >= cut:
-                        break
-                    if b - a > 1 and np.any(shard_of[a:b] != shard_of[a]):
-                        tie_groups.append((a, b))
-                        ties.update(key_of[j] for j in order[a:b])
-            merged.append((order, dist, shard_of, key_of, tie_groups, cut))
-        seq = self._sequence.lookup(ties) if ties else {}
-        keys, distances, labels, truncated = [], [], [], []
-        for q, (order, dist, shard_of, key_of, tie_groups, cut) in enumerate(merged):
-            order = order.copy()
-            for a, b in tie_groups:
-                # A key without a number (a write interrupted between the
-                # sequence table and its shard) goes after those with one.
-                group = sorted(range(a, b), key=lambda j: (seq.get(key_of[order[j]], math.inf),
-                                                            shard_of[j], order[j]))
-                order[a:b] = order[group]
+            dist = np.concatenate([np.asarray(f[0][q], dtype=np.float64)[:len(f[1][q])]
+                                   for f in found])
+            ids = np.concatenate([np.asarray(f[7][q], dtype=np.int64) for f in found])
+            scores = np.concatenate([np.asarray(f[8][q], dtype=np.float64)[:len(f[1][q])]
+                                     for f in found])
+            key_of = [key for f in found for key in f[1][q]]
             label_of = [label for f in found for label in f[2][q]]
+            order = np.lexsort((ids, scores))
+            cut = len(order) if width is None else min(width, len(order))
             keys.append([key_of[j] for j in order[:cut]])
             labels.append([label_of[j] for j in order[:cut]])
-            distances.append(np.array(dist[:cut], dtype=np.float64))
+            out_ids.append(ids[order[:cut]].tolist())
+            distances.append(dist[order[:cut]])
+            out_scores.append(scores[order[:cut]])
             truncated.append(cut < len(order))
-        return keys, distances, labels, truncated
+        return keys, distances, labels, out_ids, out_scores, truncated
 
-    def _own_key_first(self, query_keys, stored, where, keys, distances, labels, width):
+    def _own_key_first(self, query_keys, stored, where, keys, distances, labels, ids, width):
         """As :meth:`SobolevIndex.search`: a stored key used as a query comes
         first among the documents at distance 0 from it, if ``where``
         admits it."""
         for q, key in enumerate(query_keys):
             if not keys[q] or distances[q][0] != 0.0:
                 continue
-            label = stored[q][2]
+            label, doc_id = stored[q][2], stored[q][3]
             if key in keys[q]:
                 j = keys[q].index(key)
-                del keys[q][j], labels[q][j]
+                del keys[q][j], labels[q][j], ids[q][j]
             else:
                 if not _admitted(key, label, where) or distances[q][len(keys[q]) - 1] != 0.0:
                     continue
                 if width is not None and len(keys[q]) == width:
                     keys[q].pop()
                     labels[q].pop()
+                    ids[q].pop()
             keys[q].insert(0, key)
             labels[q].insert(0, label)
+            ids[q].insert(0, doc_id)
 
 
     # ----------------------------------------------------- the k-NN graph
@@ -934,6 +902,47 @@ def _check_agrees(i, path, described, expected, whose):
                 f"shard {i} ({path}) has {name.replace('_', ' ')} {got}, but {whose} has "
                 f"{want}: the shard belongs to another index; restore it from a backup",
                 i, path)
+
+
+def _padded(rows, width):
+    """Rows of different lengths as one array, ``width`` wide, padded with inf."""
+    out = np.full((len(rows), width), np.inf)
+    for q, row in enumerate(rows):
+        out[q, :len(row)] = row
+    return out
+
+
+def _listed(bad):
+    shown = ", ".join(map(repr, bad[:KEYS_SHOWN]))
+    return shown + (f", ... ({len(bad)} in all)" if len(bad) > KEYS_SHOWN else "")
+
+
+def _sharded_invariants(listed, shards):
+    """(shard, problem) of the live documents ``listed`` ({shard: (ids,
+    keys)}) with the routing rule and the global ids."""
+    out = []
+    for i in sorted(listed):
+        misplaced = [key for key in listed[i][1] if route(key, shards) != i]
+        if misplaced:
+            out.append((i, f"{len(misplaced)} key(s) route to another shard (written to this "
+                           f"shard directly?): {_listed(misplaced)}; delete them here and add "
+                           "them through the sharded index"))
+    every = np.concatenate([listed[i][0] for i in sorted(listed)] or [np.zeros(0, np.int64)])
+    values, counts = np.unique(every, return_counts=True)
+    twice = set(values[counts > 1].tolist())
+    if twice:
+        for i in sorted(listed):
+            ids, keys = listed[i]
+            shared = [f"{key!r} (id {doc_id})" for doc_id, key in zip(ids.tolist(), keys)
+                      if doc_id in twice]
+            if shared:
+                out.append((i, f"{len(shared)} document(s) have ids that another shard's "
+                               f"documents have too (a shard written to directly, or copied?): "
+                               f"{', '.join(shared[:KEYS_SHOWN])}"
+                               f"{' ...' if len(shared) > KEYS_SHOWN else ''}; ties between "
+                               "them are not in insertion order: upsert them through the "
+                               "sharded index to give them new ids"))
+    return out
 
 
 def _rows_of(batch, rows):

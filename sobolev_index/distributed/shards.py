@@ -115,12 +115,12 @@ def describe(shard):
 def describe_index(index):
     return {"graph_checksum": index.catalog.meta_value("graph_checksum"),
             "roots": index.roots.tolist(), "eta": index.eta.tolist(), "p": index.p,
-            "documents": len(index)}
+            "documents": len(index), "next_id": index.next_id}
 
 
 def search(shard, queries, kwargs, n_queries):
     """``index.search(queries, **kwargs)`` as plain data: (distances, keys,
-    labels, truncated, stats, absent, live), ``live`` the shard's count of
+    labels, truncated, stats, absent, live, ids, scores), ``live`` the shard's count of
     live documents (a k-NN answer is min(k, live documents over all
     shards) wide, whatever ``where`` admits). With ``where={"label": ...}``, only
     the wanted labels this shard has are searched for (none: nothing is
@@ -138,11 +138,42 @@ def search(shard, queries, kwargs, n_queries):
             present = index.catalog.live_rows_with_labels(wanted)[2]
             absent = wanted - set(present)
             if not present:
-                return _nothing_found(n_queries, kwargs) + (absent, len(index))
+                empty = [[] for _ in range(n_queries)]
+                return _nothing_found(n_queries, kwargs) + (absent, len(index), empty, empty)
             kwargs = dict(kwargs, where=dict(where, label=sorted(present)))
         result = index.search(queries, **kwargs)
         return (result.distances, result.keys, result.labels, result.truncated, result.stats,
-                absent, len(index))
+                absent, len(index), result.ids, result.scores)
+
+
+def search_in_turn(shards, args, k):
+    """The k nearest of each query in each of ``shards`` (those in one
+    place), searched one after another: as :func:`search` with ``args[j]``
+    for ``shards[j]``, except that after the first, a shard searches each
+    query within the k-th smallest distance the shards before it found
+    (``radius`` per query, ``limit`` k). A document farther than that cannot
+    be among the k nearest of all shards, so the answer merged from all of
+    them is unchanged, and the shard prunes from its first row as one index
+    of all their documents would, instead of from its own k-th distance.
+    Returns each shard's result, or the exception it raised."""
+    out = []
+    best = bounds = None
+    for shard, (queries, kwargs, n_queries) in zip(shards, args):
+        if bounds is not None and np.isfinite(bounds).any():
+            kwargs = dict(kwargs, k=None, radius=bounds, limit=k)
+        try:
+            found = search(shard, queries, kwargs, n_queries)
+        except Exception as exc:  # reported per shard by the caller
+            out.append(exc)
+            continue
+        out.append(found)
+        if best is None:
+            best = [np.zeros(0)] * n_queries
+        for q in range(n_queries):
+            hits = np.asarray(found[0][q], dtype=np.float64)[:len(found[1][q])]
+            best[q] = np.sort(np.concatenate([best[q], hits]))[:k]
+        bounds = np.array([row[k - 1] if len(row) >= k else np.inf for row in best])
+    return out
 
 
 def _nothing_found(n_queries, kwargs):
@@ -155,47 +186,31 @@ def _nothing_found(n_queries, kwargs):
 
 
 def stored_measures(shard, keys):
-    """The stored (nodes, masses) of each of ``keys``, as they were added
-    (masses not normalised again), and their labels: a query built from them
-    has exactly the features the index stores for the key, which ``get``'s
-    normalised masses do not always give to the last bit."""
+    """(nodes, masses, label, id) of each of ``keys``, the measures as stored
+    (see SobolevIndex.stored_measures): a query built from them has exactly
+    the features the index holds for the key."""
     with shard.lock:
-        index = shard.index
-        index._check_open()
-        out = []
-        for doc_id, segment, row in index._locate_many(list(keys)):
-            data = segment.data
-            start, stop = int(data.indptr[row]), int(data.indptr[row + 1])
-            label = index._documents_named([doc_id])[doc_id][1]
-            out.append((data.nodes[start:stop].astype("int64"),
-                        data.masses[start:stop].astype("float64"), label))
-        return out
+        return [(doc["nodes"], doc["masses"], doc["label"], doc["id"])
+                for doc in shard.index.stored_measures(keys)]
 
 
-def committed_part(shard, batch, keys, labels):
+def committed_part(shard, batch, keys, labels, ids):
     """Which of ``keys`` (a shard's part of a batch, ``batch`` its measures,
-    whose write reported an error) are live in the shard's latest commit
-    with exactly this batch's measures and labels: committed although the
-    write raised (a worker that died after the commit, and whose task Dask
-    ran again, gets DuplicateKeyError from the rerun)."""
+    ``ids`` their document ids, whose write reported an error) are live in
+    the shard's latest commit with exactly these ids, measures and labels:
+    committed although the write raised (a worker that died after the
+    commit, and whose task Dask ran again, gets an error from the rerun)."""
     with shard.lock:
         index = shard.index
         index.refresh()
         live = index.existing_keys(keys)
         mine = [j for j, key in enumerate(keys) if key in live]
         out = []
-        index._check_open()
-        located = index._locate_many([keys[j] for j in mine])
-        named = index._documents_named([doc_id for doc_id, _, _ in located])
-        for j, (doc_id, segment, row) in zip(mine, located):
-            data = segment.data
-            start, stop = int(data.indptr[row]), int(data.indptr[row + 1])
+        for j, doc in zip(mine, index.stored_measures([keys[j] for j in mine])):
             a, b = int(batch.indptr[j]), int(batch.indptr[j + 1])
-            same = (named[doc_id][1] == labels[j]
-                    and np.array_equal(data.nodes[start:stop], batch.nodes[a:b])
-                    and np.array_equal(data.masses[start:stop],
-                                       np.asarray(batch.masses[a:b]).astype(data.masses.dtype)))
-            if same:
+            if (doc["id"] == int(ids[j]) and doc["label"] == labels[j]
+                    and np.array_equal(doc["nodes"], batch.nodes[a:b])
+                    and np.array_equal(doc["masses"], batch.masses[a:b])):
                 out.append(keys[j])
         return out
 
@@ -209,14 +224,15 @@ def deleted_part(shard, keys):
         return [key for key in keys if key not in live]
 
 
-def write(shard, batch, keys, labels, fields, upsert):
-    """Add (or upsert) one shard's part of a batch; returns its live count."""
+def write(shard, batch, keys, labels, fields, upsert, ids):
+    """Add (or upsert) one shard's part of a batch with its global document
+    ids; returns the shard's live count."""
     with shard.lock:
         index = shard.index
         if upsert:
-            index.upsert(batch, keys, labels=labels, fields=fields)
+            index.upsert(batch, keys, labels=labels, fields=fields, ids=ids)
         else:
-            index.add(batch, keys, labels=labels, fields=fields)
+            index.add(batch, keys, labels=labels, fields=fields, ids=ids)
         return len(index)
 
 
@@ -310,6 +326,13 @@ class LocalShards:
 
     def scatter(self, data, nbytes):
         return data
+
+    def map_in_turn(self, task, args_of, *extra):
+        """{shard: result} of ``task(shards, [args], *extra)`` over every shard
+        in ``args_of`` at once, in this thread (see search_in_turn)."""
+        order = sorted(args_of)
+        return dict(zip(order, task([self.shards[i] for i in order],
+                                    [args_of[i] for i in order], *extra)))
 
     def map(self, task, args_of, pinned=False):
         """{shard: task(shard, *args)} for each shard in ``args_of`` (shard ->
@@ -433,6 +456,35 @@ class DaskShards:
         if nbytes < SHARED_QUERY_BYTES:
             return data
         return self.client.submit(query_batch, data, pure=False)
+
+    def map_in_turn(self, task, args_of, *extra):
+        """{shard: result} of ``task(shards, [args], *extra)`` (see
+        search_in_turn), one task for the shards on each worker, run there;
+        a shard whose home is unknown goes alone. A group's task that fails
+        as a whole maps each of its shards to that error."""
+        from distributed import wait
+
+        holders = self._holders(list(args_of))
+        groups = {}
+        for i in sorted(args_of):
+            home = self._home(i, holders.get(self.futures[i].key))
+            groups.setdefault(home if home else ("alone", i), []).append(i)
+        futures = {}
+        for home, group in groups.items():
+            placed = {"workers": [home], "allow_other_workers": True} \
+                if isinstance(home, str) else {}
+            futures[tuple(group)] = self.client.submit(
+                task, [self.futures[i] for i in group], [args_of[i] for i in group], *extra,
+                pure=False, **placed)
+        wait(list(futures.values()))
+        done = [group for group, f in futures.items() if f.status != "error"]
+        out = {}
+        for group, results in zip(done, self.client.gather([futures[g] for g in done])):
+            out.update(zip(group, results))
+        for group, f in futures.items():
+            if f.status == "error":
+                out.update((i, f.exception()) for i in group)
+        return out
 
     def map(self, task, args_of, pinned=False):
         from distributed import wait
