@@ -29,7 +29,10 @@ Correctness: every sharded search must return exactly the single index's
 keys and distances; otherwise the run exits with status 1 after the tables.
 Each side is timed by ``alternating_medians`` (alternating blocks, a warm-up
 call before each, medians). Prints tables and writes
-bench/results/bench_distributed.json. ``--quick`` runs small sizes.
+bench/results/bench_distributed.json. ``--quick`` runs small sizes;
+``--compact`` compacts the single index and every shard before timing
+(one segment each), so that the comparison is of sharding alone, not of
+the segment layouts that batches of 1,000 split S ways leave.
 """
 import argparse
 import os
@@ -84,6 +87,8 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=2, help="Dask worker processes")
     parser.add_argument("--queries", type=int, default=None, help="queries per batch")
     parser.add_argument("--no-dask", action="store_true", help="in-process shards only")
+    parser.add_argument("--compact", action="store_true",
+                        help="compact the single index and the shards before timing")
     add_threads_option(parser)
     parser.add_argument("--json", default=None,
                         help="output path (default bench/results/bench_distributed.json)")
@@ -109,7 +114,7 @@ def main(argv=None):
 
     workdir = tempfile.mkdtemp(prefix="bench-distributed-")
     results = {"n": n_total, "k": K, "p": P, "queries_per_batch": n_queries,
-               "workers": args.workers, "runs": []}
+               "workers": args.workers, "compacted": bool(args.compact), "runs": []}
     try:
         with limit_threads(threads) as pools:
             print(f"corpus: {n_total:,} measures on a {n_nodes:,}-node 'log' graph ...", flush=True)
@@ -124,6 +129,8 @@ def main(argv=None):
 
             single = SobolevIndex.create(os.path.join(workdir, "single"), graph, p=P)
             results["single_build_s"] = build(single, corpus, 1_000)
+            if args.compact:
+                single.compact()
             single.close()
             single = SobolevIndex.open(os.path.join(workdir, "single"))
             want = single.search(batch, k=K, p=P, n_threads=threads)
@@ -134,6 +141,8 @@ def main(argv=None):
                 path = os.path.join(workdir, f"sharded-{shards}")
                 writer = ShardedIndex.create(path, graph, p=P, shards=shards)
                 built = build(writer, corpus, 1_000)
+                if args.compact:
+                    writer.compact()
                 writer.close()
                 places = [("threads", None)] + ([] if client is None else [("dask", client)])
                 for where, on in places:
@@ -206,7 +215,8 @@ def main(argv=None):
             single.close()
             print_table(
                 f"k={K}, p={P}, N={n_total:,}, batches of {n_queries} queries "
-                f"(Dask: {args.workers} worker processes x 1 thread)",
+                f"(Dask: {args.workers} worker processes x 1 thread)"
+                f"{', compacted' if args.compact else ''}",
                 ["shards", "where", "threads/shard", "ms/query (batch)", "single index",
                  "single index, threads of a shard", "throughput",
                  "overhead ms/batch", "ms single query", "single index", "overhead ms, 1 query"],

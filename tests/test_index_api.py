@@ -527,11 +527,16 @@ def test_given_ids_order_ties_and_survive_merges(tmp_path, spec, roots1):
     ([3, 3], "ids 3 and 3 .places 0 and 1. do not rise"),
     ([4, 2], "ids 4 and 2 .places 0 and 1. do not rise"),
     ([0, 7], "id 0 is below the index's next id 1"),
-    ([1.0, 2.0], "expected integers"),
-    ([True, False], "expected integers"),
+    ([1.0, 2.0], "id 0 is 1.0; expected an integer"),
+    ([True, False], "id 0 is True; expected an integer"),
+    ([3, None], "id 1 is None; expected an integer"),
+    (np.array([1.5, 2.5]), "id 0 is 1.5; expected an integer"),
     ("12", "expected a list of 2 document ids"),
-    ([[1, 2]], r"\(1, 2\) ids were given"),
+    ({1: 2}, "expected a list of 2 document ids"),
+    ([[1, 2]], r"shape \(1, 2\) of ids were given"),
     (np.array([2**64 - 1, 2**64 - 2], dtype=np.uint64), "too large"),
+    ([5, 2**64], "id 18446744073709551616 is too large"),
+    ([5, 2**63 - 2], "is too large; expected ids below 9223372036854775806"),
 ])
 def test_bad_ids_raise_and_write_nothing(tmp_path, spec, roots1, ids, message):
     with _create(tmp_path / "idx", spec, roots1) as idx:
@@ -540,6 +545,20 @@ def test_bad_ids_raise_and_write_nothing(tmp_path, spec, roots1, ids, message):
             idx.add(_docs(3, 2), ids=ids)
         assert_unchanged(before, idx.path)
         assert len(idx) == 0 and idx.next_id == 1
+
+
+def test_reserve_ids_raises_next_id_for_good(tmp_path, spec, roots1):
+    with _create(tmp_path / "idx", spec, roots1) as idx:
+        idx.add(_docs(3, 2))
+        idx.reserve_ids(10)
+        idx.reserve_ids(4)  # below: nothing changes
+        assert idx.next_id == 10
+        for bad in (0, -3, 2**63, 1.5, True, "9"):
+            with pytest.raises(ValueError, match="next_id is"):
+                idx.reserve_ids(bad)
+    with SobolevIndex.open(str(tmp_path / "idx"), mode="a") as idx:
+        assert idx.next_id == 10
+        assert idx.add(_docs(4, 1)) == ["doc-10"]
 
 
 def test_stored_measures_are_the_measures_as_added(tmp_path, spec, roots1):

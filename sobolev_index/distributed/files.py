@@ -127,6 +127,9 @@ def _split(source, dest, shards, batch_size, progress, client):
                     sharded._every_shard(header["meta"], header["words"]), pinned=True),
                     "meta")
             copied = _copy_documents(source, sharded, batch_size, progress, total)
+            # Documents added later are numbered as the source would number
+            # them (its deleted documents' ids are not given again).
+            sharded.reserve_ids(source.next_id)
             per_shard = [shard["documents"] for shard in sharded.info()["shards"]]
         storage.require_new_directory(dest)
         if os.path.isdir(dest):

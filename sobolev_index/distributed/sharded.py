@@ -52,6 +52,8 @@ __all__ = ["ShardedIndex"]
 GRAM_CHUNK = 4096
 # The most keys an error message lists (the exception holds them all).
 KEYS_SHOWN = 50
+# Errors a shard raises for the search's arguments: the same on a rerun.
+_INPUT_ERRORS = (ValueError, TypeError, KeyError)
 # The counts of SearchResult.stats summed over the shards.
 _COUNTS = ("segments", "rows", "bounded", "refined", "rows_read", "blocks", "blocks_scored",
            "exact")
@@ -87,7 +89,7 @@ class ShardedIndex:
         self._manifest = manifest
         self._placement = placement
         self._lock = lock
-        # The id the next document gets (a writer's; None for a reader).
+        # The id the next document gets.
         self._next_id = next_id
         self.p = check_p(math.inf if manifest["p"] == "inf" else manifest["p"])
         self.roots = np.asarray(manifest["roots"], dtype=np.int64)
@@ -223,8 +225,7 @@ class ShardedIndex:
             for i in range(len(paths)):
                 _check_agrees(i, paths[i], described[i], manifest, "the manifest")
             # One above the largest id any shard has given.
-            next_id = max(described[i]["next_id"] for i in range(len(paths))) \
-                if mode == "a" else None
+            next_id = max(described[i]["next_id"] for i in range(len(paths)))
             # Inside the try: a failure here releases the shards and the
             # lock too.
             opened = cls(path, mode, manifest, placement, lock, client, next_id)
@@ -359,9 +360,18 @@ class ShardedIndex:
 
     @property
     def next_id(self):
-        """The id the next document added gets (a writer's)."""
-        self._check_writable()
+        """The id the next document added gets: one above the largest id
+        any shard has given (as it was when a reader opened)."""
+        self._check_open()
         return self._next_id
+
+    def reserve_ids(self, next_id):
+        """Make :attr:`next_id` at least ``next_id``, committed in every
+        shard (see :meth:`SobolevIndex.reserve_ids`)."""
+        self._check_writable()
+        self._raise_failed(self._placement.map(
+            tasks.call, self._every_shard("reserve_ids", next_id), pinned=True), "reserve_ids")
+        self._next_id = max(self._next_id, int(next_id))
 
     def get(self, key):
         """The stored measure and metadata of ``key`` (see
@@ -660,6 +670,7 @@ class ShardedIndex:
         if radius is not None:
             radius = radius_for_queries(radius, n_queries)
         _check_where(where)
+        self._root_positions(roots)
         kwargs = {"k": k, "p": p, "roots": roots, "n_threads": n_threads, "radius": radius,
                   "limit": limit, "stats": stats}
         shared = self._placement.scatter(queries, checked.indptr.nbytes + checked.nodes.nbytes
@@ -668,12 +679,13 @@ class ShardedIndex:
                    for i in range(self.shards)}
         if radius is None:
             found = self._placement.map_in_turn(tasks.search_in_turn, args_of, int(k))
-            # A shard that failed (or whose group's task failed) is asked
-            # again on its own: bad input raises again, a lost worker or a
-            # moved writer's shard does not.
-            again = {i: args_of[i] for i, f in found.items() if isinstance(f, Exception)}
+            # A shard whose group's task failed for want of a worker, or
+            # went where a writer's shard is not, is asked again on its own,
+            # where the scheduler says it is now; bad input is not.
+            again = {i: args_of[i] for i, f in found.items()
+                     if isinstance(f, Exception) and not isinstance(f, _INPUT_ERRORS)}
             if again:
-                found.update(self._placement.map(tasks.search, again))
+                found.update(self._placement.map(tasks.search, again, pinned=True))
         else:
             found = self._placement.map(tasks.search, args_of)
         found = self._raise_failed(found, "search")

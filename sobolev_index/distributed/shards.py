@@ -300,7 +300,9 @@ def close(shard):
 # ------------------------------------------------------------------ placements
 class LocalShards:
     """The shards opened in this process; tasks run on a pool of threads
-    (one per shard), so a query batch searches the shards at once."""
+    (one per shard), so the shards' parts of a write or radius search run
+    at once; a k-NN search goes through the shards in turn
+    (``map_in_turn``), each with every thread it is given."""
 
     def __init__(self, paths, mode):
         self.paths = list(paths)
@@ -362,8 +364,9 @@ class DaskShards:
     Shard i is the result of the task ``shard-{i}-{version}`` (``version``
     new for each open), placed round-robin on the workers, moveable
     (``allow_other_workers``) so that the scheduler can open it again on
-    another worker when its own dies. Queries are scattered once per batch
-    and searched by one task per shard.
+    another worker when its own dies. A large query batch goes to the
+    workers once (``scatter``); a k-NN search is one task per worker for
+    the shards it holds (``map_in_turn``), other work one task per shard.
     """
 
     def __init__(self, client, paths, mode):

@@ -66,18 +66,20 @@ def check_positive(name, value):
 class SearchResult:
     """Results of :meth:`SobolevIndex.search`.
 
-    ``keys[i]`` lists the keys found for query i by ascending distance (ties by
-    insertion order); ``distances[i, j]`` is S_p to ``keys[i][j]``.
+    ``keys[i]`` lists the keys found for query i by ascending distance (ties to
+    the lower document id: insertion order, unless ids were given to add);
+    ``distances[i, j]`` is S_p to ``keys[i][j]``.
     ``distances`` has min(k, N) columns for N live documents, and inf where
     fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``,
     and so does ``ids``: the documents' ids (ints, as ``get(key)["id"]``
     gives them; ids grow with insertion order). ``scores`` mirrors
     ``distances``: the values the search ranks by, the p-th powers of the
-    distances for one root at a finite p other than 1, else the distances
-    themselves. Results are in (score, id) order, apart from a stored key
-    used as a query, which comes first among the documents at distance 0
-    from it; that is (distance, id) order, except where two p-th powers one
-    rounding apart give the same distance. Merging the results of several
+    distances for one root at a finite p other than 1 (up to p = 16; a
+    larger p scans and ranks by distance), else the distances themselves.
+    Results are in (score, id) order, apart from a stored key used as a
+    query, which comes first among the documents at distance 0 from it;
+    that is (distance, id) order, except where two p-th powers one rounding
+    apart give the same distance. Merging the results of several
     searches (of the shards of a sharded index) in the order one search
     would give needs the scores and ids. ``ids`` and ``scores`` are None in
     a result built without them.
@@ -326,9 +328,10 @@ class SearchMixin:
         (default all), their eta renormalised. ``where``:
         ``{"label": value_or_list}`` and/or ``{"keys": [...]}`` restricts the
         candidates. ``k`` larger than the number of live documents returns
-        them all. Returns a :class:`SearchResult`. Ties go to the earlier
-        document, except that a stored key used as a query comes first among
-        the documents at distance 0 from it.
+        them all. Returns a :class:`SearchResult`. Ties go to the lower
+        document id (the earlier document, unless ids were given to add),
+        except that a stored key used as a query comes first among the
+        documents at distance 0 from it.
 
         ``radius``: instead of k neighbours, every live document (under
         ``where``) at distance at most ``radius`` from each query, nearest

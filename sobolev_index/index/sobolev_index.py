@@ -49,6 +49,8 @@ TIER = 8
 # holding more than half of it is left out of tier merges (two of them
 # would not fit).
 MAX_SEGMENT_NNZ = 2 ** 27
+# Document ids are int64; the next id after the last must fit too.
+MAX_ID = 2 ** 63 - 1
 # How often a reader retries a snapshot whose files a writer just replaced.
 SNAPSHOT_RETRIES = 5
 
@@ -454,11 +456,12 @@ class SobolevIndex(SearchMixin, ExplainMixin):
 
     def stored_measures(self, keys):
         """The measures of ``keys`` exactly as stored: a list of dicts with
-        ``key``, ``id``, ``nodes`` (int64), ``masses`` (float64, as they
-        were added: not normalised again, unlike :meth:`get`'s) and
-        ``label``. A query built from them has the very features the index
-        holds for the key, to the last bit. KeyNotFoundError names the first
-        key that is not live."""
+        ``key``, ``id``, ``nodes`` (int64), ``masses`` (float64, the stored
+        values, not divided by their sum again as :meth:`get`'s are) and
+        ``label`` (copies: they outlive a merge of the segment). A query
+        built from them has the very features the index holds for the key,
+        to the last bit. KeyNotFoundError names the first key that is not
+        live."""
         self._check_open()
         keys = [keys] if isinstance(keys, str) else list(keys)
         places = self._locate_many(keys)
@@ -468,8 +471,8 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             data = segment.data
             start, stop = int(data.indptr[row]), int(data.indptr[row + 1])
             out.append({"key": key, "id": int(doc_id),
-                        "nodes": np.asarray(data.nodes[start:stop], dtype=np.int64),
-                        "masses": np.asarray(data.masses[start:stop], dtype=np.float64),
+                        "nodes": np.array(data.nodes[start:stop], dtype=np.int64),
+                        "masses": np.array(data.masses[start:stop], dtype=np.float64),
                         "label": named[doc_id][1]})
         return out
 
@@ -578,6 +581,20 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         every id this index has given, deleted documents' included."""
         self._check_open()
         return int(self._meta["next_doc_id"])
+
+    def reserve_ids(self, next_id):
+        """Make :attr:`next_id` at least ``next_id`` (committed): no id below
+        it is given afterwards. A copy of an index (its documents added with
+        their ids) takes the source's next id this way, so documents added
+        to the copy without ids are numbered as the source would number
+        them."""
+        self._check_writable()
+        if isinstance(next_id, bool) or not isinstance(next_id, (int, np.integer)) \
+                or not 1 <= next_id < MAX_ID:
+            raise ValueError(f"next_id is {next_id!r}; expected an integer in 1..{MAX_ID - 1}")
+        if int(next_id) > self.next_id:
+            self._catalog.set_meta({"next_doc_id": int(next_id)})
+            self._meta["next_doc_id"] = int(next_id)
 
     def _write(self, measures, keys, labels, fields, upsert, ids=None):
         self._check_writable()
@@ -970,20 +987,25 @@ def _concat_rows(parts, order, trees):
 
 def checked_ids(ids, n, next_doc):
     """``ids`` of a batch of n as int64, or a ValueError naming the bad value:
-    n integers, strictly increasing, the first at least ``next_doc``."""
-    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
+    n integers, strictly increasing, the first at least ``next_doc``, the
+    last below MAX_ID - 1 (the next id must still fit)."""
+    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__len__"):
         raise ValueError(f"ids is {ids!r:.60}; expected a list of {n} document ids")
-    values = np.asarray(ids)
+    values = np.asarray(ids, dtype=object) if not isinstance(ids, np.ndarray) else ids
     if values.ndim != 1 or len(values) != n:
-        raise ValueError(f"{len(values) if values.ndim == 1 else values.shape} ids were given "
-                         f"for {n} measures; expected one each")
+        shape = len(values) if values.ndim == 1 else f"an array of shape {values.shape} of"
+        raise ValueError(f"{shape} ids were given for {n} measures; expected one each")
+    if values.dtype.kind not in "iu":
+        for i, value in enumerate(values.tolist()):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"id {i} is {value!r}; expected an integer")
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    if values.dtype.kind not in "iu":  # bools, floats and objects too
-        raise ValueError(f"ids has the values {values[:5].tolist()!r}...; expected integers")
-    if values.dtype.kind == "u" and int(values.max()) > np.iinfo(np.int64).max:
-        raise ValueError(f"id {int(values.max())} is too large; expected ids below 2**63")
-    values = values.astype(np.int64)
+    biggest = int(values.max()) if values.dtype.kind in "iu" else max(values.tolist())
+    if biggest >= MAX_ID - 1:
+        raise ValueError(f"id {biggest} is too large; expected ids below {MAX_ID - 1}")
+    values = np.asarray(values if values.dtype.kind in "iu" else values.tolist(),
+                        dtype=np.int64)
     if int(values[0]) < next_doc:
         raise ValueError(f"id {int(values[0])} is below the index's next id {next_doc}; ids "
                          "must be new and rising (see next_id)")
