@@ -79,6 +79,50 @@ def phases(index, queries, threads, repeats=5):
     return float(np.median(fan)), float(np.median(merge))
 
 
+def markdown(paths):
+    """The Markdown table of docs/scale-out.md, from the JSON of runs."""
+    import json
+
+    lines = ["| run | shards | where | ms/query, batch | single index | throughput vs single "
+             "| added per batch, ms | single query, ms | single index, ms "
+             "| added per single query, ms | merge, µs/query |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for path in paths:
+        with open(path) as handle:
+            run = json.load(handle)
+        name = os.path.basename(path) + (" (compacted)" if run.get("compacted") else "")
+        for e in run["runs"]:
+            lines.append(
+                f"| {name} | {e['shards']} | {e['where']} | {e['batch_ms_per_query']:.2f} "
+                f"| {e['single_index_batch_ms_per_query']:.2f} "
+                f"| {e['throughput_vs_single']:.2f}x | {e['overhead_ms_per_batch']:+.0f} "
+                f"| {e['single_query_ms']:.2f} | {e['single_index_single_query_ms']:.2f} "
+                f"| {e['single_query_overhead_ms']:+.2f} | {e['merge_us_per_query']:.0f} |")
+        if "dask_empty_task_ms" in run:
+            trip = run["dask_empty_task_ms"]
+            notes.append(f"{name}: a Dask task that does nothing took {trip['median']:.1f} ms "
+                         f"from submit to result (median; fastest {trip['fastest']:.1f} ms).")
+    return "\n".join(lines + [""] + notes)
+
+
+def _nothing(x):
+    return x
+
+
+def dask_round_trip(client, repeats=50):
+    """Median and minimum seconds from submitting a task that does nothing
+    to holding its result: Dask's own floor under any fan-out."""
+    for i in range(5):
+        client.submit(_nothing, i, pure=False).result()
+    seconds = []
+    for i in range(repeats):
+        started = time.perf_counter()
+        client.submit(_nothing, i, pure=False).result()
+        seconds.append(time.perf_counter() - started)
+    return float(np.median(seconds)), float(np.min(seconds))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -89,10 +133,15 @@ def main(argv=None):
     parser.add_argument("--no-dask", action="store_true", help="in-process shards only")
     parser.add_argument("--compact", action="store_true",
                         help="compact the single index and the shards before timing")
+    parser.add_argument("--table", nargs="+", metavar="JSON", default=None,
+                        help="print the Markdown table of these runs' JSON and exit")
     add_threads_option(parser)
     parser.add_argument("--json", default=None,
                         help="output path (default bench/results/bench_distributed.json)")
     args = parser.parse_args(argv)
+    if args.table:
+        print(markdown(args.table))
+        return
     threads = args.threads
     shard_counts = [int(s) for s in args.shards.split(",")]
 
@@ -111,10 +160,15 @@ def main(argv=None):
         cluster = LocalCluster(n_workers=args.workers, processes=True, threads_per_worker=1,
                                dashboard_address=None)
         client = Client(cluster)
+        median, fastest = dask_round_trip(client)
+        print(f"Dask round trip of an empty task: {1e3 * median:.1f} ms median, "
+              f"{1e3 * fastest:.1f} ms fastest", flush=True)
 
     workdir = tempfile.mkdtemp(prefix="bench-distributed-")
     results = {"n": n_total, "k": K, "p": P, "queries_per_batch": n_queries,
                "workers": args.workers, "compacted": bool(args.compact), "runs": []}
+    if client is not None:
+        results["dask_empty_task_ms"] = {"median": 1e3 * median, "fastest": 1e3 * fastest}
     try:
         with limit_threads(threads) as pools:
             print(f"corpus: {n_total:,} measures on a {n_nodes:,}-node 'log' graph ...", flush=True)
