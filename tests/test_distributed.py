@@ -631,6 +631,10 @@ def test_bad_searches_raise_the_single_index_errors(tmp_path, spec):
         query = measures[:1]
         for queries, kwargs in ((query, {"k": 0}), (query, {"k": "a"}), (query, {"p": 0.5}),
                                 (query, {"where": {"keys": "abc"}}), (query, {"roots": [5]}),
+                                (query, {"roots": 1.5}), (query, {"roots": "0"}),
+                                # No shard has the label: each would skip its search.
+                                (query, {"roots": [5], "where": {"label": "absent"}}),
+                                (query, {"roots": 1.5, "where": {"label": "absent"}}),
                                 (query, {"k": 3, "radius": 1}), (query, {"limit": 3}),
                                 (None, {}), ([], {}), ("missing", {}), ([([99], [1.0])], {})):
             with pytest.raises(Exception) as want:
@@ -638,6 +642,28 @@ def test_bad_searches_raise_the_single_index_errors(tmp_path, spec):
             with pytest.raises(type(want.value)) as got:
                 sharded.search(queries, **kwargs)
             assert str(got.value) == str(want.value)
+
+
+def test_next_id_of_readers_and_reserve_ids(tmp_path, spec):
+    """A reader's next_id follows the writer's after refresh(); reserve_ids
+    raises it in every shard, for good."""
+    single, sharded, measures = both(tmp_path, spec)
+    with single, sharded, ShardedIndex.open(tmp_path / "sharded") as reader:
+        assert reader.next_id == sharded.next_id == single.next_id
+        sharded.add(measures[:3])
+        assert reader.next_id < sharded.next_id
+        reader.refresh()
+        assert reader.next_id == sharded.next_id
+        sharded.reserve_ids(sharded.next_id + 50)
+        with pytest.raises(ValueError, match="next_id is"):
+            sharded.reserve_ids(0)
+        expected = sharded.next_id
+        assert sharded.add(measures[:1]) == [f"doc-{expected}"]
+        for path in sharded.shard_paths:
+            with SobolevIndex.open(path) as shard:
+                assert shard.next_id >= expected
+    with ShardedIndex.open(tmp_path / "sharded", mode="a") as again:
+        assert again.next_id == expected + 1
 
 
 def test_an_empty_sharded_index_searches_like_an_empty_index(tmp_path, spec):

@@ -530,6 +530,10 @@ def test_given_ids_order_ties_and_survive_merges(tmp_path, spec, roots1):
     ([1.0, 2.0], "id 0 is 1.0; expected an integer"),
     ([True, False], "id 0 is True; expected an integer"),
     ([3, None], "id 1 is None; expected an integer"),
+    ([3, True], "id 1 is True; expected an integer"),
+    ([np.bool_(True), 3], "id 0 is np.True_; expected an integer"),
+    (np.array([True, False]), "id 0 is True; expected an integer"),
+    ([-2**70, 5], "id -1180591620717411303424 is below the index's next id 1"),
     (np.array([1.5, 2.5]), "id 0 is 1.5; expected an integer"),
     ("12", "expected a list of 2 document ids"),
     ({1: 2}, "expected a list of 2 document ids"),
@@ -545,6 +549,20 @@ def test_bad_ids_raise_and_write_nothing(tmp_path, spec, roots1, ids, message):
             idx.add(_docs(3, 2), ids=ids)
         assert_unchanged(before, idx.path)
         assert len(idx) == 0 and idx.next_id == 1
+
+
+def test_ids_may_be_numpy_integers_and_the_last_id_must_leave_room(tmp_path, spec, roots1):
+    with _create(tmp_path / "idx", spec, roots1) as idx:
+        assert idx.add(_docs(3, 2), ids=[np.int64(4), np.int32(9)]) == ["doc-4", "doc-9"]
+        assert idx.add(_docs(4, 2), ids=list(np.arange(12, 14))) == ["doc-12", "doc-13"]
+        assert idx.add(_docs(5, 1), ids=np.array([20], dtype=np.uint64)) == ["doc-20"]
+        idx.reserve_ids(2**63 - 3)
+        before = snapshot(idx.path)
+        with pytest.raises(ValueError, match="2 more documents would take ids beyond"):
+            idx.add(_docs(6, 2))
+        assert_unchanged(before, idx.path)
+        assert idx.add(_docs(6, 1)) == [f"doc-{2**63 - 3}"]
+        assert idx.next_id == 2**63 - 2
 
 
 def test_reserve_ids_raises_next_id_for_good(tmp_path, spec, roots1):

@@ -33,8 +33,15 @@ from ..index.search import (
     checked_search_args,
     knn_graph_of,
     radius_for_queries,
+    root_positions,
 )
-from ..index.sobolev_index import check_text, checked_column, checked_ids, json_fields
+from ..index.sobolev_index import (
+    check_room,
+    check_text,
+    checked_column,
+    checked_ids,
+    json_fields,
+)
 from ..measures import MeasureBatch, as_measure_batch
 from . import shards as tasks
 from .errors import ShardedWriteError, ShardError
@@ -284,6 +291,9 @@ class ShardedIndex:
         """Move every shard to its latest commit (readers)."""
         self._check_open()
         self._raise_failed(self._placement.map(tasks.refresh, self._every_shard()), "refresh")
+        described = self._raise_failed(
+            self._placement.map(tasks.describe, self._every_shard()), "refresh")
+        self._next_id = max(d["next_id"] for d in described.values())
 
     # ---------------------------------------------------------------- checks
     def _check_open(self):
@@ -369,9 +379,12 @@ class ShardedIndex:
         """Make :attr:`next_id` at least ``next_id``, committed in every
         shard (see :meth:`SobolevIndex.reserve_ids`)."""
         self._check_writable()
-        self._raise_failed(self._placement.map(
-            tasks.call, self._every_shard("reserve_ids", next_id), pinned=True), "reserve_ids")
-        self._next_id = max(self._next_id, int(next_id))
+        results = self._placement.map(
+            tasks.call, self._every_shard("reserve_ids", next_id), pinned=True)
+        if not all(isinstance(r, Exception) for r in results.values()):
+            # Some shard took it: no id below it may be given now.
+            self._next_id = max(self._next_id, int(next_id))
+        self._raise_failed(results, "reserve_ids")
 
     def get(self, key):
         """The stored measure and metadata of ``key`` (see
@@ -443,6 +456,7 @@ class ShardedIndex:
             measures, n_nodes=self.n_nodes)
         n = len(batch)
         if ids is None:
+            check_room(self._next_id, n)
             ids = np.arange(self._next_id, self._next_id + n, dtype=np.int64)
         else:
             ids = checked_ids(ids, n, self._next_id)
@@ -876,17 +890,7 @@ class ShardedIndex:
     def _root_positions(self, roots):
         """Positions into ``self.roots`` (all by default), checked as a
         single index checks them."""
-        n = len(self.roots)
-        if roots is None:
-            return list(range(n))
-        if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
-            roots = [roots]
-        if not isinstance(roots, (list, tuple, np.ndarray)) or not len(roots) or any(
-                isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r < n
-                for r in roots) or len(set(int(r) for r in roots)) != len(roots):
-            raise ValueError(f"roots is {roots!r}; expected distinct positions in 0..{n - 1} "
-                             f"(this index has {n} root(s))")
-        return [int(r) for r in roots]
+        return root_positions(roots, len(self.roots))
 
 
 # --------------------------------------------------------------------- helpers

@@ -67,7 +67,7 @@ class SearchResult:
     """Results of :meth:`SobolevIndex.search`.
 
     ``keys[i]`` lists the keys found for query i by ascending distance (ties to
-    the lower document id: insertion order, unless ids were given to add);
+    the lower document id, which is the earlier document);
     ``distances[i, j]`` is S_p to ``keys[i][j]``.
     ``distances`` has min(k, N) columns for N live documents, and inf where
     fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``,
@@ -287,6 +287,32 @@ def _radius_shown(radius):
     return repr(radius)
 
 
+def root_positions(roots, n_roots):
+    """``roots`` (a position into an index's ``n_roots`` roots, a list of
+    them, or None for all) as a list of distinct positions, or a
+    ValueError naming it."""
+    if roots is None:
+        return list(range(n_roots))
+    if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
+        roots = [roots]
+    if not isinstance(roots, (list, tuple, np.ndarray)):
+        raise ValueError(f"roots is {roots!r}; expected a root position or a list of them "
+                         f"(this index has {n_roots} root(s))")
+    try:
+        positions = [int(r) for r in roots]
+    except (TypeError, ValueError):
+        positions = []
+    if any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) for r in roots):
+        positions = []  # 0.5 is not position 0, nor True position 1
+    if not positions or any(r < 0 or r >= n_roots for r in positions) \
+            or len(set(positions)) != len(positions):
+        raise ValueError(
+            f"roots is {roots!r}; expected distinct positions in 0..{n_roots - 1} "
+            f"(this index has {n_roots} root(s))"
+        )
+    return positions
+
+
 def _kernel_bound(radius, p, n_roots):
     """The radius in the units the kernel compares (p-th powers for one root
     at a finite p, else distances), widened by far more than the rounding of
@@ -329,9 +355,8 @@ class SearchMixin:
         ``{"label": value_or_list}`` and/or ``{"keys": [...]}`` restricts the
         candidates. ``k`` larger than the number of live documents returns
         them all. Returns a :class:`SearchResult`. Ties go to the lower
-        document id (the earlier document, unless ids were given to add),
-        except that a stored key used as a query comes first among the
-        documents at distance 0 from it.
+        document id (the earlier document), except that a stored key used
+        as a query comes first among the documents at distance 0 from it.
 
         ``radius``: instead of k neighbours, every live document (under
         ``where``) at distance at most ``radius`` from each query, nearest
@@ -533,26 +558,7 @@ class SearchMixin:
 
     def _root_positions(self, roots):
         """Positions into ``self.roots``, checked: all by default."""
-        if roots is None:
-            return list(range(len(self.roots)))
-        if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
-            roots = [roots]
-        if not isinstance(roots, (list, tuple, np.ndarray)):
-            raise ValueError(f"roots is {roots!r}; expected a root position or a list of them "
-                             f"(this index has {len(self.roots)} root(s))")
-        try:
-            positions = [int(r) for r in roots]
-        except (TypeError, ValueError):
-            positions = []
-        if any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) for r in roots):
-            positions = []  # 0.5 is not position 0, nor True position 1
-        if not positions or any(r < 0 or r >= len(self.roots) for r in positions) \
-                or len(set(positions)) != len(positions):
-            raise ValueError(
-                f"roots is {roots!r}; expected distinct positions in 0..{len(self.roots) - 1} "
-                f"(this index has {len(self.roots)} root(s))"
-            )
-        return positions
+        return root_positions(roots, len(self.roots))
 
     def _query_features(self, queries, positions, csr=True):
         """Per selected root, the feature rows of ``queries``: the stored rows

@@ -603,6 +603,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         n = len(batch)
         next_doc = int(self._meta["next_doc_id"])
         if ids is None:
+            check_room(next_doc, n)
             doc_ids = np.arange(next_doc, next_doc + n, dtype=np.int64)
         else:
             doc_ids = checked_ids(ids, n, next_doc)
@@ -985,30 +986,47 @@ def _concat_rows(parts, order, trees):
         features=[tree.feature_arrays_of_batch(batch) for tree in trees])
 
 
+def check_room(next_doc, n):
+    """ValueError unless n more ids from ``next_doc`` on leave the next id
+    below MAX_ID (int64)."""
+    if next_doc + n > MAX_ID - 1:
+        raise ValueError(f"the index's next id is {next_doc}: {n} more documents would take "
+                         f"ids beyond {MAX_ID - 2}, the largest an id may be")
+
+
 def checked_ids(ids, n, next_doc):
     """``ids`` of a batch of n as int64, or a ValueError naming the bad value:
-    n integers, strictly increasing, the first at least ``next_doc``, the
-    last below MAX_ID - 1 (the next id must still fit)."""
+    n integers (Python or NumPy), strictly increasing, the first at least
+    ``next_doc``, the last below MAX_ID - 1 (the next id must still fit)."""
     if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__len__"):
         raise ValueError(f"ids is {ids!r:.60}; expected a list of {n} document ids")
-    values = np.asarray(ids, dtype=object) if not isinstance(ids, np.ndarray) else ids
+    try:
+        values = np.asarray(ids)
+    except (TypeError, ValueError):  # ragged
+        values = np.asarray(ids, dtype=object)
     if values.ndim != 1 or len(values) != n:
         shape = len(values) if values.ndim == 1 else f"an array of shape {values.shape} of"
         raise ValueError(f"{shape} ids were given for {n} measures; expected one each")
-    if values.dtype.kind not in "iu":
-        for i, value in enumerate(values.tolist()):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"id {i} is {value!r}; expected an integer")
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    biggest = int(values.max()) if values.dtype.kind in "iu" else max(values.tolist())
+    if not isinstance(ids, np.ndarray):
+        for i, value in enumerate(ids):  # NumPy would read True as 1
+            if isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"id {i} is {value!r}; expected an integer")
+    if values.dtype.kind in "iu":
+        lowest, biggest = int(values.min()), int(values.max())
+    else:
+        for i, value in enumerate(values.tolist()):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"id {i} is {value!r}; expected an integer")
+        values = np.array([int(v) for v in values.tolist()], dtype=object)
+        lowest, biggest = min(values.tolist()), max(values.tolist())
     if biggest >= MAX_ID - 1:
         raise ValueError(f"id {biggest} is too large; expected ids below {MAX_ID - 1}")
-    values = np.asarray(values if values.dtype.kind in "iu" else values.tolist(),
-                        dtype=np.int64)
-    if int(values[0]) < next_doc:
-        raise ValueError(f"id {int(values[0])} is below the index's next id {next_doc}; ids "
-                         "must be new and rising (see next_id)")
+    if lowest < next_doc:
+        raise ValueError(f"id {lowest} is below the index's next id {next_doc}; ids must be "
+                         "new and rising (see next_id)")
+    values = values.astype(np.int64)
     falls = np.flatnonzero(np.diff(values) <= 0)
     if len(falls):
         j = int(falls[0])
