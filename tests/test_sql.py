@@ -4,25 +4,16 @@ import math
 import sqlite3
 
 import pytest
-from _support import corpus as tc
+from _support.index import small_text_index
 
 from sobolev_index import SobolevIndex
 from sobolev_index.errors import SobolevIndexError
 from sobolev_index.index.sql import register_functions, run_query
-from sobolev_index.ingest.documents import build_index
 
 
 @pytest.fixture(scope="module")
 def index_path(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("sql")
-    corpus_path, vectors_path = tc.make_files(str(directory))
-    from sobolev_index.ingest.documents import read_corpus
-
-    index, _ = build_index(str(directory / "ix"), read_corpus(corpus_path), vectors_path,
-                           nodes=10, roots=3, seed=2)
-    index.delete(["music-0"])
-    index.close()
-    return str(directory / "ix")
+    return small_text_index(tmp_path_factory.mktemp("sql"))
 
 
 @pytest.fixture

@@ -25,13 +25,12 @@ import pytest
 import reference as ref
 from _support import corpus as tc
 from _support.cli import run
-from _support.index import assert_unchanged, snapshot
-from _support.processes import child_env
+from _support.index import assert_unchanged, small_text_index, snapshot
+from _support.processes import child_env, stop_process
 
 pytest.importorskip("datasette", reason="the web view needs Datasette (the [web] extra)")
 
 from sobolev_index import SobolevIndex  # noqa: E402
-from sobolev_index.ingest.documents import build_index, read_corpus  # noqa: E402
 from sobolev_index.ingest.pipelines import query_measures  # noqa: E402
 from sobolev_index.ingest.pointindex import point_measures, read_pointsets  # noqa: E402
 from sobolev_index.web import make_datasette  # noqa: E402
@@ -45,13 +44,7 @@ TEXTS = ["space1 space2 space3", "cooking4 the cooking5", "music7 music8 of spac
 def text_index(tmp_path_factory):
     """A text index of the test corpus with one deleted document (not to be
     modified: copy it first)."""
-    directory = tmp_path_factory.mktemp("web")
-    corpus_path, vectors_path = tc.make_files(str(directory))
-    index, _ = build_index(str(directory / "ix"), read_corpus(corpus_path), vectors_path,
-                           nodes=10, roots=3, seed=2)
-    index.delete(["music-0"])
-    index.close()
-    return str(directory / "ix")
+    return small_text_index(tmp_path_factory.mktemp("web"))
 
 
 def write_clouds(path, keys, seed):
@@ -525,13 +518,7 @@ def start_server(index, timeout=60, args=()):
 
 
 def stop_server(proc):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_process(proc)
     for stream in (proc.stdout, proc.stderr):
         if stream:
             stream.close()

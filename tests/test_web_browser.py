@@ -20,6 +20,7 @@ import urllib.request
 
 import pytest
 from _support import REPO_DIR
+from _support.processes import stop_process
 
 pytest.importorskip("datasette", reason="the web view needs Datasette (the [web] extra)")
 
@@ -119,12 +120,7 @@ def browser():
                 driver.call("DELETE", driver.s(""), timeout=30)
             except (OSError, AssertionError):
                 pass
-        driver_proc.terminate()
-        try:
-            driver_proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            driver_proc.kill()
-            driver_proc.wait()
+        stop_process(driver_proc)
 
 
 def test_search_in_a_browser_finds_fileinput_and_saves_the_screenshot(quickstart_index, browser,

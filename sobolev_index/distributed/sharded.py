@@ -485,29 +485,41 @@ class ShardedIndex:
             for i, js in parts.items()}, pinned=True)
         failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
         if failed:
-            # A part that raised may still have committed (its worker died
-            # after the commit and Dask ran the write again, which found the
-            # keys taken): the failed shards, at their latest commit, say
-            # which of the part's keys are live with this batch's measures.
-            checked = self._placement.map(tasks.committed_part, {
-                i: (_rows_of(batch, parts[i]), [keys[j] for j in parts[i]],
-                    [labels[j] for j in parts[i]], ids[parts[i]]) for i in failed}, pinned=True)
+            # The failed shards, at their latest commit, say which of the
+            # part's keys are live with this batch's ids and measures.
             done = {j for i, js in parts.items() if i not in failed for j in js}
-            for i in list(failed):
-                found = checked[i]
-                if isinstance(found, Exception):
-                    failed[i].add_note(f"(whether shard {i} committed its part could not be "
-                                       f"checked: {found!r}; taken as not committed)")
-                    continue
-                found = set(found)
-                done.update(j for j in parts[i] if keys[j] in found)
-                if all(keys[j] in found for j in parts[i]):
-                    del failed[i]  # committed in full: its error came after the commit
+            done |= self._settle(failed, parts, keys, tasks.committed_part, lambda i: (
+                _rows_of(batch, parts[i]), [keys[j] for j in parts[i]],
+                [labels[j] for j in parts[i]], ids[parts[i]]), "committed its part", "committed")
             if failed:
                 raise _write_error("upsert" if upsert else "add",
                                    [keys[j] for j in sorted(done)], failed, n,
                                    self.shard_paths)
         return keys
+
+    def _settle(self, failed, parts, keys, task, args_of, what, done_word):
+        """After the parts of the ``failed`` shards ({shard: error}) of a write
+        raised: the positions in ``keys`` that those shards did write. A
+        part that raised may still have written (its worker died after the
+        commit and Dask ran the task again, which then failed), so each
+        failed shard is asked, at its latest commit, ``task(shard,
+        *args_of(i))``: which of its part's keys (``parts[i]``, positions)
+        it wrote. A shard that wrote its whole part leaves ``failed``; one
+        that cannot be asked stays in it, with a note saying so."""
+        checked = self._placement.map(task, {i: args_of(i) for i in failed}, pinned=True)
+        done = set()
+        for i in list(failed):
+            found = checked[i]
+            if isinstance(found, Exception):
+                failed[i].add_note(f"(whether shard {i} {what} could not be checked: "
+                                   f"{found!r}; taken as not {done_word})")
+                continue
+            found = set(found)
+            mine = [j for j in parts[i] if keys[j] in found]
+            done.update(mine)
+            if len(mine) == len(parts[i]):
+                del failed[i]  # done in full: its error came after the commit
+        return done
 
     def _checked_keys(self, keys, ids):
         """The batch's keys, checked as a single index checks them; without
@@ -567,23 +579,13 @@ class ShardedIndex:
         failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
         count = sum(result[0] for i, result in results.items() if i not in failed)
         if failed:
-            # As for add: a part that raised may have committed (a rerun
-            # after the worker died finds the keys gone); keys its shard no
-            # longer has were deleted.
-            checked = self._placement.map(tasks.deleted_part, {
-                i: ([keys[j] for j in parts[i]],) for i in failed}, pinned=True)
+            # Keys a failed shard no longer has were deleted.
             done = {j for i, js in parts.items() if i not in failed for j in js}
-            for i in list(failed):
-                gone = checked[i]
-                if isinstance(gone, Exception):
-                    failed[i].add_note(f"(whether shard {i} deleted its keys could not be "
-                                       f"checked: {gone!r}; taken as not deleted)")
-                    continue
-                gone = set(gone)
-                done.update(j for j in parts[i] if keys[j] in gone)
-                count += sum(1 for j in parts[i] if keys[j] in gone)
-                if all(keys[j] in gone for j in parts[i]):
-                    del failed[i]
+            gone = self._settle(failed, parts, keys, tasks.deleted_part,
+                                lambda i: ([keys[j] for j in parts[i]],), "deleted its keys",
+                                "deleted")
+            count += len(gone)
+            done |= gone
             if failed:
                 raise _write_error("delete", [keys[j] for j in sorted(done)], failed,
                                    len(keys), self.shard_paths)

@@ -36,6 +36,11 @@ _MAIN = """{% extends "base.html" %}
   {% endfor %}
 </table>
 {% endmacro %}
+{% macro error_page() %}
+<h1>{{ database }}</h1>
+<p class="sobolev-error" id="error">{{ error }}</p>
+<p><a href="{{ search_url }}">Search</a></p>
+{% endmacro %}
 """
 
 SEARCH = _MAIN + """
@@ -79,11 +84,7 @@ under the Sobolev transport distance S_p.
 
 DOCUMENT = _MAIN + """
 {% block content %}
-{% if error %}
-<h1>{{ database }}</h1>
-<p class="sobolev-error" id="error">{{ error }}</p>
-<p><a href="{{ search_url }}">Search</a></p>
-{% else %}
+{% if error %}{{ error_page() }}{% else %}
 <h1>{{ page.key }}</h1>
 <p><a href="{{ search_url }}">Search</a> &middot; <a href="{{ json_url }}">JSON</a></p>
 <table class="sobolev" id="fields">
@@ -130,11 +131,7 @@ DOCUMENT = _MAIN + """
 
 EXPLAIN = _MAIN + """
 {% block content %}
-{% if error %}
-<h1>{{ database }}</h1>
-<p class="sobolev-error" id="error">{{ error }}</p>
-<p><a href="{{ search_url }}">Search</a></p>
-{% else %}
+{% if error %}{{ error_page() }}{% else %}
 <h1><a href="{{ document_url(page.a) }}">{{ page.a }}</a> and
   <a href="{{ document_url(page.b) }}">{{ page.b }}</a></h1>
 <p>S_p = {{ "%.4f"|format(page.distance) }} (p = {{ page.p }}); the

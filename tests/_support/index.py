@@ -156,3 +156,19 @@ def json_like(old, value):
     if isinstance(old, bytes):
         return str(value).encode()
     return value
+
+
+# ------------------------------------------------------------- a small text index
+def small_text_index(directory):
+    """A text index of the test corpus (``_support.corpus.make_files``: 10
+    nodes, 3 roots) at ``directory/ix``, with the document ``music-0``
+    deleted; returns its path. Shared by tests that only read it."""
+    from _support import corpus
+    from sobolev_index.ingest.documents import build_index, read_corpus
+
+    corpus_path, vectors_path = corpus.make_files(str(directory))
+    index, _ = build_index(os.path.join(str(directory), "ix"), read_corpus(corpus_path),
+                           vectors_path, nodes=10, roots=3, seed=2)
+    index.delete(["music-0"])
+    index.close()
+    return os.path.join(str(directory), "ix")

@@ -72,3 +72,15 @@ def serial_threshold_from_env():
     if os.environ.get(SERIAL_THRESHOLD_ENV):
         _openmp_helpers.set_serial_threshold(int(os.environ[SERIAL_THRESHOLD_ENV]))
     return _openmp_helpers.effective_threads()
+
+
+def stop_process(proc, timeout=20):
+    """End a child process: SIGTERM, then SIGKILL if it is still there after
+    ``timeout`` seconds; returns once it is gone."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
