@@ -908,11 +908,12 @@ def test_a_split_killed_part_way_leaves_no_index_at_dest(tmp_path, spec):
 
 def test_a_writers_shard_sent_to_another_worker_is_refused_not_waited_for(tmp_path, spec,
                                                                           cluster, monkeypatch):
-    """A task of a writer's shard placed on the other worker (as work
-    stealing or a stale who_has could) raises ShardMovedError at once; it
-    used to open the shard again there and wait for the write lock its
-    holder keeps, forever. A worker opening a shard for writing waits a
-    finite time for its lock."""
+    """A task of a writer's shard placed on the other worker raises
+    ShardMovedError at once; it used to open the shard again there and wait
+    for the write lock its holder keeps, forever. The writer's own tasks
+    stay where the shard is (they used to be moved to the copy now and
+    then, and fail). A worker opening a shard for writing waits a finite
+    time for its lock."""
     from sobolev_index.distributed import ShardMovedError
     from sobolev_index.errors import IndexLockedError
 
@@ -924,12 +925,16 @@ def test_a_writers_shard_sent_to_another_worker_is_refused_not_waited_for(tmp_pa
         moved = cluster.submit(shard_tasks.size, future, workers=[other],
                                allow_other_workers=False, pure=False)
         started = time.monotonic()
-        with pytest.raises(ShardMovedError, match=r"shard-000 is open for writing on another"):
+        with pytest.raises(ShardMovedError, match=r"holds a copy of the shard .*shard-000, "):
             moved.result(timeout=60)
         assert time.monotonic() - started < 30
-        # The writer still works where its shards are.
+        # The writer still works where its shards are, though the copy
+        # there makes moving its tasks look free to the scheduler.
         measures, _ = corpus(4, n=20)
-        keys = sharded.add(measures)
+        keys = []
+        for batch in range(0, len(measures), 2):
+            keys += sharded.add(measures[batch:batch + 2])
+            assert len(sharded.search(measures[:3], k=2).keys) == 3
         assert len(sharded) == len(keys) == len(measures)
         assert sharded.verify()["ok"]
     # A shard whose lock another process holds: the open fails in bounded time.
@@ -941,6 +946,45 @@ def test_a_writers_shard_sent_to_another_worker_is_refused_not_waited_for(tmp_pa
         assert isinstance(caught.value.cause, IndexLockedError)
         assert time.monotonic() - started < 30
     ShardedIndex.open(tmp_path / "w", mode="a", client=cluster).close()
+
+
+def test_a_writers_shards_follow_a_retired_worker(tmp_path, spec):
+    """The worker holding two of a writer's shards retires (as an adaptive
+    cluster scales down): Dask copies its results to the other worker, and
+    a copy of a writer's shard is a stand-in that cannot write (the writer
+    used to fail every task of those shards from then on). The shards are
+    opened again there; the writer adds, upserts, deletes and searches on,
+    answering as a single index given the same writes."""
+    graph = spec.lib()
+    measures, labels = corpus(6, n=60)
+    keys = [f"r{i}" for i in range(len(measures))]
+    first, second = slice(0, 40), slice(40, None)
+    with SobolevIndex.create(tmp_path / "single", graph) as single:
+        single.add(measures[first], keys=keys[first], labels=labels[first])
+        single.add(measures[second], keys=keys[second], labels=labels[second])
+        single.upsert(measures[:5], keys=keys[10:15], labels=["again"] * 5)
+        single.delete(keys[20:25])
+        want = single.search(measures[::7], k=9, p=2)
+    with local_cluster(2) as client, ShardedIndex.create(
+            tmp_path / "sharded", graph, shards=4, client=client) as sharded:
+        sharded.add(measures[first], keys=keys[first], labels=labels[first])
+        before = list(sharded._placement.futures)
+        holders = client.who_has(before)
+        leaving = next(iter(holders[before[0].key]))
+        moved = [i for i, f in enumerate(before) if leaving in holders[f.key]]
+        assert len(moved) == 2, holders
+        client.retire_workers([leaving])
+        sharded.add(measures[second], keys=keys[second], labels=labels[second])
+        sharded.upsert(measures[:5], keys=keys[10:15], labels=["again"] * 5)
+        sharded.delete(keys[20:25])
+        assert_same(sharded.search(measures[::7], k=9, p=2), want, "after the retirement")
+        assert sharded.keys_in_order() == [k for k in keys if k not in keys[10:15]
+                                           and k not in keys[20:25]] + keys[10:15]
+        assert sharded.verify()["ok"]
+        # The retired worker's shards were opened again; the others stayed.
+        after = sharded._placement.futures
+        assert [after[i].key != before[i].key for i in range(4)] == \
+            [i in moved for i in range(4)]
 
 
 def committing_then_failing(monkeypatch, name, failing_paths, before_commit=()):

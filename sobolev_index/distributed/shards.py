@@ -26,6 +26,14 @@ HOLDERS_SECONDS = 2.0
 # How long a worker opening a shard for writing waits for its write lock:
 # a finite time, so that a task never hangs on a lock another process holds.
 WORKER_LOCK_SECONDS = 30.0
+# How often DaskShards, waiting for the tasks of a writer's shards, checks
+# that the workers they are pinned to still hold those shards.
+HOME_CHECK_SECONDS = 1.0
+# How many times a task of a writer's shard is sent again after its shard
+# moved (its worker died, retired or spilled it).
+REHOME_ATTEMPTS = 3
+# How long closing the shards on Dask waits for the workers.
+CLOSE_SECONDS = 30.0
 # A query batch at least this large goes to the workers once, as a task's
 # result; a smaller one is sent with each shard's task.
 SHARED_QUERY_BYTES = 1 << 18
@@ -37,8 +45,9 @@ class Shard:
     opens the index again. A writer cannot be moved: it holds the shard's
     write lock where it is, so a copy unpickled elsewhere is a
     :class:`MovedWriter`, whose tasks raise :class:`ShardMovedError` at once
-    (rather than wait for that lock forever); after its worker dies, the
-    scheduler opens it again from the open task."""
+    (rather than wait for that lock forever). DaskShards pins a writer's
+    tasks to the worker that holds it, and opens it again when only copies
+    are left (see DaskShards._rehome)."""
 
     def __init__(self, path, mode, timeout=None):
         self.path = path
@@ -84,9 +93,9 @@ class MovedWriter:
     @property
     def lock(self):
         raise ShardMovedError(
-            f"the shard {self.path} is open for writing on another Dask worker and cannot be "
-            "moved (it holds the shard's write lock there); a task of a writer's shard must "
-            "run where the shard is: this one was sent elsewhere")
+            f"this Dask worker holds a copy of the shard {self.path}, which was opened for "
+            "writing on another worker (and holds, or held, the shard's write lock there); "
+            "a copy cannot write, so a writer's tasks run where the shard was opened")
 
     index = lock
 
@@ -297,6 +306,13 @@ def close(shard):
         shard.index.close()
 
 
+def holds_writer(key, dask_worker=None):
+    """Run on a Dask worker (``client.run``): whether its result ``key`` is
+    a shard open for writing, rather than a stand-in copy of one."""
+    found = dask_worker.data.get(key) if dask_worker is not None else None
+    return isinstance(found, Shard) and found.mode == "a"
+
+
 # ------------------------------------------------------------------ placements
 class LocalShards:
     """The shards opened in this process; tasks run on a pool of threads
@@ -362,30 +378,45 @@ class DaskShards:
     """The shards opened on the workers of a ``dask.distributed.Client``.
 
     Shard i is the result of the task ``shard-{i}-{version}`` (``version``
-    new for each open), placed round-robin on the workers, moveable
-    (``allow_other_workers``) so that the scheduler can open it again on
-    another worker when its own dies. A large query batch goes to the
-    workers once (``scatter``); a k-NN search is one task per worker for
-    the shards it holds (``map_in_turn``), other work one task per shard.
+    new for each open), placed round-robin on the workers. A large query
+    batch goes to the workers once (``scatter``); a k-NN search is one task
+    per worker for the shards it holds (``map_in_turn``), other work one
+    task per shard, each on the worker that holds its shard (its *home*).
+
+    A reader's tasks are pinned loosely (``allow_other_workers``): once its
+    worker is gone, the scheduler opens the shard again elsewhere from the
+    open task and runs them there. A writer's shard cannot move: it holds
+    the shard's write lock where it is, and a copy of it on another worker
+    is a :class:`MovedWriter`. Its tasks are pinned strictly, so that work
+    stealing never sends one to a copy, and this class follows the shard
+    when its home loses it (``_rehome``).
     """
 
     def __init__(self, client, paths, mode):
         self.client = client
         self.paths = list(paths)
         self.mode = mode
+        self.strict = mode == "a"
         self.version = uuid.uuid4().hex[:12]
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
         if not workers:
             raise RuntimeError("the Dask cluster has no workers; start some before opening "
                                "a sharded index on it")
         self._holders_known, self._holders_at = None, 0.0
         self._homes = {}
-        timeout = WORKER_LOCK_SECONDS if mode == "a" else None
-        self.futures = [
-            client.submit(open_shard, path, mode, timeout, key=f"shard-{i}-{self.version}",
-                          workers=[workers[i % len(workers)]], allow_other_workers=True,
-                          pure=False)
-            for i, path in enumerate(self.paths)]
+        self._reopened = 0
+        self.futures = [self._open_task(i, workers[i % len(workers)])
+                        for i in range(len(self.paths))]
+
+    def _open_task(self, i, worker=None):
+        """The task that opens shard i, on ``worker`` if it is free (a
+        shard opened again gets a new key: the old one may still name
+        stand-ins on some workers)."""
+        key = f"shard-{i}-{self.version}" + (f"-{self._reopened}" if self._reopened else "")
+        placed = {"workers": [worker], "allow_other_workers": True} if worker else {}
+        timeout = WORKER_LOCK_SECONDS if self.strict else None
+        return self.client.submit(open_shard, self.paths[i], self.mode, timeout, key=key,
+                                  pure=False, **placed)
 
     def open(self):
         """Wait for the shards to open: {shard: exception} of those that failed."""
@@ -400,36 +431,45 @@ class DaskShards:
                 self._home(i, holders.get(self.futures[i].key))
         return failed
 
-    def _submit(self, i, task, args, holders):
-        """Submit ``task(shard i, *args)`` on the worker that holds shard i
-        (``holders``: from ``who_has``). Without the restriction the
-        scheduler may treat a shard's tasks as root tasks and run them on
-        another worker, moving the shard there (opening it a second time).
-        The restriction is loose (``allow_other_workers``), for writes too:
-        once that worker is gone, the task runs where the shard is opened
-        again, and a write Dask reruns there is checked by the sharded
-        index (see ShardedIndex.add). Strict pinning would leave a write
-        waiting for ever for a dead worker; a writer's shard the scheduler
-        moves while its worker lives becomes a MovedWriter, whose task fails
-        at once. ``pinned`` (a write) asks the scheduler where the shard is
-        now rather than trust a recent answer."""
-        where = self._home(i, holders.get(self.futures[i].key))
-        placed = {"workers": [where], "allow_other_workers": True} if where else {}
-        return self.client.submit(task, self.futures[i], *args, pure=False, **placed)
+    def _placed(self, home):
+        """Where a task for shards at ``home`` may run: there, and for a
+        reader's shards elsewhere too once that worker is gone. Without a
+        restriction the scheduler may treat a shard's tasks as root tasks
+        and run them on another worker, moving the shard there."""
+        if home is None:
+            return {}
+        return {"workers": [home], "allow_other_workers": not self.strict}
 
-    def _holders(self, shards):
+    def _where(self, i, holders):
+        """Shard i's home, given ``holders`` (from ``who_has``); a writer's
+        shard that no worker holds now is found, or opened, again first."""
+        where = self._home(i, holders.get(self.futures[i].key))
+        if where is None and self.strict:
+            where = self._rehome(i)
+        return where
+
+    def _submit(self, i, task, args, holders):
+        """``task(shard i, *args)`` submitted at shard i's home: (future, home)."""
+        where = self._where(i, holders)
+        return (self.client.submit(task, self.futures[i], *args, pure=False,
+                                   **self._placed(where)), where)
+
+    def _holders(self):
         """{shard future's key: workers holding it}, asked of the scheduler
         at most every HOLDERS_SECONDS (a round trip per call would cost as
-        much as a small search); a stale answer only names a worker the
-        scheduler then passes over, since the restriction is loose."""
+        much as a small search). A stale answer costs little: a reader's
+        task then runs where the shard is, and a writer's task pinned to a
+        worker that lost its shard is sent again (``_outcomes``)."""
         now = time.monotonic()
         if self._holders_known is None or now - self._holders_at > HOLDERS_SECONDS:
-            self._holders_known = self.client.who_has(self.futures)
-            self._holders_at = now
+            self._fresh_holders()
         return self._holders_known
 
-    def run(self, i, task, *args):
-        return self._submit(i, task, args, self._holders([i])).result()
+    def _fresh_holders(self):
+        """{shard future's key: workers holding it}, asked now."""
+        self._holders_known = self.client.who_has(self.futures)
+        self._holders_at = time.monotonic()
+        return self._holders_known
 
     def _home(self, i, where):
         """The worker for shard i's tasks, of those that hold it (``where``):
@@ -443,12 +483,102 @@ class DaskShards:
             home = self._homes[i] = sorted(where)[0]
         return home
 
-    def _fresh_holders(self):
-        """{shard future's key: workers holding it}, asked now (for writes,
-        which are held to the worker named)."""
-        self._holders_known = self.client.who_has(self.futures)
-        self._holders_at = time.monotonic()
-        return self._holders_known
+    def _rehome(self, i):
+        """The worker where writer shard i is open, after the worker that
+        held it lost it: it died (the scheduler then opens the shard again
+        elsewhere, from the open task), or it retired or spilled the shard,
+        which leaves only copies, stand-ins. The workers listed as holding
+        it are asked which holds the writer itself; if none does, the shard
+        is opened again under a new key (the stand-ins go with the old
+        one). None when the shard cannot be opened: its tasks raise why."""
+        from distributed import wait
+
+        self._homes.pop(i, None)
+        future = self.futures[i]
+        wait([future])
+        if future.status != "error":
+            listed = sorted(self._fresh_holders().get(future.key, ()))
+            if listed:
+                answers = self.client.run(holds_writer, future.key, workers=listed,
+                                          on_error="return")
+                live = sorted(w for w, yes in answers.items() if yes is True)
+                if live:
+                    self._homes[i] = live[0]
+                    return live[0]
+            self._reopened += 1
+            self.futures[i] = self._open_task(i)
+            future.release()
+            future = self.futures[i]
+            wait([future])
+        if future.status == "error":
+            return None
+        return self._home(i, self._fresh_holders().get(future.key))
+
+    def _outcomes(self, jobs, shards_of, again=None):
+        """{job: its result, or the exception its task raised} of ``jobs``
+        ({job: (future, home)}, ``shards_of(job)`` the shards it uses).
+
+        A writer's task pinned to a home that no longer holds one of its
+        shards (checked every HOME_CHECK_SECONDS while it waits) would wait
+        for ever; one that raised ShardMovedError reached a stand-in. Either
+        is sent again with ``again(job)`` (a new (future, home)) once its
+        shards are rehomed, up to REHOME_ATTEMPTS times; without ``again``,
+        or past that, it maps to a ShardMovedError. A task that reached a
+        stand-in did nothing, and one cancelled after its worker died is
+        checked as Dask's own rerun of it would be (see ShardedIndex.add)."""
+        from distributed import wait
+
+        jobs = dict(jobs)
+        tries = dict.fromkeys(jobs, 0)
+        done, out = {}, {}
+        while jobs:
+            pending = [future for future, _ in jobs.values() if not future.done()]
+            if pending:
+                try:
+                    wait(pending, timeout=HOME_CHECK_SECONDS if self.strict else None)
+                except TimeoutError:
+                    pass
+            holders = None
+            for job, (future, home) in list(jobs.items()):
+                if future.done():
+                    moved = self.strict and future.status == "error" and isinstance(
+                        future.exception(), ShardMovedError)
+                    if not moved:
+                        done[job] = jobs.pop(job)[0]
+                        continue
+                else:
+                    if not self.strict or home is None:
+                        continue
+                    holders = holders if holders is not None else self._fresh_holders()
+                    if all(home in holders.get(self.futures[i].key, ())
+                           for i in shards_of(job)):
+                        continue
+                    future.cancel()
+                if again is None or tries[job] >= REHOME_ATTEMPTS:
+                    del jobs[job]
+                    out[job] = future.exception() if future.status == "error" else \
+                        ShardMovedError(f"the worker {home} that held shard(s) "
+                                        f"{', '.join(map(str, shards_of(job)))} for writing "
+                                        "lost it before the task ran")
+                    continue
+                tries[job] += 1
+                for i in shards_of(job):
+                    self._rehome(i)
+                jobs[job] = again(job)
+        finished = [job for job, future in done.items() if future.status == "finished"]
+        # One round trip for all the results.
+        out.update(zip(finished, self.client.gather([done[job] for job in finished])))
+        for job, future in done.items():
+            if job not in out:
+                out[job] = future.exception() if future.status == "error" else \
+                    RuntimeError(f"the task of shard(s) {shards_of(job)} was {future.status}")
+        return out
+
+    def run(self, i, task, *args):
+        out = self.map(task, {i: args})[i]
+        if isinstance(out, BaseException):
+            raise out
+        return out
 
     def scatter(self, data, nbytes):
         """``data`` (a query batch of ``nbytes``) as the tasks of every shard
@@ -465,47 +595,43 @@ class DaskShards:
         search_in_turn), one task for the shards on each worker, run there;
         a shard whose home is unknown goes alone. A group's task that fails
         as a whole maps each of its shards to that error."""
-        from distributed import wait
-
-        holders = self._holders(list(args_of))
+        holders = self._holders()
         groups = {}
         for i in sorted(args_of):
-            home = self._home(i, holders.get(self.futures[i].key))
+            home = self._where(i, holders)
             groups.setdefault(home if home else ("alone", i), []).append(i)
-        futures = {}
+        jobs = {}
         for home, group in groups.items():
-            placed = {"workers": [home], "allow_other_workers": True} \
-                if isinstance(home, str) else {}
-            futures[tuple(group)] = self.client.submit(
+            home = home if isinstance(home, str) else None
+            jobs[tuple(group)] = (self.client.submit(
                 task, [self.futures[i] for i in group], [args_of[i] for i in group], *extra,
-                pure=False, **placed)
-        wait(list(futures.values()))
-        done = [group for group, f in futures.items() if f.status != "error"]
+                pure=False, **self._placed(home)), home)
         out = {}
-        for group, results in zip(done, self.client.gather([futures[g] for g in done])):
-            out.update(zip(group, results))
-        for group, f in futures.items():
-            if f.status == "error":
-                out.update((i, f.exception()) for i in group)
+        for group, found in self._outcomes(jobs, lambda group: group).items():
+            if isinstance(found, BaseException):
+                out.update((i, found) for i in group)
+            else:
+                out.update(zip(group, found))
         return out
 
     def map(self, task, args_of, pinned=False):
-        from distributed import wait
-
-        holders = self._fresh_holders() if pinned else self._holders(list(args_of))
-        futures = {i: self._submit(i, task, args, holders) for i, args in args_of.items()}
-        wait(list(futures.values()))
-        failed = {i: f.exception() for i, f in futures.items() if f.status == "error"}
-        done = [i for i in futures if i not in failed]
-        # One round trip for all the results.
-        out = dict(zip(done, self.client.gather([futures[i] for i in done])))
-        out.update(failed)
-        return out
+        """As LocalShards.map; ``pinned`` (a write) asks the scheduler where
+        the shards are now rather than trust a recent answer."""
+        holders = self._fresh_holders() if pinned else self._holders()
+        jobs = {i: self._submit(i, task, args, holders) for i, args in args_of.items()}
+        return self._outcomes(jobs, lambda i: (i,), lambda i: self._submit(
+            i, task, args_of[i], self._fresh_holders()))
 
     def close(self):
+        from distributed import wait
+
         try:
-            closing = [self.client.submit(close, f, pure=False) for f in self.futures]
-            self.client.gather(closing, errors="skip")
+            holders = self._holders()
+            closing = [self.client.submit(close, future, pure=False, **self._placed(
+                self._home(i, holders.get(future.key)))) for i, future in enumerate(self.futures)]
+            # A close pinned to a worker that just died would wait for ever;
+            # releasing the shard closes it there anyway.
+            wait(closing, timeout=CLOSE_SECONDS)
         except Exception:
             pass
         for future in self.futures:

@@ -22,6 +22,8 @@ def local_cluster(n_workers=2):
     processes with one thread each, closed on exit."""
     from distributed import Client, LocalCluster
 
+    # A free port for the scheduler's HTTP server (which runs without the
+    # dashboard too): two clusters at once do not both ask for 8787.
     with LocalCluster(n_workers=n_workers, processes=True, threads_per_worker=1,
-                      dashboard_address=None) as local, Client(local) as client:
+                      dashboard_address=":0") as local, Client(local) as client:
         yield client
