@@ -987,6 +987,42 @@ def test_a_writers_shards_follow_a_retired_worker(tmp_path, spec):
             [i in moved for i in range(4)]
 
 
+def _size_after(shard, seconds):
+    time.sleep(seconds)
+    return shard_tasks.size(shard)
+
+
+def test_a_writers_result_lost_with_its_worker_is_asked_again(tmp_path, spec, cluster):
+    """Shard 0's task has finished when its worker dies, while shard 1's
+    task still runs: the result is lost with the worker. It is asked for
+    again where shard 0 is opened next (it used to come back as a
+    RuntimeError, 'the task was lost'), and the writer goes on."""
+    graph = spec.lib()
+    measures, _ = corpus(7, n=30)
+    try:
+        with ShardedIndex.create(tmp_path / "w", graph, shards=2, client=cluster) as sharded:
+            keys = sharded.add(measures)
+            want = {i: sum(route(k, 2) == i for k in keys) for i in range(2)}
+            placement = sharded._placement
+            homes = cluster.who_has(placement.futures)
+            home = next(iter(homes[placement.futures[0].key]))
+            assert home not in homes[placement.futures[1].key]
+            pid = cluster.run(os.getpid, workers=[home])[home]
+            got = {}
+            sizes = threading.Thread(target=lambda: got.update(placement.map(
+                _size_after, {0: (0,), 1: (4,)}, pinned=True)))
+            sizes.start()
+            time.sleep(1.5)
+            os.kill(pid, signal.SIGKILL)
+            sizes.join(120)
+            assert not sizes.is_alive(), "the map did not return"
+            assert got == want
+            more = sharded.add(measures[:6])
+            assert len(sharded) == len(keys) + len(more) and sharded.verify()["ok"]
+    finally:
+        cluster.wait_for_workers(2, timeout=60)
+
+
 def committing_then_failing(monkeypatch, name, failing_paths, before_commit=()):
     """Replace shard task ``name`` (write or delete) by one that, in the
     shards at ``failing_paths``, commits and then raises (as a worker that

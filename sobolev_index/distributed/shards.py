@@ -11,6 +11,7 @@ that needed it; a shard's state is what its directory holds, since every
 write is committed before its task returns. An open HDF5 or SQLite handle is
 never pickled: a shard moved between workers is opened again by path there.
 """
+import asyncio
 import threading
 import time
 import uuid
@@ -32,11 +33,16 @@ HOME_CHECK_SECONDS = 1.0
 # How many times a task of a writer's shard is sent again after its shard
 # moved (its worker died, retired or spilled it).
 REHOME_ATTEMPTS = 3
+# How many times a writer's shard is opened again in a row while its lock
+# is still held (by a worker that left the cluster during a write).
+REOPEN_ATTEMPTS = 3
 # How long closing the shards on Dask waits for the workers.
 CLOSE_SECONDS = 30.0
 # A query batch at least this large goes to the workers once, as a task's
 # result; a smaller one is sent with each shard's task.
 SHARED_QUERY_BYTES = 1 << 18
+# What distributed.wait raises on a timeout (two classes before Python 3.11).
+_TIMEOUTS = (TimeoutError, asyncio.TimeoutError)
 
 
 class Shard:
@@ -404,6 +410,9 @@ class DaskShards:
                                "a sharded index on it")
         self._holders_known, self._holders_at = None, 0.0
         self._homes = {}
+        # Writer shards whose home was found not to hold them: rehomed
+        # before their next task.
+        self._lost = set()
         self._reopened = 0
         self.futures = [self._open_task(i, workers[i % len(workers)])
                         for i in range(len(self.paths))]
@@ -441,12 +450,16 @@ class DaskShards:
         return {"workers": [home], "allow_other_workers": not self.strict}
 
     def _where(self, i, holders):
-        """Shard i's home, given ``holders`` (from ``who_has``); a writer's
-        shard that no worker holds now is found, or opened, again first."""
-        where = self._home(i, holders.get(self.futures[i].key))
-        if where is None and self.strict:
-            where = self._rehome(i)
-        return where
+        """Shard i's home, given ``holders`` (from ``who_has``). A writer's
+        shard that its home no longer holds, or holds as a stand-in (a task
+        there raised ShardMovedError: ``_lost``), is found, or opened, again
+        first: the other workers listed may hold only stand-ins."""
+        listed = holders.get(self.futures[i].key)
+        if self.strict and (i in self._lost or not listed
+                            or self._homes.get(i, listed[0]) not in listed):
+            self._lost.discard(i)
+            return self._rehome(i)
+        return self._home(i, listed)
 
     def _submit(self, i, task, args, holders):
         """``task(shard i, *args)`` submitted at shard i's home: (future, home)."""
@@ -488,31 +501,50 @@ class DaskShards:
         held it lost it: it died (the scheduler then opens the shard again
         elsewhere, from the open task), or it retired or spilled the shard,
         which leaves only copies, stand-ins. The workers listed as holding
-        it are asked which holds the writer itself; if none does, the shard
-        is opened again under a new key (the stand-ins go with the old
-        one). None when the shard cannot be opened: its tasks raise why."""
+        it are asked which holds the writer itself; if none does, or its
+        open failed, the shard is opened again under a new key (the
+        stand-ins go with the old one). A worker that left the cluster in
+        the middle of a write may hold the shard's lock until that write
+        ends: an open that times out on the lock is tried again, up to
+        REOPEN_ATTEMPTS times. None when the shard cannot be opened: its
+        tasks then raise why."""
         from distributed import wait
 
+        from ..errors import IndexLockedError
+
         self._homes.pop(i, None)
-        future = self.futures[i]
-        wait([future])
-        if future.status != "error":
-            listed = sorted(self._fresh_holders().get(future.key, ()))
-            if listed:
+        reopened = unlisted = 0
+        while True:
+            future = self.futures[i]
+            try:
+                wait([future])
+            except Exception:  # cancelled: opened again below
+                pass
+            if future.status == "finished":
+                listed = sorted(self._fresh_holders().get(future.key, ()))
+                if not listed and unlisted < 50:
+                    # Lost since (its worker died): the scheduler opens it
+                    # again from its task, and wait() waits for that.
+                    unlisted += 1
+                    time.sleep(0.2)
+                    continue
                 answers = self.client.run(holds_writer, future.key, workers=listed,
-                                          on_error="return")
+                                          on_error="return") if listed else {}
                 live = sorted(w for w, yes in answers.items() if yes is True)
                 if live:
                     self._homes[i] = live[0]
                     return live[0]
+            elif future.status == "error":
+                if reopened and not isinstance(future.exception(), IndexLockedError):
+                    return None
+            elif future.status != "cancelled":
+                continue  # lost: opened again by the scheduler
+            if reopened == REOPEN_ATTEMPTS:
+                return None
+            reopened += 1
             self._reopened += 1
             self.futures[i] = self._open_task(i)
             future.release()
-            future = self.futures[i]
-            wait([future])
-        if future.status == "error":
-            return None
-        return self._home(i, self._fresh_holders().get(future.key))
 
     def _outcomes(self, jobs, shards_of, again=None):
         """{job: its result, or the exception its task raised} of ``jobs``
@@ -521,22 +553,28 @@ class DaskShards:
         A writer's task pinned to a home that no longer holds one of its
         shards (checked every HOME_CHECK_SECONDS while it waits) would wait
         for ever; one that raised ShardMovedError reached a stand-in. Either
-        is sent again with ``again(job)`` (a new (future, home)) once its
-        shards are rehomed, up to REHOME_ATTEMPTS times; without ``again``,
+        is sent again with ``again(job)`` (a new (future, home)), which
+        rehomes its shards first, up to REHOME_ATTEMPTS times; without ``again``,
         or past that, it maps to a ShardMovedError. A task that reached a
-        stand-in did nothing, and one cancelled after its worker died is
-        checked as Dask's own rerun of it would be (see ShardedIndex.add)."""
+        stand-in did nothing; one cancelled because its worker left may
+        have run, and is checked as Dask's own rerun of it would be (see
+        ShardedIndex.add). A finished task whose result was lost with its
+        worker is waited for again."""
         from distributed import wait
 
         jobs = dict(jobs)
         tries = dict.fromkeys(jobs, 0)
         done, out = {}, {}
-        while jobs:
+        while True:
+            for job in [job for job, (future, _) in done.items() if future.status == "lost"]:
+                jobs[job] = done.pop(job)
+            if not jobs:
+                break
             pending = [future for future, _ in jobs.values() if not future.done()]
             if pending:
                 try:
                     wait(pending, timeout=HOME_CHECK_SECONDS if self.strict else None)
-                except TimeoutError:
+                except _TIMEOUTS:
                     pass
             holders = None
             for job, (future, home) in list(jobs.items()):
@@ -544,8 +582,9 @@ class DaskShards:
                     moved = self.strict and future.status == "error" and isinstance(
                         future.exception(), ShardMovedError)
                     if not moved:
-                        done[job] = jobs.pop(job)[0]
+                        done[job] = jobs.pop(job)
                         continue
+                    self._lost.update(shards_of(job))
                 else:
                     if not self.strict or home is None:
                         continue
@@ -554,24 +593,25 @@ class DaskShards:
                            for i in shards_of(job)):
                         continue
                     future.cancel()
+                    self._lost.update(shards_of(job))
                 if again is None or tries[job] >= REHOME_ATTEMPTS:
                     del jobs[job]
                     out[job] = future.exception() if future.status == "error" else \
                         ShardMovedError(f"the worker {home} that held shard(s) "
                                         f"{', '.join(map(str, shards_of(job)))} for writing "
-                                        "lost it before the task ran")
+                                        "lost it while the task waited or ran (whether it "
+                                        "ran is not known)")
                     continue
                 tries[job] += 1
-                for i in shards_of(job):
-                    self._rehome(i)
                 jobs[job] = again(job)
-        finished = [job for job, future in done.items() if future.status == "finished"]
+        finished = [job for job, (future, _) in done.items() if future.status == "finished"]
         # One round trip for all the results.
-        out.update(zip(finished, self.client.gather([done[job] for job in finished])))
-        for job, future in done.items():
+        out.update(zip(finished, self.client.gather([done[job][0] for job in finished])))
+        for job, (future, _) in done.items():
             if job not in out:
-                out[job] = future.exception() if future.status == "error" else \
-                    RuntimeError(f"the task of shard(s) {shards_of(job)} was {future.status}")
+                out[job] = future.exception() if future.status == "error" else RuntimeError(
+                    f"the task of shard(s) {', '.join(map(str, shards_of(job)))} was "
+                    f"{future.status}")
         return out
 
     def run(self, i, task, *args):
@@ -626,7 +666,7 @@ class DaskShards:
         from distributed import wait
 
         try:
-            holders = self._holders()
+            holders = self._fresh_holders()
             closing = [self.client.submit(close, future, pure=False, **self._placed(
                 self._home(i, holders.get(future.key)))) for i, future in enumerate(self.futures)]
             # A close pinned to a worker that just died would wait for ever;
