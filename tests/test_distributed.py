@@ -925,7 +925,7 @@ def test_a_writers_shard_sent_to_another_worker_is_refused_not_waited_for(tmp_pa
         moved = cluster.submit(shard_tasks.size, future, workers=[other],
                                allow_other_workers=False, pure=False)
         started = time.monotonic()
-        with pytest.raises(ShardMovedError, match=r"holds a copy of the shard .*shard-000, "):
+        with pytest.raises(ShardMovedError, match=r"holds a copy of the shard .*shard-000 "):
             moved.result(timeout=60)
         assert time.monotonic() - started < 30
         # The writer still works where its shards are, though the copy

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..errors import IndexLockedError
 from ..index import SobolevIndex
 from .errors import ShardMovedError
 
@@ -78,7 +79,14 @@ def open_shard(path, mode="r", timeout=None):
     """Open the shard directory ``path`` (a task on a Dask worker, or a call
     in this process), waiting up to ``timeout`` seconds for its write lock
     (mode ``"a"``; None: as long as it takes)."""
-    return Shard(path, mode, timeout)
+    try:
+        return Shard(path, mode, timeout)
+    except IndexLockedError as exc:
+        if timeout is not None:
+            exc.add_note(f"(a Dask worker waits {timeout:g} s for a shard's write lock; "
+                         "close the other writer of this shard, or the sharded index "
+                         "that holds it, and open the sharded index again)")
+        raise
 
 
 def _moved_writer(path):
@@ -99,9 +107,9 @@ class MovedWriter:
     @property
     def lock(self):
         raise ShardMovedError(
-            f"this Dask worker holds a copy of the shard {self.path}, which was opened for "
-            "writing on another worker (and holds, or held, the shard's write lock there); "
-            "a copy cannot write, so a writer's tasks run where the shard was opened")
+            f"this Dask worker holds a copy of the shard {self.path} (made when the shard "
+            "was sent to another worker, or spilled to disk and read back), not the writer "
+            "that holds, or held, the shard's write lock: a copy cannot write")
 
     index = lock
 
@@ -427,11 +435,17 @@ class DaskShards:
         return self.client.submit(open_shard, self.paths[i], self.mode, timeout, key=key,
                                   pure=False, **placed)
 
-    def open(self):
-        """Wait for the shards to open: {shard: exception} of those that failed."""
+    def _wait(self, futures, timeout=None):
+        """``distributed.wait`` for futures of this class's client (wait()
+        alone uses the process's default client, which may be another)."""
         from distributed import wait
 
-        wait(self.futures)
+        with self.client.as_current():
+            wait(futures, timeout=timeout)
+
+    def open(self):
+        """Wait for the shards to open: {shard: exception} of those that failed."""
+        self._wait(self.futures)
         failed = {i: future.exception() for i, future in enumerate(self.futures)
                   if future.status == "error"}
         if not failed:
@@ -508,23 +522,21 @@ class DaskShards:
         ends: an open that times out on the lock is tried again, up to
         REOPEN_ATTEMPTS times. None when the shard cannot be opened: its
         tasks then raise why."""
-        from distributed import wait
-
-        from ..errors import IndexLockedError
-
         self._homes.pop(i, None)
         reopened = unlisted = 0
         while True:
             future = self.futures[i]
             try:
-                wait([future])
-            except Exception:  # cancelled: opened again below
-                pass
+                self._wait([future])
+            except Exception:
+                if not future.done():
+                    raise
+                # cancelled: opened again below
             if future.status == "finished":
                 listed = sorted(self._fresh_holders().get(future.key, ()))
                 if not listed and unlisted < 50:
                     # Lost since (its worker died): the scheduler opens it
-                    # again from its task, and wait() waits for that.
+                    # again from its task, and _wait() waits for that.
                     unlisted += 1
                     time.sleep(0.2)
                     continue
@@ -560,20 +572,21 @@ class DaskShards:
         have run, and is checked as Dask's own rerun of it would be (see
         ShardedIndex.add). A finished task whose result was lost with its
         worker is waited for again."""
-        from distributed import wait
-
         jobs = dict(jobs)
         tries = dict.fromkeys(jobs, 0)
         done, out = {}, {}
         while True:
-            for job in [job for job, (future, _) in done.items() if future.status == "lost"]:
+            for job in [job for job, (future, _) in done.items()
+                        if future.status == "lost" and job not in out]:
                 jobs[job] = done.pop(job)
             if not jobs:
+                if self.strict and not self._fetched(done, out):
+                    continue
                 break
             pending = [future for future, _ in jobs.values() if not future.done()]
             if pending:
                 try:
-                    wait(pending, timeout=HOME_CHECK_SECONDS if self.strict else None)
+                    self._wait(pending, HOME_CHECK_SECONDS if self.strict else None)
                 except _TIMEOUTS:
                     pass
             holders = None
@@ -599,20 +612,38 @@ class DaskShards:
                     out[job] = future.exception() if future.status == "error" else \
                         ShardMovedError(f"the worker {home} that held shard(s) "
                                         f"{', '.join(map(str, shards_of(job)))} for writing "
-                                        "lost it while the task waited or ran (whether it "
+                                        "lost them while the task waited or ran (whether it "
                                         "ran is not known)")
                     continue
                 tries[job] += 1
                 jobs[job] = again(job)
-        finished = [job for job, (future, _) in done.items() if future.status == "finished"]
-        # One round trip for all the results.
-        out.update(zip(finished, self.client.gather([done[job][0] for job in finished])))
+        if not self.strict:
+            finished = [job for job, (future, _) in done.items()
+                        if future.status == "finished"]
+            # One round trip for all the results.
+            out.update(zip(finished, self.client.gather([done[job][0] for job in finished])))
         for job, (future, _) in done.items():
             if job not in out:
                 out[job] = future.exception() if future.status == "error" else RuntimeError(
                     f"the task of shard(s) {', '.join(map(str, shards_of(job)))} was "
                     f"{future.status}")
         return out
+
+    def _fetched(self, done, out):
+        """Fetch into ``out`` the results of the finished writer's jobs in
+        ``done``; False if one was lost with its worker meanwhile (it is
+        then waited for again). Each with a bound: a gather of a result
+        lost while it is fetched would wait for the scheduler to compute it
+        again, on the dead worker the task is pinned to."""
+        for job, (future, _) in done.items():
+            while job not in out and future.status == "finished":
+                try:
+                    out[job] = future.result(timeout=HOME_CHECK_SECONDS)
+                except _TIMEOUTS:
+                    continue  # slow, or lost: the status says which
+            if job not in out and future.status == "lost":
+                return False
+        return True
 
     def run(self, i, task, *args):
         out = self.map(task, {i: args})[i]
@@ -663,15 +694,13 @@ class DaskShards:
             i, task, args_of[i], self._fresh_holders()))
 
     def close(self):
-        from distributed import wait
-
         try:
             holders = self._fresh_holders()
             closing = [self.client.submit(close, future, pure=False, **self._placed(
                 self._home(i, holders.get(future.key)))) for i, future in enumerate(self.futures)]
             # A close pinned to a worker that just died would wait for ever;
             # releasing the shard closes it there anyway.
-            wait(closing, timeout=CLOSE_SECONDS)
+            self._wait(closing, CLOSE_SECONDS)
         except Exception:
             pass
         for future in self.futures:

@@ -20,10 +20,16 @@ import contextlib
 def local_cluster(n_workers=2):
     """A ``distributed.Client`` of a new LocalCluster of ``n_workers``
     processes with one thread each, closed on exit."""
+    import dask
     from distributed import Client, LocalCluster
 
-    # A free port for the scheduler's HTTP server (which runs without the
-    # dashboard too): two clusters at once do not both ask for 8787.
-    with LocalCluster(n_workers=n_workers, processes=True, threads_per_worker=1,
-                      dashboard_address=":0") as local, Client(local) as client:
+    # A worker that a test kills is restarted by its nanny; LocalCluster
+    # closes that nanny for good if no worker of its name has registered
+    # within the lost-worker timeout (15 s), which a loaded 2-core machine
+    # can exceed while the new process starts. The scheduler's HTTP server
+    # (which runs without the dashboard too) takes a free port: two
+    # clusters at once do not both ask for 8787.
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "120s"}), \
+            LocalCluster(n_workers=n_workers, processes=True, threads_per_worker=1,
+                         dashboard_address=":0") as local, Client(local) as client:
         yield client
