@@ -636,11 +636,14 @@ class DaskShards:
         lost while it is fetched would wait for the scheduler to compute it
         again, on the dead worker the task is pinned to."""
         for job, (future, _) in done.items():
+            # A timeout cancels the transfer: each try allows twice as long,
+            # so that a large result over a slow network gets through.
+            bound = HOME_CHECK_SECONDS
             while job not in out and future.status == "finished":
                 try:
-                    out[job] = future.result(timeout=HOME_CHECK_SECONDS)
+                    out[job] = future.result(timeout=bound)
                 except _TIMEOUTS:
-                    continue  # slow, or lost: the status says which
+                    bound *= 2  # slow, or lost: the status says which
             if job not in out and future.status == "lost":
                 return False
         return True
