@@ -85,3 +85,13 @@ class CorpusVectorsError(VectorFileError, CorpusError):
 class DiskFullError(SobolevIndexError, OSError):
     """The disk filled up while a file of the index was written; nothing of
     the operation was committed and the index is as it was."""
+
+
+def add_note(exc, note):
+    """``exc.add_note(note)`` where Python has it (3.11 on); on 3.10 the note
+    is kept in ``exc.__notes__`` as 3.11 keeps it, but tracebacks do not
+    show it."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:
+        exc.__notes__ = [*getattr(exc, "__notes__", ()), note]

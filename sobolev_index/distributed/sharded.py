@@ -24,6 +24,7 @@ from ..errors import (
     InvalidMeasureError,
     KeyNotFoundError,
     SobolevIndexError,
+    add_note,
 )
 from ..graph import Graph, normalise_eta
 from ..index import SearchResult, SobolevIndex, storage
@@ -315,7 +316,7 @@ class ShardedIndex:
         for i in sorted(results):
             exc = results[i]
             if isinstance(exc, Exception):
-                exc.add_note(f"({what} in shard {i}, {self.shard_paths[i]})")
+                add_note(exc, f"({what} in shard {i}, {self.shard_paths[i]})")
                 raise exc
         return results
 
@@ -511,8 +512,8 @@ class ShardedIndex:
         for i in list(failed):
             found = checked[i]
             if isinstance(found, Exception):
-                failed[i].add_note(f"(whether shard {i} {what} could not be checked: "
-                                   f"{found!r}; taken as not {done_word})")
+                add_note(failed[i], f"(whether shard {i} {what} could not be checked: "
+                                    f"{found!r}; taken as not {done_word})")
                 continue
             found = set(found)
             mine = [j for j in parts[i] if keys[j] in found]

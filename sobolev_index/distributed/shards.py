@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import IndexLockedError
+from ..errors import IndexLockedError, add_note
 from ..index import SobolevIndex
 from .errors import ShardMovedError
 
@@ -83,9 +83,9 @@ def open_shard(path, mode="r", timeout=None):
         return Shard(path, mode, timeout)
     except IndexLockedError as exc:
         if timeout is not None:
-            exc.add_note(f"(a Dask worker waits {timeout:g} s for a shard's write lock; "
-                         "close the other writer of this shard, or the sharded index "
-                         "that holds it, and open the sharded index again)")
+            add_note(exc, f"(a Dask worker waits {timeout:g} s for a shard's write lock; "
+                          "close the other writer of this shard, or the sharded index "
+                          "that holds it, and open the sharded index again)")
         raise
 
 

@@ -51,6 +51,10 @@ _DECLARED = {int: ("INTEGER",), str: ("TEXT",), float: ("REAL", "FLOAT")}
 TOMBSTONE_INDEX = "CREATE INDEX documents_tombstones ON documents(segment, row) WHERE deleted = 1"
 
 
+# SQLite's result code for a full disk (sqlite3.SQLITE_FULL from Python 3.11 on).
+_SQLITE_FULL = 13
+
+
 @dataclass
 class Snapshot:
     """The committed state a reader works from."""
@@ -730,7 +734,7 @@ class _Transaction:
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
         if isinstance(exc, sqlite3.OperationalError) and (
-                getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+                getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL
                 or "disk is full" in str(exc)):
             raise DiskFullError(
                 errno.ENOSPC, f"no space left on the device of {self._catalog.path} while "
