@@ -14,6 +14,7 @@ documents reads them with the words the index knows and ignores the others
 (:func:`add_files`); a query may still place unknown words with vectors
 (nothing is stored).
 """
+import asyncio
 import contextlib
 import json
 import os
@@ -64,7 +65,7 @@ def connect(address, timeout=10):
                          "tcp://host:8786")
     try:
         return Client(address, timeout=timeout)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, asyncio.TimeoutError) as exc:  # two classes on 3.10
         raise OSError(f"no Dask scheduler answered at {address} within {timeout} s ({exc})") \
             from None
 

@@ -576,8 +576,9 @@ class DaskShards:
         tries = dict.fromkeys(jobs, 0)
         done, out = {}, {}
         while True:
+            # Not done any more: its result was lost with its worker.
             for job in [job for job, (future, _) in done.items()
-                        if future.status == "lost" and job not in out]:
+                        if not future.done() and job not in out]:
                 jobs[job] = done.pop(job)
             if not jobs:
                 if self.strict and not self._fetched(done, out):
@@ -643,8 +644,12 @@ class DaskShards:
                 try:
                     out[job] = future.result(timeout=bound)
                 except _TIMEOUTS:
-                    bound *= 2  # slow, or lost: the status says which
-            if job not in out and future.status == "lost":
+                    bound = min(2 * bound, 60.0)  # slow, or lost: the status says which
+                except Exception:
+                    if future.status == "finished":
+                        raise
+                    # Cancelled or lost meanwhile: the status says which.
+            if job not in out and not future.done():
                 return False
         return True
 

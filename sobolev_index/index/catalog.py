@@ -51,6 +51,18 @@ _DECLARED = {int: ("INTEGER",), str: ("TEXT",), float: ("REAL", "FLOAT")}
 TOMBSTONE_INDEX = "CREATE INDEX documents_tombstones ON documents(segment, row) WHERE deleted = 1"
 
 
+def _for_fromisoformat(value):
+    """``value`` (matched by _ISO_TIME) as Python 3.10's fromisoformat takes
+    it too: the zone "Z" as +00:00, a fraction padded to six digits."""
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    fraction = re.search(r"\.(\d{1,6})", value)
+    if fraction:
+        value = value[:fraction.start(1)] + fraction.group(1).ljust(6, "0") + \
+            value[fraction.end(1):]
+    return value
+
+
 # SQLite's result code for a full disk (sqlite3.SQLITE_FULL from Python 3.11 on).
 _SQLITE_FULL = 13
 
@@ -522,7 +534,7 @@ class Catalog:
                     # date and the time.
                     if not _ISO_TIME.fullmatch(value):
                         raise ValueError(value)
-                    _dt.datetime.fromisoformat(value)
+                    _dt.datetime.fromisoformat(_for_fromisoformat(value))
                 except (TypeError, ValueError):
                     found.append(f"{table}: row {row_id} has {column} {value!r}, which is not "
                                  "an ISO 8601 time")
