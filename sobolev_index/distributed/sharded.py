@@ -461,6 +461,7 @@ class ShardedIndex:
             ids = np.arange(self._next_id, self._next_id + n, dtype=np.int64)
         else:
             ids = checked_ids(ids, n, self._next_id)
+        generated = keys is None
         keys = self._checked_keys(keys, ids)
         # The checks a single index makes, here before any shard writes.
         labels = checked_column("labels", labels, n, str)
@@ -468,7 +469,7 @@ class ShardedIndex:
         for i, value in enumerate(fields):
             if value is not None:
                 json_fields(value, i)
-        if not upsert:
+        if not upsert and not generated:  # generated keys avoid the taken ones
             existing = self.existing_keys(keys)
             for key in keys:
                 if key in existing:
