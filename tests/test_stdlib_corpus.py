@@ -11,7 +11,8 @@ import pytest
 
 from sobolev_index.errors import CorpusError
 from sobolev_index.ingest.embeddings import WordVectors
-from sobolev_index.ingest.stdlib_corpus import _ppmi_matrix, nearest_words, ppmi_svd_vectors, stdlib_documents
+from sobolev_index.ingest.learn import _ppmi_matrix, nearest_words, ppmi_svd_vectors
+from sobolev_index.ingest.stdlib_corpus import stdlib_documents
 from sobolev_index.ingest.text import tokenize
 
 STDLIB = sysconfig.get_paths()["stdlib"]

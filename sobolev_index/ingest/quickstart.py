@@ -16,8 +16,8 @@ import time
 from ..index.storage import require_new_directory
 from .documents import add_documents, build_index, read_corpus, text_measures
 from .embeddings import write_word2vec_binary
-from .stdlib_corpus import nearest_words, ppmi_svd_vectors, stdlib_documents
-from .text import tokenize
+from .learn import learn_vectors, nearest_words
+from .stdlib_corpus import stdlib_documents
 
 __all__ = ["run_quickstart", "EXAMPLE_QUERIES"]
 
@@ -90,7 +90,8 @@ def _run(directory, seed, log, keep):
         f"({n_build:,}) and {os.path.basename(more_file)} ({len(documents) - n_build:,})")
 
     t = time.perf_counter()
-    vectors = ppmi_svd_vectors([tokenize(doc["text"]) for doc in documents], seed=seed)
+    # min_count 3: this corpus is large enough to drop words seen twice.
+    vectors, _ = learn_vectors(documents, min_count=3, seed=seed)
     vectors_file = os.path.join(directory, "stdlib-vectors.bin")
     write_word2vec_binary(vectors_file, vectors.words, vectors.vectors)
     log(f"  word vectors: {len(vectors):,} words x {vectors.dim} dims by PPMI + SVD "

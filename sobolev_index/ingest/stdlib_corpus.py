@@ -4,22 +4,21 @@ The quickstart needs real text and word vectors that match it, without
 downloading anything. The Python standard library ships both the text (its
 docstrings and the pydoc topics) and, through it, the co-occurrence
 statistics to learn vectors from: :func:`stdlib_documents` collects the text
-and :func:`ppmi_svd_vectors` learns the vectors with positive pointwise
-mutual information (PPMI) followed by a truncated SVD.
+and :func:`~sobolev_index.ingest.learn.ppmi_svd_vectors` learns the vectors
+from it, as from any corpus.
 """
 import ast
 import os
 import sysconfig
 import time
 import warnings
-from collections import Counter
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.linalg import svds
 
 from ..errors import CorpusError
-from .embeddings import WordVectors
+
+# Re-exported: the quickstart and earlier releases found them here.
+from .learn import nearest_words, ppmi_svd_vectors
 from .text import tokenize
 
 __all__ = ["stdlib_documents", "ppmi_svd_vectors", "nearest_words"]
@@ -242,202 +241,3 @@ def stdlib_documents(stdlib_dir=None, include_topics=True, min_words=5, return_s
     stats["documents"] = len(documents)
     stats["seconds"] = round(time.perf_counter() - started, 4)
     return (documents, stats) if return_stats else documents
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}={value!r}; expected an int >= {minimum}")
-    return int(value)
-
-
-def _vocabulary(docs, min_count, max_words):
-    """Words seen at least ``min_count`` times, by frequency desc then word."""
-    counts = Counter()
-    for tokens in docs:
-        counts.update(tokens)
-    bad = next((w for w in counts if not isinstance(w, str)), None)
-    if bad is not None:
-        raise ValueError(f"token {bad!r} is {type(bad).__name__}; expected str")
-    words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
-    if max_words is not None:
-        words = words[:max_words]
-    return words
-
-
-def _cooccurrences(docs, index, window):
-    """Symmetric counts of vocabulary pairs at most ``window`` tokens apart.
-
-    Distances are measured in the original text: out-of-vocabulary tokens
-    keep their positions, only the pairs they are part of are not counted.
-    Windows never cross document boundaries. Every pair within the window
-    counts 1 (no distance weighting).
-    """
-    n_words = len(index)
-    lengths = np.fromiter((len(t) for t in docs), dtype=np.int64, count=len(docs))
-    ids = np.fromiter((index.get(w, -1) for t in docs for w in t), dtype=np.int64,
-                      count=int(lengths.sum()))
-    doc_of = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
-    counts = sp.csr_matrix((n_words, n_words), dtype=np.float64)
-    for offset in range(1, window + 1):
-        if offset >= len(ids):
-            break
-        left, right = ids[:-offset], ids[offset:]
-        pair = (doc_of[:-offset] == doc_of[offset:]) & (left >= 0) & (right >= 0)
-        left, right = left[pair], right[pair]
-        # One matrix per offset keeps memory at one offset's pairs; the
-        # conversion to CSR sums repeated pairs.
-        counts = counts + sp.csr_matrix((np.ones(len(left)), (left, right)),
-                                        shape=(n_words, n_words))
-    return (counts + counts.T).tocsr()
-
-
-def _as_token_lists(token_lists):
-    if isinstance(token_lists, str):
-        raise ValueError("token_lists is a str; expected a list of token lists (one per document)")
-    docs = list(token_lists)
-    for i, tokens in enumerate(docs):
-        if isinstance(tokens, str):
-            raise ValueError(f"token_lists[{i}] is a str; expected a list of tokens "
-                             "(tokenize the documents first)")
-    return docs
-
-
-def _ppmi_matrix(token_lists, window, min_count, alpha=0.75, max_words=None):
-    """The vocabulary and its sparse PPMI matrix (words x context words).
-
-    ``PPMI(w, c) = max(0, log(P(w, c) / (P(w) P_alpha(c))))`` where
-    ``P(w, c)`` is the share of co-occurring pairs that are ``(w, c)``,
-    ``P(w)`` the share of pairs with ``w`` first and ``P_alpha(c)`` the
-    context distribution raised to ``alpha`` and renormalised. Only pairs
-    that co-occur are stored (PMI of unseen pairs is -inf, so PPMI 0).
-
-    Returns
-    -------
-    words : list of str
-    ppmi : scipy.sparse.csr_matrix of shape (len(words), len(words)), float64
-    """
-    window = _check_int("window", window, 1)
-    min_count = _check_int("min_count", min_count, 1)
-    if max_words is not None:
-        max_words = _check_int("max_words", max_words, 1)
-    if not (isinstance(alpha, (int, float, np.floating)) and 0 < alpha <= 1):
-        raise ValueError(f"alpha={alpha!r}; expected a number in (0, 1]")
-    docs = _as_token_lists(token_lists)
-    words = _vocabulary(docs, min_count, max_words)
-    if not words:
-        raise ValueError(f"no word appears at least min_count={min_count} times")
-    counts = _cooccurrences(docs, {w: i for i, w in enumerate(words)}, window)
-    counts.sum_duplicates()
-    total = counts.data.sum()
-    if total == 0:
-        raise ValueError(f"no two words of the vocabulary occur within window={window} "
-                         "of each other in one document")
-    word_p = np.asarray(counts.sum(axis=1)).ravel() / total
-    context = np.asarray(counts.sum(axis=0)).ravel() ** alpha
-    context_p = context / context.sum()
-    rows = np.repeat(np.arange(len(words)), np.diff(counts.indptr))
-    pmi = np.log(counts.data / total) - np.log(word_p[rows]) - np.log(context_p[counts.indices])
-    ppmi = sp.csr_matrix((np.maximum(pmi, 0.0), counts.indices.copy(), counts.indptr.copy()),
-                         shape=counts.shape)
-    ppmi.eliminate_zeros()
-    return words, ppmi
-
-
-def ppmi_svd_vectors(token_lists, dim=100, window=5, min_count=3, seed=0, max_words=None,
-                     alpha=0.75):
-    """Learn word vectors from tokenized documents with PPMI and truncated SVD.
-
-    Co-occurrences are counted within a symmetric window inside each
-    document, weighted by positive pointwise mutual information with the
-    context distribution smoothed by ``alpha`` (0.75 by default, as in
-    Levy, Goldberg & Dagan 2015; ``alpha=1`` is plain PPMI), and reduced to
-    ``dim`` dimensions by a truncated SVD ``PPMI ~ U S V^T``. The vectors
-    are ``U * sqrt(S)``: the symmetric weighting, which Levy et al. found
-    better for word similarity than ``U * S``; rows are not normalised.
-
-    Parameters
-    ----------
-    token_lists : iterable of list of str
-        The tokens of each document, in order (e.g. from
-        :func:`sobolev_index.ingest.text.tokenize`).
-    dim : int, default=100
-        Dimension of the vectors.
-    window : int, default=5
-        Two tokens co-occur if at most ``window`` positions apart in the
-        same document. Out-of-vocabulary tokens keep their positions.
-    min_count : int, default=3
-        Only words appearing at least this many times get a vector (and
-        serve as contexts).
-    seed : int, default=0
-        Seeds the starting vector of ARPACK, so results are deterministic.
-    max_words : int, default=None
-        Keep at most this many of the most frequent words.
-    alpha : float, default=0.75
-        Context-distribution smoothing exponent, in (0, 1].
-
-    Returns
-    -------
-    vectors : WordVectors
-        One float32 row per word with at least ``min_count`` occurrences,
-        ordered by frequency (descending), then word. The sign of each
-        dimension is fixed so that its largest-magnitude entry is positive.
-
-    Raises
-    ------
-    ValueError
-        If the parameters are invalid, a document is a str rather than a
-        list of tokens, or fewer than ``dim + 1`` words qualify (the
-        truncated SVD needs more words than dimensions).
-    """
-    dim = _check_int("dim", dim, 1)
-    words, ppmi = _ppmi_matrix(token_lists, window, min_count, alpha=alpha, max_words=max_words)
-    if len(words) < dim + 1:
-        raise ValueError(
-            f"only {len(words)} words appear at least min_count={min_count} times"
-            + ("" if max_words is None else f" (max_words={max_words})")
-            + f"; dim={dim} needs at least {dim + 1}: lower dim or min_count, or give a larger corpus")
-    v0 = np.random.default_rng(seed).uniform(-1.0, 1.0, size=min(ppmi.shape))
-    u, s, _ = svds(ppmi, k=dim, v0=v0, solver="arpack")
-    order = np.argsort(-s, kind="stable")  # svds returns ascending singular values
-    u, s = u[:, order], s[order]
-    # Singular vectors are defined up to sign; fixing it makes the output
-    # independent of the solver's internals.
-    signs = np.sign(u[np.argmax(np.abs(u), axis=0), np.arange(dim)])
-    signs[signs == 0] = 1.0
-    vectors = u * signs * np.sqrt(np.maximum(s, 0.0))
-    return WordVectors(words, vectors.astype(np.float32))
-
-
-def nearest_words(vectors, word, n=5):
-    """The ``n`` words most cosine-similar to ``word``, itself excluded.
-
-    Parameters
-    ----------
-    vectors : WordVectors
-    word : str
-    n : int, default=5
-
-    Returns
-    -------
-    neighbours : list of (str, float)
-        ``(word, cosine similarity)``, most similar first; ties in row
-        order. Zero vectors have similarity 0 to everything.
-
-    Raises
-    ------
-    KeyError
-        If ``word`` has no vector.
-    """
-    if not isinstance(vectors, WordVectors):
-        raise ValueError(f"vectors is {type(vectors).__name__}; expected WordVectors")
-    n = _check_int("n", n, 0)
-    row = vectors.index_of(word)
-    if row < 0:
-        raise KeyError(f"{word!r} has no vector")
-    matrix = vectors.vectors.astype(np.float64)
-    norms = np.linalg.norm(matrix, axis=1)
-    norms[norms == 0] = 1.0  # zero vectors then score 0, not nan
-    similarity = matrix @ matrix[row] / (norms * norms[row])
-    order = np.argsort(-similarity, kind="stable")
-    order = order[order != row][:n]
-    return [(vectors.words[i], float(similarity[i])) for i in order]
