@@ -3,10 +3,14 @@
 The per-edge terms, subtree masses and shares are checked against
 ``reference.py`` (features and S_p from the paper's formula, written apart
 from the library) and against a small text index built by hand, whose
-shares, distances and words are worked out in the comments below.
+shares, distances and words are worked out in the comments below. The
+groups (one per child node v over every root's tree) are checked against
+the reference's (root, edge) terms grouped by v here, and against the same
+hand-built tree explained from two roots.
 """
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -94,7 +98,11 @@ def text_index(tmp_path_factory):
 def _reference_edges(spec, roots, eta, mu, nu, p):
     """{(root position, edge): (mass_a, mass_b, term, share)} over the edges
     with a nonzero difference, and the sliced distance, from reference.py."""
-    trees = [spec.ref_tree(r) for r in roots]
+    return _reference_pairs([spec.ref_tree(r) for r in roots], eta, mu, nu, p)
+
+
+def _reference_pairs(trees, eta, mu, nu, p):
+    """_reference_edges over reference trees (RefTree) and their eta."""
     distance = ref.ref_sliced(mu, nu, trees, p, eta)
     out = {}
     for position, (tree, e) in enumerate(zip(trees, eta)):
@@ -111,6 +119,19 @@ def _reference_edges(spec, roots, eta, mu, nu, p):
         for v in diffs:
             out[position, v] = (a[v], b[v], terms[v], e * part / distance * weight[v])
     return out, distance
+
+
+def _reference_groups(pairs, eta):
+    """The pairs of _reference_edges grouped by their edge's child node v:
+    {v: {"share": the sum of its pairs' shares, "size": the sum of eta times
+    their differences, "roots": {root position: pair share}}}."""
+    out = {}
+    for (position, v), (mass_a, mass_b, _, share) in pairs.items():
+        group = out.setdefault(v, {"share": 0.0, "size": 0.0, "roots": {}})
+        group["share"] += share
+        group["size"] += eta[position] * abs(mass_a - mass_b)
+        group["roots"][position] = share
+    return out
 
 
 # ------------------------------------------------- against the reference
@@ -160,7 +181,10 @@ def test_the_top_edges_are_the_reference_largest(sliced, p, top):
     # Compared by value, so that ties may be broken either way.
     best = sorted((share for *_, share in expected.values()), reverse=True)[:top]
     np.testing.assert_allclose([e["share"] for e in found.edges], best, rtol=1e-9, atol=1e-15)
-    assert found.shown_share == pytest.approx(math.fsum(best), rel=1e-9, abs=1e-15)
+    # The shown share is that of the listed groups, what the tables show.
+    groups = _reference_groups(expected, eta)
+    best_groups = sorted((g["share"] for g in groups.values()), reverse=True)[:top]
+    assert found.shown_share == pytest.approx(math.fsum(best_groups), rel=1e-9, abs=1e-15)
     for edge in found.edges:
         assert edge["share"] == pytest.approx(expected[edge["root"], edge["edge"]][3],
                                               rel=1e-9, abs=1e-15)
@@ -235,6 +259,118 @@ def test_a_large_p_has_finite_shares_that_sum_to_one(sliced):
     shares = [e["share"] for e in found.edges]
     assert all(math.isfinite(s) and s >= 0 for s in shares)
     assert math.fsum(shares) == pytest.approx(1.0, rel=1e-12)
+
+
+# ----------------------------------------------- groups over the roots
+def _assert_group_order(groups, expected):
+    """By share, then (groups of equal share, such as those of share 0 at
+    p = inf) by the reference's size, then by node."""
+    keys = [(-expected[g["edge"]]["share"], -expected[g["edge"]]["size"], g["edge"])
+            for g in groups]
+    for (share, size, node), (share2, size2, node2) in zip(keys, keys[1:]):
+        assert share <= share2 + 1e-12
+        if share == share2:
+            assert size < size2 - 1e-12 or (abs(size - size2) <= 1e-12 and node < node2)
+
+
+@pytest.mark.parametrize("p", P_VALUES)
+@pytest.mark.parametrize("pair", [(0, 1), (2, 5), (4, 3)])
+def test_groups_are_the_reference_pairs_summed_by_node(sliced, p, pair):
+    index, spec, roots, eta, measures = sliced
+    pairs, distance = _reference_edges(spec, roots, eta, measures[pair[0]], measures[pair[1]], p)
+    expected = _reference_groups(pairs, eta)
+    found = index.explain(f"m{pair[0]}", f"m{pair[1]}", p=p, top=None)
+
+    # One group per node with a nonzero difference in some root: none twice.
+    nodes = [g["edge"] for g in found.groups]
+    assert len(nodes) == len(set(nodes)) == found.n_groups == len(expected)
+    assert set(nodes) == set(expected)
+    assert found.n_groups < found.n_edges  # three roots share most of their nodes
+    for group in found.groups:
+        want = expected[group["edge"]]
+        assert group["share"] == pytest.approx(want["share"], rel=1e-9, abs=1e-15)
+        # Its roots, the largest pair share first, and its pairs in that order.
+        assert sorted(group["roots"]) == sorted(want["roots"])
+        shares = [want["roots"][r] for r in group["roots"]]
+        assert shares == sorted(shares, reverse=True)
+        assert [(part["root"], part["edge"]) for part in group["parts"]] == \
+            [(r, group["edge"]) for r in group["roots"]]
+        for part in group["parts"]:
+            assert part["share"] == pytest.approx(want["roots"][part["root"]], rel=1e-9,
+                                                  abs=1e-15)
+        # Shown with its largest pair's edge and masses.
+        mass_a, mass_b, _, _ = pairs[group["roots"][0], group["edge"]]
+        main = spec.ref_tree(roots[group["roots"][0]])
+        assert group["root"] == group["roots"][0]
+        assert group["root_node"] == roots[group["roots"][0]]
+        assert group["parent"] == main.parent[group["edge"]]
+        assert group["length"] == main.w[group["edge"]]
+        assert group["mass_a"] == pytest.approx(mass_a, rel=1e-12, abs=1e-15)
+        assert group["mass_b"] == pytest.approx(mass_b, rel=1e-12, abs=1e-15)
+        assert group["coords"]["edge"] == spec.coords[group["edge"]].tolist()
+    _assert_group_order(found.groups, expected)
+    assert math.fsum(g["share"] for g in found.groups) == pytest.approx(1.0, rel=1e-12)
+    assert found.shown_share == pytest.approx(1.0, rel=1e-12)
+    assert found.distance == pytest.approx(distance, rel=1e-12)
+
+
+@pytest.mark.parametrize("p", P_VALUES)
+@pytest.mark.parametrize("top", [1, 3, 10])
+def test_the_top_groups_are_the_reference_largest(sliced, p, top):
+    index, spec, roots, eta, measures = sliced
+    pairs, _ = _reference_edges(spec, roots, eta, measures[1], measures[3], p)
+    expected = _reference_groups(pairs, eta)
+    found = index.explain("m1", "m3", p=p, top=top)
+    assert len(found.groups) == min(top, len(expected))
+    assert found.n_groups == len(expected)
+    best = sorted((g["share"] for g in expected.values()), reverse=True)[:top]
+    np.testing.assert_allclose([g["share"] for g in found.groups], best, rtol=1e-9, atol=1e-15)
+    assert found.shown_share == pytest.approx(math.fsum(best), rel=1e-9, abs=1e-15)
+    # The first groups of the whole list, whole: every root of each.
+    everything = index.explain("m1", "m3", p=p, top=None)
+    assert found.groups == everything.groups[:top]
+    assert [len(g["parts"]) for g in found.groups] == [len(expected[g["edge"]]["roots"])
+                                                        for g in found.groups]
+
+
+def test_a_group_lists_the_nodes_below_it_in_any_of_its_roots(sliced):
+    index, spec, roots, eta, measures = sliced
+    mu, nu = measures[0], measures[2]
+    found = index.explain("m0", "m2", top=None, n_words=100)
+    capped = {g["edge"]: g for g in index.explain("m0", "m2", top=None, n_words=2).groups}
+    merged_somewhere = False
+    for group in found.groups:
+        v = group["edge"]
+        for side, measure in (("a", mu), ("b", nu)):
+            rho = ref.dense_measure(*measure, spec.n)
+            below = set().union(*(spec.ref_tree(roots[r]).gamma[v] for r in group["roots"]))
+            expected = sorted(((u, rho[u]) for u in below if rho[u] > 0),
+                              key=lambda pair: (-pair[1], pair[0]))
+            listed = group[f"nodes_{side}"]
+            assert [n["node"] for n in listed] == [u for u, _ in expected]
+            np.testing.assert_allclose([n["mass"] for n in listed], [m for _, m in expected],
+                                       rtol=1e-12)
+            assert capped[v][f"nodes_{side}"] == listed[:2]
+            merged_somewhere |= len(listed) > max(len(part[f"nodes_{side}"])
+                                                  for part in group["parts"])
+    # Some subtree holds other nodes in another root's tree.
+    assert merged_somewhere
+
+
+def test_with_one_root_each_group_is_its_pair(sliced, hand):
+    index, _, _, _, _ = sliced
+    for found in (hand.explain("A", "B", top=None), hand.explain("A", "B", p="inf", top=3),
+                  index.explain("m0", "m4", p=2, top=None, roots=[1]),
+                  index.explain("m0", "m4", p="inf", top=4, roots=[2])):
+        assert found.n_groups == found.n_edges
+        assert len(found.groups) == len(found.edges)
+        for group, edge in zip(found.groups, found.edges):
+            assert group["parts"] == [edge] and group["roots"] == [edge["root"]]
+            shown = {key: value for key, value in group.items() if key not in ("roots", "parts")}
+            assert shown == {key: value for key, value in edge.items() if key != "term"}
+        assert found.shown_share == pytest.approx(math.fsum(e["share"] for e in found.edges),
+                                                  rel=1e-15)
+        assert found.to_dict()["groups"] == found.groups
 
 
 # -------------------------------------------------- the hand-built index
@@ -325,13 +461,146 @@ def test_plot_draws_one_bar_per_edge(hand, tmp_path):
     widths = sorted(patch.get_width() for patch in ax.patches)
     np.testing.assert_allclose(widths, sorted(100 * e["share"] for e in found.edges))
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels[-1] == "A: - | B: cat"  # the largest share on top
+    # The largest share on top; edges 2 and 5 hold the same words (node 2
+    # has no mass), so each label names its node.
+    assert labels[-2:] == ["A: - | B: cat (node 5)", "A: - | B: cat (node 2)"]
     path = tmp_path / "shares.png"
     assert found.plot(path) is None
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert matplotlib.get_backend()  # untouched, still answers
     with pytest.raises(ValueError, match="give path"):
         found.plot()
+
+
+def _bar_nodes(ax, pattern):
+    """The node each bar of a chart names, from the bottom bar up."""
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    nodes = [re.search(pattern, label) for label in labels]
+    assert all(nodes), labels
+    return [int(node.group(1)) for node in nodes]
+
+
+@pytest.mark.parametrize("p", [1.0, math.inf])
+def test_plot_draws_one_bar_per_subtree_over_the_roots(sliced, p):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed "
+                        "(the optional extra sobolev-index[plot])")
+    from matplotlib.figure import Figure
+
+    index, spec, roots, eta, measures = sliced
+    pairs, _ = _reference_edges(spec, roots, eta, measures[2], measures[5], p)
+    expected = _reference_groups(pairs, eta)
+    found = index.explain("m2", "m5", p=p, top=5)
+    ax = found.plot(ax=Figure().add_subplot())
+    nodes = _bar_nodes(ax, r"^edge (\d+) \(")
+    assert len(ax.patches) == len(nodes) == 5
+    assert len(set(nodes)) == 5  # no node twice
+    # Bottom to top: the reference groups' shares, the largest on top.
+    widths = [patch.get_width() for patch in ax.patches]
+    np.testing.assert_allclose(widths, [100 * expected[v]["share"] for v in nodes],
+                               rtol=1e-9, atol=1e-12)
+    best = sorted((g["share"] for g in expected.values()), reverse=True)[:5]
+    np.testing.assert_allclose(sorted(widths, reverse=True), [100 * s for s in best],
+                               rtol=1e-9, atol=1e-12)
+    assert f"top 5 of {len(expected)} subtrees" in ax.get_title()
+    # A subtree of several roots' trees says how many.
+    for node, label in zip(nodes, (t.get_text() for t in ax.get_yticklabels())):
+        count = len(expected[node]["roots"])
+        assert label.endswith(f"({count} roots)" if count > 1 else
+                              f"(root {roots[next(iter(expected[node]['roots']))]})")
+
+
+# ---------------------------------------------- the hand tree from two roots
+# The hand-built tree again, explained from root 0 and root 5 with eta 1/2
+# each. From root 5 the parents are 2 -> 5, 0 -> 2, 1 -> 0, 3 -> 1, 4 -> 1,
+# so the subtree below 2 is {2, 0, 1, 3, 4} and the one below 0 is
+# {0, 1, 3, 4}. Subtree masses (A, B) from root 5: 2 (1.0, 0.4), 0 (1.0,
+# 0.4), 1 (0.8, 0.4), 3 (0.5, 0), 4 (0.3, 0); S_1 terms 0.6, 1.2, 0.4, 0.25,
+# 0.45, so S_1 = 2.9 from either root (S_1 on a tree is the tree metric).
+# Each root carries half of 2.9; the groups' S_1 shares, in units of 1/2.9:
+# node 2: (1.2 + 0.6) / 2 = 0.9, node 0: 1.2 / 2 = 0.6 (root 5 only),
+# node 4: 0.45, node 1: 0.4, node 5: 0.6 / 2 = 0.3 (root 0 only), node 3:
+# 0.25. At p = inf each root's largest difference is 0.6: edges 2 and 5 of
+# root 0, 2 and 0 of root 5, a quarter each; so node 2 has 1/2 and nodes 0
+# and 5 1/4 each (equal eta times difference: by node), then by eta times
+# the differences: node 3 (0.5), 1 (0.4), 4 (0.3). At p = 2 both roots'
+# S_2^2 is 1.5 and the shares are 0.5 * terms / 1.5: node 2 (0.72 + 0.36),
+# 0 (0.72), 5 (0.36), 1 (0.16 + 0.16), 4 (0.135 + 0.135), 3 (0.125 + 0.125).
+HAND2_S1 = {2: 0.9, 0: 0.6, 4: 0.45, 1: 0.4, 5: 0.3, 3: 0.25}
+HAND2_S2 = {2: 1.08, 0: 0.72, 5: 0.36, 1: 0.32, 4: 0.27, 3: 0.25}
+
+
+@pytest.fixture(scope="module")
+def hand2(tmp_path_factory):
+    from sobolev_index.ingest.words import add_words
+
+    edges = np.array([(u, v) for u, v, _ in HAND_EDGES])
+    lengths = np.array([w for _, _, w in HAND_EDGES])
+    graph = Graph.from_edges(6, edges, lengths)
+    path = tmp_path_factory.mktemp("explain") / "hand2"
+    with SobolevIndex.create(str(path), graph, roots=[0, 5], eta=[0.5, 0.5]) as index:
+        add_words(index.catalog, HAND_WORDS)
+        index.add([HAND_A, HAND_B], keys=["A", "B"])
+    index = SobolevIndex.open(str(path))
+    yield index
+    index.close()
+
+
+def test_hand_built_groups_over_two_roots(hand2):
+    found = hand2.explain("A", "B", p=1, top=None, n_words=10)
+    assert found.distance == pytest.approx(2.9, rel=1e-12)
+    assert found.n_edges == 10 and found.n_groups == 6
+    assert [g["edge"] for g in found.groups] == [2, 0, 4, 1, 5, 3]
+    assert [g["share"] for g in found.groups] == pytest.approx(
+        [HAND2_S1[v] / 2.9 for v in (2, 0, 4, 1, 5, 3)], rel=1e-12)
+    groups = {g["edge"]: g for g in found.groups}
+    # Node 2: its edge to 0 (root 0, term 1.2) before its edge to 5 (root
+    # 5, term 0.6); shown with the first one's length and masses.
+    assert groups[2]["roots"] == [0, 1]
+    assert (groups[2]["parent"], groups[2]["length"]) == (0, 2.0)
+    assert (groups[2]["mass_a"], groups[2]["mass_b"]) == pytest.approx((0.0, 0.6))
+    assert [part["parent"] for part in groups[2]["parts"]] == [0, 5]
+    # Below 2 lie only node 5 from root 0, but 0, 1, 3 and 4 from root 5.
+    words = {v: ([w["word"] for w in g["words_a"]], [w["word"] for w in g["words_b"]])
+             for v, g in groups.items()}
+    assert words[2] == (["apple", "pear", "banana", "thing"], ["cat", "fruit"])
+    assert [n["node"] for n in groups[2]["nodes_a"]] == [3, 4, 0]
+    assert [n["node"] for n in groups[2]["nodes_b"]] == [5, 1]
+    assert words[0] == (["apple", "pear", "banana", "thing"], ["fruit"])
+    assert groups[0]["roots"] == [1] and groups[0]["root_node"] == 5
+    assert words[5] == ([], ["cat"]) and groups[5]["roots"] == [0]
+    # Equal pair shares: by root position.
+    assert groups[1]["roots"] == [0, 1] and groups[4]["roots"] == [0, 1]
+    assert words[1] == (["apple", "pear", "banana"], ["fruit"])
+    # The first two groups are the two largest; the pairs stay listed.
+    top = hand2.explain("A", "B", p=1, top=2, n_words=10)
+    assert top.groups == found.groups[:2] and len(top.edges) == 2
+    assert top.shown_share == pytest.approx(1.5 / 2.9, rel=1e-12)
+    assert top.to_dict()["n_groups"] == 6
+
+    inf = hand2.explain("A", "B", p="inf", top=None)
+    assert inf.distance == pytest.approx(0.6, rel=1e-12)
+    assert [g["edge"] for g in inf.groups] == [2, 0, 5, 3, 1, 4]
+    assert [g["share"] for g in inf.groups] == pytest.approx([0.5, 0.25, 0.25, 0, 0, 0])
+    two = hand2.explain("A", "B", p=2, top=None)
+    assert two.distance == pytest.approx(math.sqrt(1.5), rel=1e-12)
+    assert [g["edge"] for g in two.groups] == [2, 0, 5, 1, 4, 3]
+    assert [g["share"] for g in two.groups] == pytest.approx(
+        [HAND2_S2[v] / 3.0 for v in (2, 0, 5, 1, 4, 3)], rel=1e-12)
+
+
+def test_plot_of_a_text_index_names_each_subtree_once(hand2):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed "
+                        "(the optional extra sobolev-index[plot])")
+    from matplotlib.figure import Figure
+
+    ax = hand2.explain("A", "B", top=4).plot(ax=Figure().add_subplot())
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[::-1] == ["A: apple, pear, banana | B: cat, fruit (node 2)",
+                            "A: apple, pear, banana | B: fruit (node 0)",
+                            "A: banana | B: - (node 4)",
+                            "A: apple, pear, banana | B: fruit (node 1)"]
+    np.testing.assert_allclose([patch.get_width() for patch in ax.patches][::-1],
+                               [100 * HAND2_S1[v] / 2.9 for v in (2, 0, 4, 1)], rtol=1e-12)
 
 
 # ------------------------------------------------------------------- CLI

@@ -12,6 +12,11 @@ root is its largest difference: that edge carries the root's whole part (an
 equal split among edges with the same largest difference, such as a chain
 of edges whose nodes hold no mass) and every other edge a share of 0, so
 the shares still sum to 1; the other edges are ordered by their difference.
+
+The same subtree appears once per root: the edge (v, parent_r(v)) above a
+node v is an edge of every root r's tree (but r = v). The listing groups the
+pairs by v, a group's share being the sum of its pairs' shares, so that no
+node is listed twice; the pairs stay available one by one.
 """
 import math
 
@@ -32,29 +37,56 @@ class Explanation:
     """What :meth:`SobolevIndex.explain` found: which subtrees carry S_p(a, b).
 
     ``distance`` is S_p(a, b) (sliced over the roots used), ``p`` the order.
-    ``edges`` lists the ``top`` (root, edge) pairs by decreasing share, each
-    a dict: ``root`` (position into the index's roots), ``root_node``,
-    ``edge`` (the child node v naming the edge (v, parent)), ``parent``,
-    ``length`` (w_v), ``mass_a`` and ``mass_b`` (the two measures' masses in
-    the subtree below the edge), ``term`` (w_v |mass_a - mass_b|^p, the
-    edge's term of its root's S_p^p; at p = inf the difference
-    |mass_a - mass_b|), ``share`` (of the distance; see the module
-    docstring), ``nodes_a``/``nodes_b`` (the measure's nodes in the subtree
-    with most mass, ``[{"node", "mass"}]``), ``words_a``/``words_b`` (for a
-    text index, the words of those nodes, ``[{"word", "node", "mass"}]``,
-    by the measure's mass on their node; None for other indexes) and, for
-    an index whose graph has node coordinates and no words (a point index),
+
+    ``groups`` is what the command line, :meth:`plot` and the web pages
+    show: the ``top`` subtrees by decreasing share, one per child node v.
+    A group gathers every (root, edge) pair with a nonzero difference whose
+    edge is (v, parent_r(v)), the subtree below v in each root r's tree, so
+    that no node is listed twice however many roots are used. Each group
+    is a dict: ``edge`` (v), ``share`` (the sum of its pairs' shares; the
+    shares of all groups sum to 1), ``roots`` (the root positions of its
+    pairs, the largest share first), ``parts`` (its pairs, in that order,
+    as the dicts of ``edges`` below), and for display the ``root``,
+    ``root_node``, ``parent``, ``length``, ``mass_a`` and ``mass_b`` of
+    its largest pair, ``parts[0]`` (a subtree's masses differ from root to
+    root, so they are not summed). ``nodes_a``/``nodes_b`` list the
+    measure's nodes found below v in any of the group's roots (a node's
+    mass is the measure's own mass on it, the same in every tree), most
+    mass first, ties by node; ``words_a``/``words_b`` the words of those
+    nodes (None for an index without words); ``coords`` (a point index)
+    are those of its largest pair. With one root each group is exactly one
+    pair, with the same share and in the same order as in ``edges``.
+    Groups are ordered by share, then by the sum over their pairs of eta
+    times the difference (which orders the groups of share 0 at p = inf),
+    then by node. ``n_groups`` counts the nodes v with a nonzero difference
+    in some root: ``groups`` holds min(top, n_groups) of them.
+
+    ``edges`` lists the ``top`` (root, edge) pairs themselves by decreasing
+    share (for programs that want one root's tree at a time), each a dict:
+    ``root`` (position into the index's roots), ``root_node``, ``edge``
+    (the child node v naming the edge (v, parent)), ``parent``, ``length``
+    (w_v), ``mass_a`` and ``mass_b`` (the two measures' masses in the
+    subtree below the edge), ``term`` (w_v |mass_a - mass_b|^p, the edge's
+    term of its root's S_p^p; at p = inf the difference |mass_a - mass_b|),
+    ``share`` (of the distance; see the module docstring),
+    ``nodes_a``/``nodes_b`` (the measure's nodes in the subtree with most
+    mass, ``[{"node", "mass"}]``), ``words_a``/``words_b`` (for a text
+    index, the words of those nodes, ``[{"word", "node", "mass"}]``, by the
+    measure's mass on their node; None for other indexes) and, for an index
+    whose graph has node coordinates and no words (a point index),
     ``coords`` (``{"edge": coordinates of v, "parent": of its parent}``).
+    ``n_edges`` counts the (root, edge) pairs with a nonzero difference over
+    all roots: ``edges`` holds min(top, n_edges) of them.
+
     ``roots`` has one dict per root used: ``position``, ``node``, ``eta``
     (renormalised over the roots used), ``distance`` (S_p of that root),
     ``share`` (eta times that over the distance; None at distance 0) and
-    ``edges`` (how many of its edges have a nonzero difference).
-    ``n_edges`` counts the (root, edge) pairs with a nonzero difference over
-    all roots: ``edges`` holds min(top, n_edges) of them. At distance 0
-    (equal measures) no edge carries anything and ``edges`` is empty.
+    ``edges`` (how many of its edges have a nonzero difference). At
+    distance 0 (equal measures) no subtree carries anything and ``groups``
+    and ``edges`` are empty.
     """
 
-    def __init__(self, a, b, p, distance, roots, edges, n_edges):
+    def __init__(self, a, b, p, distance, roots, edges, n_edges, groups, n_groups):
         self.a = a
         self.b = b
         self.p = p
@@ -62,27 +94,36 @@ class Explanation:
         self.roots = roots
         self.edges = edges
         self.n_edges = n_edges
+        self.groups = groups
+        self.n_groups = n_groups
 
     def __repr__(self):
         return (f"Explanation(a={self.a!r}, b={self.b!r}, p={self.p}, "
-                f"distance={self.distance:.6g}, edges={len(self.edges)} of {self.n_edges})")
+                f"distance={self.distance:.6g}, groups={len(self.groups)} of {self.n_groups}, "
+                f"edges={len(self.edges)} of {self.n_edges})")
 
     @property
     def shown_share(self):
-        """The share of the distance that the listed edges carry together."""
-        return float(sum(edge["share"] for edge in self.edges))
+        """The share of the distance that the listed groups (the subtrees
+        the tables and the chart show) carry together."""
+        return float(sum(group["share"] for group in self.groups))
 
     def to_dict(self):
-        """Everything as plain JSON-ready values (p = inf as "inf")."""
+        """Everything as plain JSON-ready values (p = inf as "inf"): both the
+        groups and the (root, edge) pairs."""
         return {"a": self.a, "b": self.b, "p": "inf" if math.isinf(self.p) else self.p,
-                "distance": self.distance, "n_edges": self.n_edges,
-                "shown_share": self.shown_share, "roots": self.roots, "edges": self.edges}
+                "distance": self.distance, "n_groups": self.n_groups, "n_edges": self.n_edges,
+                "shown_share": self.shown_share, "roots": self.roots, "groups": self.groups,
+                "edges": self.edges}
 
     def plot(self, path=None, ax=None, label_words=3):
-        """A horizontal bar chart of the listed edges' shares, largest on top,
-        each bar labelled with its subtree's words (``label_words`` per side,
-        "A: ... | B: ..."), or its edge and nodes for an index without words.
-        Bars are coloured by the measure with more mass in the subtree.
+        """A horizontal bar chart of the listed groups' shares (one bar per
+        subtree node, however many roots it spans), largest on top, each
+        bar labelled with its subtree's words (``label_words`` per side,
+        "A: ... | B: ... (node v)"), or its edge and root (or how many
+        roots it spans) for an index without words. Bars are coloured by
+        the measure with more mass in the subtree of the group's largest
+        pair.
 
         Draws on ``ax`` (a Matplotlib Axes) when given and returns it; else
         on a figure of its own (not pyplot's), saved to ``path`` (its
@@ -102,19 +143,19 @@ class Explanation:
             # and leaves the caller's backend and open figures alone.
             from matplotlib.figure import Figure
 
-            fig = Figure(figsize=(9, 1.2 + 0.45 * max(1, len(self.edges))))
+            fig = Figure(figsize=(9, 1.2 + 0.45 * max(1, len(self.groups))))
             ax = fig.add_subplot()
-        edges = self.edges[::-1]  # the largest share at the top
-        labels = [_bar_label(edge, label_words) for edge in edges]
-        colours = ["tab:blue" if edge["mass_a"] >= edge["mass_b"] else "tab:orange"
-                   for edge in edges]
-        ax.barh(range(len(edges)), [100.0 * edge["share"] for edge in edges], color=colours)
-        ax.set_yticks(range(len(edges)))
+        groups = self.groups[::-1]  # the largest share at the top
+        labels = [_bar_label(group, label_words) for group in groups]
+        colours = ["tab:blue" if group["mass_a"] >= group["mass_b"] else "tab:orange"
+                   for group in groups]
+        ax.barh(range(len(groups)), [100.0 * group["share"] for group in groups], color=colours)
+        ax.set_yticks(range(len(groups)))
         ax.set_yticklabels(labels, fontsize=8)
         ax.set_xlabel("share of the distance (%)")
         p = "inf" if math.isinf(self.p) else f"{self.p:g}"
         ax.set_title(f"S_{p}({self.a or 'A'}, {self.b or 'B'}) = {self.distance:.4g}: top "
-                     f"{len(self.edges)} of {self.n_edges} subtrees "
+                     f"{len(self.groups)} of {self.n_groups} subtrees "
                      f"({100.0 * self.shown_share:.1f}% of it)\n"
                      "blue: more of A in the subtree, orange: more of B", fontsize=9)
         if not own_figure:
@@ -124,12 +165,16 @@ class Explanation:
         return None
 
 
-def _bar_label(edge, n):
-    if edge.get("words_a") is not None:
-        a = ", ".join(w["word"] for w in edge["words_a"][:n]) or "-"
-        b = ", ".join(w["word"] for w in edge["words_b"][:n]) or "-"
-        return f"A: {a} | B: {b}"
-    return f"edge {edge['edge']} (root {edge['root_node']})"
+def _bar_label(group, n):
+    """A bar's label: the subtree's words and its node (two nodes on a chain
+    without mass have the same words), or its edge and root(s)."""
+    if group.get("words_a") is not None:
+        a = ", ".join(w["word"] for w in group["words_a"][:n]) or "-"
+        b = ", ".join(w["word"] for w in group["words_b"][:n]) or "-"
+        return f"A: {a} | B: {b} (node {group['edge']})"
+    if len(group["roots"]) > 1:
+        return f"edge {group['edge']} ({len(group['roots'])} roots)"
+    return f"edge {group['edge']} (root {group['root_node']})"
 
 
 class ExplainMixin:
@@ -142,14 +187,14 @@ class ExplainMixin:
     """
 
     def explain(self, a, b, p=None, top=10, roots=None, n_words=5):
-        """The edges of the shortest-path trees (subtrees) that carry most of S_p(a, b).
+        """The subtrees (edges of the shortest-path trees) that carry most of S_p(a, b).
 
         ``a`` and ``b``: stored keys or (nodes, masses) measures, as for
-        :meth:`distance`. ``top``: how many (root, edge) pairs to list, by
-        decreasing share (None lists every edge with a nonzero difference).
-        ``roots``: positions into ``self.roots`` (default all), their eta
-        renormalised. ``n_words``: how many nodes, and words, to list per
-        measure and edge.
+        :meth:`distance`. ``top``: how many groups, and how many (root,
+        edge) pairs, to list, by decreasing share (None lists every one
+        with a nonzero difference). ``roots``: positions into
+        ``self.roots`` (default all), their eta renormalised. ``n_words``:
+        how many nodes, and words, to list per measure and row.
 
         Each edge's share is its part of the distance: with one root, its
         term of S_p^p over S_p^p; over several roots, each root's part
@@ -160,7 +205,13 @@ class ExplainMixin:
         root's whole part (split equally among ties) and the other edges a
         share of 0.
 
-        For a text index, each edge lists the words of each measure's nodes
+        The same node v names an edge in every root's tree, so the pairs
+        are grouped by v (``Explanation.groups``: one row per subtree node,
+        its share the sum of its pairs' shares, listed by decreasing share);
+        ``Explanation.edges`` keeps the top pairs one by one. See
+        :class:`Explanation` for the fields.
+
+        For a text index, each row lists the words of each measure's nodes
         in its subtree, the node with the most mass first (from the
         catalog's words table; a node that stands for several words, in a
         clustered graph, lists them all, most frequent first, since a
@@ -189,9 +240,9 @@ class ExplainMixin:
                 "edges": int(len(part["edges"]))})
         n_edges = sum(len(part["edges"]) for part in parts)
         if distance == 0.0:
-            return Explanation(_name(a), _name(b), p, 0.0, root_rows, [], 0)
+            return Explanation(_name(a), _name(b), p, 0.0, root_rows, [], 0, [], 0)
 
-        # Every (root, edge) pair with a nonzero difference, then the top ones.
+        # Every (root, edge) pair with a nonzero difference.
         which = np.concatenate([np.full(len(part["edges"]), i) for i, part in enumerate(parts)])
         edge = np.concatenate([part["edges"] for part in parts])
         share = np.concatenate([e * part["distance"] / distance * part["weights"]
@@ -201,19 +252,49 @@ class ExplainMixin:
         # and edge, so that the order is the same run after run.
         size = np.concatenate([e * part["difference"] for e, part in zip(eta, parts)])
         order = np.lexsort((edge, which, -size, -share))
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+
+        # The groups: the pairs of one child node v over the roots. A
+        # group's share and size are its pairs' sums; groups are ordered as
+        # the pairs are (share, then size, then node). With one root every
+        # group is one pair, in the pairs' order.
+        group_node, group_of = np.unique(edge, return_inverse=True)
+        group_share = np.bincount(group_of, weights=share, minlength=len(group_node))
+        group_size = np.bincount(group_of, weights=size, minlength=len(group_node))
+        group_order = np.lexsort((group_node, -group_size, -group_share))
+        n_groups = int(len(group_node))
         if top is not None:
             order = order[:int(top)]
+            group_order = group_order[:int(top)]
+        # The pairs of the listed groups, in the pairs' order: a group's
+        # first pair is its largest.
+        listed = np.zeros(n_groups, dtype=bool)
+        listed[group_order] = True
+        members = np.flatnonzero(listed[group_of])
+        members = members[np.argsort(rank[members])]
 
-        picked = [(int(which[k]), int(edge[k])) for k in order]
+        # The subtree masses of every pair shown, as a pair or in a group:
+        # _masses_below walks each root's tree once, for all its pairs.
+        needed = sorted(set(order.tolist()) | set(members.tolist()), key=lambda k: rank[k])
+        picked = [(int(which[k]), int(edge[k])) for k in needed]
         below_a = self._masses_below(a, picked, positions)
         below_b = self._masses_below(b, picked, positions)
+        merged = {}  # group -> (nodes of a, nodes of b) over its pairs' subtrees
+        pairs_of = {}
+        for k in members.tolist():
+            pairs_of.setdefault(int(group_of[k]), []).append(k)
+        for g, ks in pairs_of.items():
+            keys = [(int(which[k]), int(edge[k])) for k in ks]
+            merged[g] = (_merged(below_a, keys), _merged(below_b, keys))
+        shown_nodes = [nodes for found in (below_a, below_b) for nodes in found.values()]
+        shown_nodes += [nodes for both in merged.values() for nodes in both]
         words = self._words_of_nodes(
-            {node for found in (below_a, below_b) for nodes in found.values()
-             for node, _ in nodes[:n_words]})
+            {node for nodes in shown_nodes for node, _ in nodes[:n_words]})
         coords = self.graph.coords if words is None else None
 
-        rows = []
-        for k, (i, v) in zip(order, picked):
+        rows = {}
+        for k, (i, v) in zip(needed, picked):
             part, tree = parts[i], self.trees[positions[i]]
             j = int(np.searchsorted(part["edges"], v))
             row = {
@@ -221,16 +302,30 @@ class ExplainMixin:
                 "parent": int(tree.parent[v]), "length": float(tree.length[v]),
                 "mass_a": float(part["mass_a"][j]), "mass_b": float(part["mass_b"][j]),
                 "term": float(part["terms"][j]), "share": float(share[k]),
-                "nodes_a": [{"node": n, "mass": m} for n, m in below_a[i, v][:n_words]],
-                "nodes_b": [{"node": n, "mass": m} for n, m in below_b[i, v][:n_words]],
-                "words_a": None if words is None else _words(below_a[i, v], words, n_words),
-                "words_b": None if words is None else _words(below_b[i, v], words, n_words),
+                **_sides(below_a[i, v], below_b[i, v], words, n_words),
             }
             if coords is not None:
                 row["coords"] = {"edge": coords[v].tolist(),
                                  "parent": coords[tree.parent[v]].tolist()}
-            rows.append(row)
-        return Explanation(_name(a), _name(b), p, distance, root_rows, rows, n_edges)
+            rows[k] = row
+
+        groups = []
+        for g in group_order.tolist():
+            group_parts = [rows[k] for k in pairs_of[g]]
+            main = group_parts[0]
+            group = {
+                "edge": int(group_node[g]), "share": float(group_share[g]),
+                "roots": [row["root"] for row in group_parts],
+                "root": main["root"], "root_node": main["root_node"], "parent": main["parent"],
+                "length": main["length"], "mass_a": main["mass_a"], "mass_b": main["mass_b"],
+                **_sides(*merged[g], words, n_words),
+            }
+            if "coords" in main:
+                group["coords"] = main["coords"]
+            group["parts"] = group_parts
+            groups.append(group)
+        return Explanation(_name(a), _name(b), p, distance, root_rows,
+                           [rows[k] for k in order.tolist()], n_edges, groups, n_groups)
 
     @staticmethod
     def _root_terms(fa, fb, tree, p):
@@ -321,6 +416,27 @@ class ExplainMixin:
             for word, node, df in rows:
                 out.setdefault(int(node), []).append((-int(df or 0), str(word)))
         return {node: [word for _, word in sorted(pairs)] for node, pairs in out.items()}
+
+
+def _merged(below, keys):
+    """The union of the node lists ``below[key]`` ([(node, mass)]) over
+    ``keys``, by decreasing mass (ties by node). A node's mass is the
+    measure's own mass on it, the same in every root's tree."""
+    union = {}
+    for key in keys:
+        union.update(below[key])
+    return sorted(union.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+def _sides(nodes_a, nodes_b, words, n):
+    """A row's ``nodes_a``/``nodes_b`` and ``words_a``/``words_b`` (None
+    without a words table) from the two measures' [(node, mass)] lists."""
+    return {
+        "nodes_a": [{"node": node, "mass": mass} for node, mass in nodes_a[:n]],
+        "nodes_b": [{"node": node, "mass": mass} for node, mass in nodes_b[:n]],
+        "words_a": None if words is None else _words(nodes_a, words, n),
+        "words_b": None if words is None else _words(nodes_b, words, n),
+    }
 
 
 def _words(nodes, words, n):
