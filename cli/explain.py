@@ -43,14 +43,18 @@ def explain(index, a, b, p, roots, top, n_words, show_text, plot, as_json):
     """Which subtrees (edges of the shortest-path trees) carry S_p between
     the stored documents A and B.
 
-    Each row is one edge (v, parent) of one root's tree: its share of the
-    distance, the two documents' masses in the subtree below it, and, for a
-    text index, each document's words there (most mass first). With one
-    root a share is the edge's term of S_p^p over S_p^p; over several roots
-    each root's part eta S_p is split among its edges by their terms, so
-    all shares sum to 1. At p = inf the edge of each root's largest
-    difference carries that root's part. --roots 0 explains one root's tree
-    on its own.
+    Each row is one subtree, the one below a node v: its share of the
+    distance, the two documents' masses in it, and, for a text index, each
+    document's words there (most mass first). With one root a share is the
+    edge (v, parent)'s term of S_p^p over S_p^p. Over several roots each
+    root's part eta S_p is split among its edges by their terms, and the
+    edges of the same node v in every root's tree make one row, whose share
+    is their sum (the "roots" column says how many trees it spans; its
+    length and masses are those of its largest one), so all shares sum to
+    1 and no node is listed twice. At p = inf the edge of each root's
+    largest difference carries that root's part. --roots 0 explains one
+    root's tree on its own. --json gives both the rows ("groups") and each
+    root's edges ("edges").
     """
     if plot is not None:
         _check_plot_target(plot)
@@ -73,8 +77,8 @@ def explain(index, a, b, p, roots, top, n_words, show_text, plot, as_json):
             click.echo(f"{name}: {key}: {_snippet(texts.get(key, '(no stored text)'), 100)}")
         click.echo("")
     click.echo(_summary(explanation))
-    if explanation.edges:
-        click.echo(_edge_table(explanation))
+    if explanation.groups:
+        click.echo(_group_table(explanation))
     if plot is not None:
         click.echo(f"chart written to {plot}", err=True)
 
@@ -100,34 +104,37 @@ def _summary(explanation):
     roots = len(explanation.roots)
     head = (f"S_{p}({explanation.a}, {explanation.b}) = {explanation.distance:.6g} over "
             f"{roots} root{'s' if roots != 1 else ''}")
-    if not explanation.edges:
+    if not explanation.groups:
         return head + ": the two measures are equal, so no subtree carries any of it"
-    return (head + f"; {explanation.n_edges:,} subtrees differ, the top {len(explanation.edges)} "
-            f"carry {100.0 * explanation.shown_share:.1f}% of it")
+    # Over several roots a subtree is an edge of each tree: say how many.
+    edges = f" ({explanation.n_edges:,} edges of the {roots} trees)" if roots > 1 else ""
+    return (head + f"; {explanation.n_groups:,} subtrees differ{edges}, the top "
+            f"{len(explanation.groups)} carry {100.0 * explanation.shown_share:.1f}% of it")
 
 
-def _side(edge, side):
-    words = edge[f"words_{side}"]
+def _side(row, side):
+    words = row[f"words_{side}"]
     if words is not None:
         return ", ".join(w["word"] for w in words) or "-"
-    return ", ".join(f"{n['node']} ({n['mass']:.3f})" for n in edge[f"nodes_{side}"]) or "-"
+    return ", ".join(f"{n['node']} ({n['mass']:.3f})" for n in row[f"nodes_{side}"]) or "-"
 
 
-def _edge_table(explanation):
+def _group_table(explanation):
+    """One row per group (subtree node): over several roots, how many of the
+    roots' trees it spans; length and masses are its largest pair's."""
     several = len(explanation.roots) > 1
-    text = explanation.edges[0]["words_a"] is not None
-    coords = "coords" in explanation.edges[0]
-    headers = ["share"] + (["root"] if several else []) + ["edge", "length", "mass A", "mass B"]
+    text = explanation.groups[0]["words_a"] is not None
+    coords = "coords" in explanation.groups[0]
+    headers = ["share"] + (["roots"] if several else []) + ["edge", "length", "mass A", "mass B"]
     headers += ["words A", "words B"] if text else ["nodes A", "nodes B"]
     headers += ["edge coordinates"] if coords else []
     rows = []
-    for edge in explanation.edges:
-        # The root's position, as --roots takes it.
-        row = [f"{100.0 * edge['share']:.2f}%"] + ([edge["root"]] if several else [])
-        row += [edge["edge"], f"{edge['length']:.4g}", f"{edge['mass_a']:.4f}",
-                f"{edge['mass_b']:.4f}", _side(edge, "a"), _side(edge, "b")]
+    for group in explanation.groups:
+        row = [f"{100.0 * group['share']:.2f}%"] + ([len(group["roots"])] if several else [])
+        row += [group["edge"], f"{group['length']:.4g}", f"{group['mass_a']:.4f}",
+                f"{group['mass_b']:.4f}", _side(group, "a"), _side(group, "b")]
         if coords:
-            row.append(_coordinates(edge["coords"]["edge"]))
+            row.append(_coordinates(group["coords"]["edge"]))
         rows.append(row)
     return _table(headers, rows)
 

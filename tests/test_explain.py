@@ -134,6 +134,18 @@ def _reference_groups(pairs, eta):
     return out
 
 
+def _index_reference(index, a, b, p):
+    """The reference pairs, distance, groups and trees of two stored keys of
+    ``index``, from its graph's arrays, its roots and eta alone."""
+    graph = index.graph
+    trees = [ref.ref_tree(graph.n_nodes, graph.edges, graph.lengths, int(r))
+             for r in index.roots]
+    eta = (index.eta / index.eta.sum()).tolist()
+    mu, nu = ((index.get(key)["nodes"], index.get(key)["masses"]) for key in (a, b))
+    pairs, distance = _reference_pairs(trees, eta, mu, nu, p)
+    return pairs, distance, _reference_groups(pairs, eta)
+
+
 # ------------------------------------------------- against the reference
 @pytest.mark.parametrize("p", P_VALUES)
 @pytest.mark.parametrize("pair", [(0, 1), (2, 5), (4, 3)])
@@ -610,7 +622,7 @@ def test_cli_table(text_index):
     lines = out.splitlines()
     assert lines[0].startswith("S_1(space-0, music-3) = ")
     header = lines[1].split()
-    assert header[:3] == ["share", "root", "edge"]
+    assert header[:3] == ["share", "roots", "edge"]
     assert "words" in header and "mass" in header
     rows = lines[3:]
     assert len(rows) == 4
@@ -618,11 +630,71 @@ def test_cli_table(text_index):
         found = index.explain(*keys, top=4, n_words=3)
         assert float(lines[0].split("= ")[1].split()[0]) == pytest.approx(
             index.distance(*keys), rel=1e-5)
-    for row, edge in zip(rows, found.edges):
-        assert row.split()[0] == f"{100 * edge['share']:.2f}%"
-        assert f"{edge['mass_a']:.4f}" in row and f"{edge['mass_b']:.4f}" in row
-        for word in edge["words_a"] + edge["words_b"]:
+    for row, group in zip(rows, found.groups):
+        assert row.split()[:3] == [f"{100 * group['share']:.2f}%", str(len(group["roots"])),
+                                   str(group["edge"])]
+        assert f"{group['mass_a']:.4f}" in row and f"{group['mass_b']:.4f}" in row
+        for word in group["words_a"] + group["words_b"]:
             assert word["word"] in row
+
+
+def _table_rows(output):
+    """The rows of the command's table (below its header and rule)."""
+    lines = output.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("-----"))
+    return lines[rule - 1].split(), [line.split() for line in lines[rule + 1:]]
+
+
+@pytest.mark.parametrize("p", ["1", "inf"])
+def test_cli_table_lists_each_subtree_once(text_index, p):
+    keys = ["space-0", "music-3"]
+    with SobolevIndex.open(str(text_index)) as index:
+        pairs, _, expected = _index_reference(index, *keys, math.inf if p == "inf" else 1.0)
+    assert len(expected) < len(pairs)  # the two roots' trees share nodes
+    out = run("explain", text_index, *keys, "-p", p, "--top", 1000).output
+    summary = out.splitlines()[0]
+    assert f"; {len(expected)} subtrees differ ({len(pairs)} edges of the 2 trees), " \
+           "the top " in summary
+    header, rows = _table_rows(out)
+    assert header[:3] == ["share", "roots", "edge"]
+    nodes = [int(row[2]) for row in rows]
+    assert len(nodes) == len(set(nodes)) == len(expected)  # every subtree, each once
+    assert set(nodes) == set(expected)
+    for row, node in zip(rows, nodes):
+        assert row[0] == f"{100 * expected[node]['share']:.2f}%"
+        assert int(row[1]) == len(expected[node]["roots"])
+    shares = [float(row[0].rstrip("%")) for row in rows]
+    assert shares == sorted(shares, reverse=True)
+    assert math.fsum(g["share"] for g in expected.values()) == pytest.approx(1.0, rel=1e-12)
+    assert "carry 100.0% of it" in summary
+
+
+def test_cli_one_root_lists_the_edges_of_its_tree(text_index):
+    """--roots 1: one group per edge, no roots column, the summary as before
+    (the number of subtrees is the number of edges); --json's groups are
+    its edges."""
+    keys = ["cooking-2", "space-1"]
+    out = run("explain", text_index, *keys, "--roots", 1, "--top", 6).output
+    with SobolevIndex.open(str(text_index)) as index:
+        graph = index.graph
+        tree = ref.ref_tree(graph.n_nodes, graph.edges, graph.lengths, int(index.roots[1]))
+        mu, nu = ((index.get(key)["nodes"], index.get(key)["masses"]) for key in keys)
+    pairs, distance = _reference_pairs([tree], [1.0], mu, nu, 1.0)
+    summary = out.splitlines()[0]
+    assert summary.startswith(f"S_1(cooking-2, space-1) = {distance:.6g} over 1 root; "
+                              f"{len(pairs)} subtrees differ, the top 6 carry ")
+    header, rows = _table_rows(out)
+    assert header[:2] == ["share", "edge"] and "roots" not in header
+    best = sorted(pairs.items(), key=lambda item: -item[1][3])[:6]
+    assert [row[0] for row in rows] == [f"{100 * share:.2f}%" for _, (*_, share) in best]
+    for row in rows:
+        mass_a, mass_b, _, share = pairs[0, int(row[1])]
+        assert row[3:5] == [f"{mass_a:.4f}", f"{mass_b:.4f}"]
+    data = json.loads(run("explain", text_index, *keys, "--roots", 1, "--top", 6,
+                          "--json").output)
+    assert data["n_groups"] == data["n_edges"] == len(pairs)
+    assert [g["parts"] for g in data["groups"]] == [[edge] for edge in data["edges"]]
+    assert [g["edge"] for g in data["groups"]] == [int(row[1]) for row in rows]
 
 
 def test_cli_json_matches_the_api(text_index):
@@ -632,7 +704,10 @@ def test_cli_json_matches_the_api(text_index):
         found = index.explain("cooking-1", "space-2", p=2, top=3, n_words=3)
         assert out == json.loads(json.dumps(found.to_dict()))
         full = index.explain("cooking-1", "space-2", p=2, top=None)
-    assert out["p"] == 2.0 and len(out["edges"]) == 3
+    assert out["p"] == 2.0 and len(out["edges"]) == 3 and len(out["groups"]) == 3
+    assert out["n_groups"] == full.n_groups and out["n_edges"] == full.n_edges
+    assert out["shown_share"] == pytest.approx(math.fsum(g["share"] for g in out["groups"]))
+    assert math.fsum(g["share"] for g in full.groups) == pytest.approx(1.0, rel=1e-12)
     assert math.fsum(e["share"] for e in full.edges) == pytest.approx(1.0, rel=1e-12)
     assert out["distance"] == pytest.approx(full.distance)
 
