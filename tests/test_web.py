@@ -126,6 +126,39 @@ def reference_distance(index, a, b, p):
                           eta=(index.eta / index.eta.sum()).tolist())
 
 
+def reference_groups(index, a, b, p):
+    """explain's groups by the paper's formula: {v: {"share", "roots"}} for
+    every node v whose subtree (the edge (v, parent)) has a nonzero
+    difference in some root's tree, its share the sum over those roots of
+    eta_r S_p^(r) / S_p times the edge's part of root r (its term over the
+    root's sum of terms; at p = inf an equal part of the largest
+    differences), "roots" the root positions where it differs."""
+    graph = index.graph
+    trees = [ref.ref_tree(graph.n_nodes, graph.edges, graph.lengths, int(r)) for r in index.roots]
+    eta = (index.eta / index.eta.sum()).tolist()
+    mu, nu = index.get(a), index.get(b)
+    mu, nu = (mu["nodes"], mu["masses"]), (nu["nodes"], nu["masses"])
+    p = index.p if p is None else p
+    distance = ref.ref_sliced(mu, nu, trees, p, eta=eta)
+    out = {}
+    for position, (tree, e) in enumerate(zip(trees, eta)):
+        fa, fb = ref.ref_features(tree, *mu), ref.ref_features(tree, *nu)
+        diffs = {v: abs(fa[v] - fb[v]) for v in tree.edge_nodes() if fa[v] != fb[v]}
+        if math.isinf(p):
+            largest = max(diffs.values())
+            ties = [v for v, d in diffs.items() if d == largest]
+            part = {v: (1.0 / len(ties) if v in ties else 0.0) for v in diffs}
+        else:
+            terms = {v: tree.w[v] * d ** p for v, d in diffs.items()}
+            part = {v: t / math.fsum(terms.values()) for v, t in terms.items()}
+        root_share = e * ref.ref_sobolev(mu, nu, tree, p) / distance
+        for v in diffs:
+            group = out.setdefault(v, {"share": 0.0, "roots": []})
+            group["share"] += root_share * part[v]
+            group["roots"].append(position)
+    return out
+
+
 class _Table(HTMLParser):
     """The rows of one table of a page (nested tables are part of a cell)."""
 
@@ -237,6 +270,20 @@ def test_document_json_lists_the_neighbours_of_the_api(client, reader, p):
         shares = [edge["share"] for edge in e["edges"]]
         assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 1 + 1e-12
         assert all(w["word"] for edge in e["edges"] for w in edge["words_a"])
+        # The groups (what the page shows): one per node, the reference's
+        # largest, and their parts are the (root, edge) pairs of that node.
+        expected = reference_groups(reader, key, n["key"], api_p(p))
+        assert len(e["groups"]) == min(5, len(expected)) and e["n_groups"] == len(expected)
+        nodes = [group["edge"] for group in e["groups"]]
+        assert len(set(nodes)) == len(nodes)
+        assert [group["share"] for group in e["groups"]] == pytest.approx(
+            [expected[v]["share"] for v in nodes], rel=1e-9, abs=1e-12)
+        assert [group["share"] for group in e["groups"]] == pytest.approx(
+            sorted((g["share"] for g in expected.values()), reverse=True)[:5], rel=1e-9,
+            abs=1e-12)
+        assert all(sorted(group["roots"]) == expected[group["edge"]]["roots"]
+                   for group in e["groups"])
+        assert e["shown_share"] == pytest.approx(sum(g["share"] for g in e["groups"]))
     doc = reader.get(key)
     assert out["text"] == doc["fields"]["text"] and out["label"] == "cooking"
     assert out["supports"] == len(doc["nodes"])
@@ -253,16 +300,18 @@ def test_document_page_shows_the_text_neighbours_and_explanations(client, reader
     assert [cells[2] for cells in neighbour_rows] == [h["key"] for h in expected]
     assert page.text.count('<details class="sobolev-explain">') == 4
     # The words that carry the distance to the first neighbour are named in
-    # its explanation table, row by row as explain() gives them.
+    # its explanation table, one row per group as explain() gives them.
     first = reader.explain(key, expected[0]["key"], top=5, n_words=5)
     details = page.text.split('<details class="sobolev-explain">')[1].split("</details>")[0]
     rows = table_rows(details.replace('class="sobolev explanation"', 'id="explanation"'),
                       "explanation")
-    assert len(rows) == len(first.edges)
-    for (cells, _), edge in zip(rows, first.edges):
-        assert cells[0] == f"{100 * edge['share']:.1f}%" and cells[2] == str(edge["edge"])
-        assert cells[5] == (", ".join(w["word"] for w in edge["words_a"]) or "-")
-        assert cells[6] == (", ".join(w["word"] for w in edge["words_b"]) or "-")
+    assert len(rows) == len(first.groups)
+    for (cells, _), group in zip(rows, first.groups):
+        assert cells[0] == f"{100 * group['share']:.1f}%" and cells[2] == str(group["edge"])
+        assert cells[1] == str(len(group["roots"]))  # three roots: how many it spans
+        assert cells[3] == f"{group['mass_a']:.3f}" and cells[4] == f"{group['mass_b']:.3f}"
+        assert cells[5] == (", ".join(w["word"] for w in group["words_a"]) or "-")
+        assert cells[6] == (", ".join(w["word"] for w in group["words_b"]) or "-")
 
 
 def test_document_page_explains_the_first_neighbours_and_links_the_others(client, reader):
@@ -288,12 +337,97 @@ def test_document_page_explains_the_first_neighbours_and_links_the_others(client
                                             rel=1e-9)
     assert [e["edge"] for e in got["explanation"]["edges"]] == [e["edge"]
                                                                for e in expected["edges"]]
+    assert got["explanation"]["groups"] == json.loads(json.dumps(expected["groups"]))
     html_page = client.get(f"/ix/-/explain?{q(a='space-4', b=later, p=2)}")
     rows = table_rows(html_page.text.replace('class="sobolev explanation"', 'id="explanation"'),
                       "explanation")
-    assert [cells[2] for cells, _ in rows] == [str(e["edge"]) for e in expected["edges"]]
+    assert [cells[2] for cells, _ in rows] == [str(g["edge"]) for g in expected["groups"]]
     missing = client.json(f"/ix/-/explain.json?{q(a='space-4', b='music-0')}", status=404)
     assert missing["error"] == "key 'music-0' is not in the index"
+
+
+def _explanation_tables(text):
+    """The rows of every explanation table of a page, table by table."""
+    marked = text.replace('class="sobolev explanation"', 'id="explanation"')
+    return [table_rows('<table id="explanation"' + part, "explanation")
+            for part in marked.split('<table id="explanation"')[1:]]
+
+
+@pytest.mark.parametrize("p", [None, "2", "inf"])
+def test_explanation_tables_list_each_subtree_once(client, reader, p):
+    """Over the index's three roots each row of an explanation is one
+    subtree node, whatever its number of roots: the document page's and
+    the explain page's tables list the reference's largest groups, their
+    shares summed over the roots, and no node twice."""
+    key = "music-5"
+    page = client.get(f"/ix/-/document?{q(key=key, k=3, p=p)}")
+    neighbours = reader.neighbours(key, k=3, p=api_p(p)).to_records()[0]
+    tables = _explanation_tables(page.text)
+    assert len(tables) == 3
+    spanning = 0
+    for hit, rows in zip(neighbours, tables):
+        expected = reference_groups(reader, key, hit["key"], api_p(p))
+        nodes = [int(cells[2]) for cells, _ in rows]
+        assert len(nodes) == len(set(nodes)) == min(5, len(expected))
+        best = sorted((g["share"] for g in expected.values()), reverse=True)[:5]
+        assert [cells[0] for cells, _ in rows] == [f"{100 * s:.1f}%" for s in best]
+        for cells, _ in rows:
+            assert cells[0] == f"{100 * expected[int(cells[2])]['share']:.1f}%"
+            assert cells[1] == str(len(expected[int(cells[2])]["roots"]))
+            spanning += int(cells[1]) > 1
+        shown = f"{100 * math.fsum(best):.1f}% of the distance"
+        assert f"({len(expected):,} differ)" in page.text and shown in page.text
+    assert spanning  # some subtree is an edge of several roots' trees
+    # The explain page of the first neighbour: the same rows.
+    other = neighbours[0]["key"]
+    explain = client.get(f"/ix/-/explain?{q(a=key, b=other, p=p)}")
+    (rows,) = _explanation_tables(explain.text)
+    assert rows == tables[0]
+    expected = reference_groups(reader, key, other, api_p(p))
+    assert f"({len(expected):,} differ)" in explain.text
+    assert "<th>roots</th>" in explain.text
+
+
+def test_explain_page_of_two_roots_escapes_its_words(tmp_path):
+    """A hand-built tree (root 0, then root 5) whose words hold markup: the
+    explain page lists one row per node, its share summed over both roots,
+    and every word escaped. From root 0 the subtree below node 2 holds node
+    5 (B's "<b>cat</b>"); from root 5 it holds nodes 0, 1, 3 and 4. S_1 is
+    2.9 from either root; node 2's terms are 1.2 (root 0) and 0.6 (root 5),
+    so its share is (1.2 + 0.6) / 2 / 2.9 = 31.0%; node 0 (root 5 only:
+    1.2 / 2 / 2.9) 20.7%; node 4 (0.45 twice) 15.5%; node 1 (0.4 twice)
+    13.8%; node 5 (root 0 only: 0.6 / 2 / 2.9) 10.3%; node 3 8.6%."""
+    from sobolev_index import Graph
+    from sobolev_index.ingest.words import add_words
+
+    graph = Graph.from_edges(6, np.array([(0, 1), (0, 2), (1, 3), (1, 4), (2, 5)]),
+                             np.array([1.0, 2.0, 0.5, 1.5, 1.0]))
+    path = tmp_path / "hand"
+    with SobolevIndex.create(str(path), graph, roots=[0, 5], eta=[0.5, 0.5]) as index:
+        add_words(index.catalog, [("thing", 0, 1), ("fruit", 1, 3), ("a&pple", 3, 5),
+                                  ("banana", 4, 4), ("animal", 2, 1), ("<b>cat</b>", 5, 6)])
+        index.add([([3, 4, 0], [0.5, 0.3, 0.2]), ([5, 1], [0.6, 0.4])], keys=["A", "B"],
+                  fields=[{"text": "a&pple banana thing"}, {"text": "<b>cat</b> fruit"}])
+    c = Client(make_datasette(str(path), name="hand"))
+    try:
+        page = c.get(f"/hand/-/explain?{q(a='A', b='B', p=1)}")
+        assert page.status_code == 200, page.text
+        (rows,) = _explanation_tables(page.text)
+        assert [(cells[0], cells[1], cells[2]) for cells, _ in rows] == [
+            ("31.0%", "2", "2"), ("20.7%", "1", "0"), ("15.5%", "2", "4"),
+            ("13.8%", "2", "1"), ("10.3%", "1", "5")]
+        # Node 2's words merge both roots' subtrees (parsed back from the
+        # escaped page), and no markup of a word reaches the page.
+        assert rows[0][0][5:] == ["a&pple, banana, thing", "<b>cat</b>, fruit"]
+        assert "<b>cat</b>" not in page.text and "&lt;b&gt;cat&lt;/b&gt;" in page.text
+        assert "a&amp;pple" in page.text
+        assert "(6 differ)" in page.text
+        document = c.get(f"/hand/-/document?{q(key='A', k=1)}")
+        (rows_here,) = _explanation_tables(document.text)
+        assert rows_here == rows
+        assert "<b>cat</b>" not in document.text
+    finally:
+        c.close()
 
 
 # ------------------------------------------------------------------- SQL

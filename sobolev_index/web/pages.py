@@ -23,7 +23,8 @@ __all__ = ["WebInputError", "MAX_K", "DEFAULT_K", "EXPLAIN_TOP", "EXPLAINED", "p
 # program that wants more uses the API or SQL.
 MAX_K = 1000
 DEFAULT_K = 10
-# Subtrees shown in each neighbour's explanation, and words per side.
+# Subtrees (explain's groups: one per node, over every root's tree) shown
+# in each neighbour's explanation, and words per side.
 EXPLAIN_TOP = 5
 EXPLAIN_WORDS = 5
 # Neighbours explained on the document page: each explanation costs about
@@ -190,7 +191,9 @@ def document_page(index, key, k=DEFAULT_K, p=None, explain_top=EXPLAIN_TOP,
     text, support size), its k nearest other documents
     (``index.neighbours``), and for each of the first ``explained``
     neighbours ``index.explain(key, neighbour)`` with its ``explain_top``
-    largest subtrees (None for the others: see :func:`explain_page`).
+    largest subtrees (its ``groups``, which the page shows; the dict also
+    carries the top (root, edge) pairs, ``edges``), None for the others:
+    see :func:`explain_page`.
 
     Returns {"key", "label", "added_at", "supports", "fields", "text",
     "documents", "k", "p", "neighbours": [{"rank", "distance", "key",
@@ -227,8 +230,8 @@ def document_page(index, key, k=DEFAULT_K, p=None, explain_top=EXPLAIN_TOP,
 
 def explain_page(index, a, b, p=None, explain_top=EXPLAIN_TOP):
     """Why two stored documents are as far apart as they are:
-    ``index.explain(a, b)`` with its ``explain_top`` largest subtrees, for a
-    neighbour the document page does not explain itself.
+    ``index.explain(a, b)`` with its ``explain_top`` largest subtrees (its
+    ``groups``), for a neighbour the document page does not explain itself.
 
     Returns {"a", "b", "p", "distance", "explanation"}; a key that is not
     live raises :class:`WebInputError` with status 404."""

@@ -24,15 +24,22 @@ _MAIN = """{% extends "base.html" %}
 {% block title %}{{ title }}{% endblock %}
 {% block extra_head %}""" + _STYLE + """{% endblock %}
 {% block crumbs %}{{ crumbs.nav(request=request, database=database) }}{% endblock %}
+{# One row per group (the subtree below a node, over every root's tree):
+   over several roots the number of trees it spans (their positions in the
+   cell's title), over one root that root's position. The masses are those
+   of the group's largest pair. #}
 {% macro explanation_table(e, a, b) %}
+{% set several = e.roots|length > 1 %}
 <table class="sobolev explanation">
-  <thead><tr><th>share</th><th>root</th><th>edge</th><th>mass here</th><th>mass there</th>
-    <th>{{ a }}</th><th>{{ b }}</th></tr></thead>
-  {% for edge in e.edges %}
-  <tr><td class="num">{{ "%.1f"|format(100 * edge.share) }}%</td><td>{{ edge.root }}</td>
-    <td>{{ edge.edge }}</td><td class="num">{{ "%.3f"|format(edge.mass_a) }}</td>
-    <td class="num">{{ "%.3f"|format(edge.mass_b) }}</td>
-    <td>{{ side(edge, "a") }}</td><td>{{ side(edge, "b") }}</td></tr>
+  <thead><tr><th>share</th><th>{{ "roots" if several else "root" }}</th><th>edge</th>
+    <th>mass here</th><th>mass there</th><th>{{ a }}</th><th>{{ b }}</th></tr></thead>
+  {% for group in e.groups %}
+  <tr><td class="num">{{ "%.1f"|format(100 * group.share) }}%</td>
+    {% if several %}<td class="num" title="roots {{ group.roots|join(", ") }}">{{
+      group.roots|length }}</td>{% else %}<td>{{ group.root }}</td>{% endif %}
+    <td>{{ group.edge }}</td><td class="num">{{ "%.3f"|format(group.mass_a) }}</td>
+    <td class="num">{{ "%.3f"|format(group.mass_b) }}</td>
+    <td>{{ side(group, "a") }}</td><td>{{ side(group, "b") }}</td></tr>
   {% endfor %}
 </table>
 {% endmacro %}
@@ -116,9 +123,9 @@ DOCUMENT = _MAIN + """
       {% if e is none %}
       <p class="sobolev-note"><a href="{{ explain_url(hit.key) }}">explain</a></p></td></tr>
       {% else %}
-      <details class="sobolev-explain"><summary>explain: the {{ e.edges|length }} subtrees carrying
+      <details class="sobolev-explain"><summary>explain: the {{ e.groups|length }} subtrees carrying
         {{ "%.1f"|format(100 * e.shown_share) }}% of the distance
-        ({{ "{:,}".format(e.n_edges) }} differ)</summary>
+        ({{ "{:,}".format(e.n_groups) }} differ)</summary>
         {{ explanation_table(e, page.key, hit.key) }}
       </details></td></tr>
       {% endif %}
@@ -135,9 +142,9 @@ EXPLAIN = _MAIN + """
 <h1><a href="{{ document_url(page.a) }}">{{ page.a }}</a> and
   <a href="{{ document_url(page.b) }}">{{ page.b }}</a></h1>
 <p>S_p = {{ "%.4f"|format(page.distance) }} (p = {{ page.p }}); the
-  {{ page.explanation.edges|length }} subtrees carrying
+  {{ page.explanation.groups|length }} subtrees carrying
   {{ "%.1f"|format(100 * page.explanation.shown_share) }}% of it
-  ({{ "{:,}".format(page.explanation.n_edges) }} differ).
+  ({{ "{:,}".format(page.explanation.n_groups) }} differ).
   <a href="{{ json_url }}">JSON</a></p>
 <div id="explanation">{{ explanation_table(page.explanation, page.a, page.b) }}</div>
 {% endif %}
