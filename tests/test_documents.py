@@ -84,8 +84,8 @@ def test_read_corpus_errors_name_the_line(tmp_path, content, message):
 def test_read_corpus_missing_path_and_bad_format(tmp_path):
     with pytest.raises(CorpusError, match="does not exist"):
         list(read_corpus(str(tmp_path / "nope.jsonl")))
-    with pytest.raises(ValueError, match="format is 'csv'"):
-        list(read_corpus(str(tmp_path), format="csv"))
+    with pytest.raises(ValueError, match="format is 'xml'"):
+        list(read_corpus(str(tmp_path), format="xml"))
 
 
 def test_read_corpus_stdin(monkeypatch):
@@ -278,9 +278,9 @@ def test_corpus_formats_are_recognised_or_warned_about(tmp_path, monkeypatch):
     import io
     import warnings as warnings_module
 
-    tsv = tmp_path / "plain.tsv"
-    tsv.write_text("news\tthe first story\nsport\tthe second story\n", encoding="utf-8")
-    docs = list(read_corpus(str(tsv)))
+    labelled = tmp_path / "labelled.txt"
+    labelled.write_text("news\tthe first story\nsport\tthe second story\n", encoding="utf-8")
+    docs = list(read_corpus(str(labelled)))
     assert [(d["label"], d["text"]) for d in docs] == [("news", "the first story"),
                                                         ("sport", "the second story")]
     # a byte-order mark is not part of the first label or key
@@ -288,12 +288,12 @@ def test_corpus_formats_are_recognised_or_warned_about(tmp_path, monkeypatch):
     bom.write_bytes(b"\xef\xbb\xbf" + b'{"key": "a", "text": "x"}\n')
     assert [d["key"] for d in read_corpus(str(bom))] == ["a"]
     # one long plain file: one document, and a warning naming the formats
-    csv_like = tmp_path / "big.csv"
-    csv_like.write_text("".join(f"label{i % 3},some words of row {i}\n" for i in range(3000)),
-                        encoding="utf-8")
+    plain_lines = tmp_path / "big.txt"
+    plain_lines.write_text("".join(f"label{i % 3},some words of row {i}\n" for i in range(3000)),
+                           encoding="utf-8")
     with warnings_module.catch_warnings(record=True) as caught:
         warnings_module.simplefilter("always")
-        docs = list(read_corpus(str(csv_like)))
+        docs = list(read_corpus(str(plain_lines)))
     assert len(docs) == 1 and any("plain-lines" in str(w.message) for w in caught)
     # queries: plain text is one per line, from a file or from stdin
     queries = tmp_path / "q.txt"

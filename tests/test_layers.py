@@ -65,7 +65,8 @@ SUBPACKAGE_LAYERS = {
 # entry points that dispatch to either pipeline: they may import both kinds,
 # and no kind and no shared module imports them.
 INGEST_KINDS = {
-    "text": {"text", "embeddings", "documents", "words", "stdlib_corpus", "quickstart"},
+    "text": {"text", "embeddings", "corpus", "documents", "learn", "words", "stdlib_corpus",
+             "quickstart"},
     "points": {"pointsets", "pointindex"},
     "shared": {"__init__", "fill", "parsing", "recipes"},
     "over both kinds": {"pipelines", "export"},

@@ -212,13 +212,13 @@ def sharded_details(sharded):
 
 
 def query_measures(sharded, texts=(), files=(), vectors=None, corpus_format="auto",
-                   encoding="utf-8"):
+                   encoding="utf-8", columns=None):
     """Query measures for ``sharded``, read as
     :func:`sobolev_index.ingest.pipelines.query_measures` reads them for a
     single index, with the text settings and words table of the sharded
     index. Returns (measures, names)."""
     with first_shard(sharded) as shard:
-        return _query_measures(shard, texts, files, vectors, corpus_format, encoding)
+        return _query_measures(shard, texts, files, vectors, corpus_format, encoding, columns)
 
 
 class _Target:
@@ -251,7 +251,7 @@ class _Target:
 
 def add_files(sharded, files, *, corpus_format="auto", skip_empty=False, batch_size=1000,
               upsert=False, store_text=True, progress=None, skip_existing=False,
-              encoding="utf-8"):
+              encoding="utf-8", columns=None):
     """Add the documents or point sets of ``files`` to ``sharded`` (open for
     writing), read as :func:`sobolev_index.ingest.pipelines.add_files` reads
     them for a single index of its kind, in batches of ``batch_size`` (each
@@ -264,4 +264,5 @@ def add_files(sharded, files, *, corpus_format="auto", skip_empty=False, batch_s
         return _add_files(_Target(sharded, shard), files, vectors=None,
                           corpus_format=corpus_format, skip_empty=skip_empty,
                           batch_size=batch_size, upsert=upsert, store_text=store_text,
-                          progress=progress, skip_existing=skip_existing, encoding=encoding)
+                          progress=progress, skip_existing=skip_existing, encoding=encoding,
+                          columns=columns)

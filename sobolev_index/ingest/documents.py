@@ -8,16 +8,12 @@ corpus's word vectors) and kept in the index's catalog, so that queries and
 later additions need no vectors for words the index already knows. A word
 first seen later goes to the node nearest its vector, when vectors are given.
 
-Corpus files (see :func:`read_corpus`): JSONL (``key``, ``text``, optional
-``label`` and other fields), a directory of ``.txt`` files, a
-``"label"<TAB>text`` line file (the TWITTER format), or one plain text file,
-in UTF-8 or the encoding given.
+Corpus files are read by :func:`~sobolev_index.ingest.corpus.read_corpus`
+(JSON Lines, CSV and TSV, label<TAB>text lines, plain text, directories of
+``.txt``), which this module re-exports.
 """
-import itertools
-import json
 import math
 import os
-import re
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -26,23 +22,21 @@ import numpy as np
 
 from ..errors import CorpusError, CorpusVectorsError, InvalidMeasureError, SkippedDocumentsWarning
 from ..index.storage import require_new_directory
+from .corpus import as_document, read_corpus
 from .embeddings import WordVectors, load_vectors
 from .fill import (
-    FIELDS_MAX_DEPTH,
     TEXT_META,
     add_in_batches,
     build_graph,
     check_can_add,
     check_fields,
-    check_fields_depth,
     check_input,
     check_new_keys,
-    check_storable,
     count_live,
     create_and_fill,
     drop_existing,
-    label_text,
 )
+from .learn import LEARN_DEFAULTS, learn_vectors, write_vectors
 from .recipes import (
     DEFAULT_RECIPE,
     RECIPE_META,
@@ -52,13 +46,10 @@ from .recipes import (
     resolve,
 )
 from .text import (
-    DEFAULT_ENCODING,
     DEFAULT_TOKEN_PATTERN,
     ENGLISH_STOPWORDS,
-    check_encoding,
     check_token_pattern,
     normalize_word,
-    text_lines,
     tokenize,
 )
 from .words import add_words, read_words
@@ -77,12 +68,10 @@ __all__ = [
 ]
 
 WEIGHTINGS = ("count", "tfidf")
-CORPUS_FORMATS = ("auto", "jsonl", "lines", "plain-lines", "text", "dir")
-# A file read as one document with more words than this is most likely a
-# corpus of one document per line in a format auto did not recognise.
-ONE_DOCUMENT_WARN_WORDS = 10_000
-# label<TAB>text, the label quoted ("news") or a single short word (news).
-_LABELLED = re.compile(r'(?:"([^"\t]*)"|([^\s"]{1,64}))\t')
+# vectors="learn" (--vectors learn): vectors learned from the corpus itself,
+# kept in the index's directory under this name.
+LEARN = "learn"
+LEARNED_VECTORS = "learned-vectors.bin"
 
 
 @dataclass(frozen=True)
@@ -124,210 +113,6 @@ class TextSettings:
 
     def tokens(self, text):
         return tokenize(text, self.pattern, self.lowercase, frozenset(self.stopwords))
-
-
-# ------------------------------------------------------------------ corpus
-def _document(key, text, label, fields, where):
-    """A document dict, checked: a key and a label UTF-8 can store (a number
-    as key or label is kept as its text), fields no deeper than
-    FIELDS_MAX_DEPTH. The point readers check labels and fields alike."""
-    if not isinstance(text, str):
-        raise CorpusError(f"{where}: 'text' is {type(text).__name__}; expected a string")
-    if key is not None and (not isinstance(key, str) or not key):
-        if isinstance(key, (int, float)) and not isinstance(key, bool):
-            key = str(key)
-        else:
-            raise CorpusError(f"{where}: 'key' is {key!r}; expected a non-empty string")
-    if key is not None:
-        check_storable(key, "'key'", where)
-    check_fields_depth(fields, where)
-    return {"key": key, "text": text, "label": label_text(label, where), "fields": fields or None}
-
-
-def _read_jsonl(handle, name):
-    for lineno, line in enumerate(handle, 1):
-        if not line.strip():
-            continue
-        where = f"{name} line {lineno}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{where} is not JSON ({exc.msg} at column {exc.colno}); expected "
-                              "JSON Lines: one object per line") from None
-        except RecursionError:
-            # json.loads recurses once per level of nesting.
-            raise CorpusError(f"{where} nests objects and lists too deeply to be read; fields "
-                              f"may nest at most {FIELDS_MAX_DEPTH} levels") from None
-        if not isinstance(record, dict):
-            raise CorpusError(f"{where} is a JSON {type(record).__name__}; expected an object "
-                              'like {"key": ..., "text": ..., "label": ...}')
-        if "text" not in record:
-            raise CorpusError(f"{where} has no 'text' field (it has {sorted(record)})")
-        fields = {k: v for k, v in record.items() if k not in ("key", "text", "label")}
-        yield _document(record.get("key"), record["text"], record.get("label"), fields, where)
-
-
-def _as_document(doc, position):
-    """A document dict in the shape :func:`read_corpus` makes: names other
-    than key, text and label go into ``fields``."""
-    if isinstance(doc, str):
-        return _document(None, doc, None, None, f"document {position}")
-    if not isinstance(doc, dict) or "text" not in doc:
-        raise CorpusError(f"document {position} is {doc!r:.60}; expected a str or a dict with 'text'")
-    if doc.get("fields") is not None and not isinstance(doc["fields"], dict):
-        raise CorpusError(f"document {position}: 'fields' is {type(doc['fields']).__name__} "
-                          f"{doc['fields']!r:.40}; expected a dict or None")
-    fields = dict(doc.get("fields") or {})
-    fields.update({k: v for k, v in doc.items() if k not in ("key", "text", "label", "fields")})
-    return _document(doc.get("key"), doc["text"], doc.get("label"), fields, f"document {position}")
-
-
-def _is_labelled_line(line):
-    return _LABELLED.match(line) is not None
-
-
-def _read_lines(handle, name, stem):
-    """``"label"<TAB>text`` or ``label<TAB>text`` per line; key
-    ``<stem>-<line number>``."""
-    for lineno, line in enumerate(handle, 1):
-        line = line.rstrip("\r\n")
-        if not line.strip():
-            continue
-        found = _LABELLED.match(line)
-        if found is None:
-            raise CorpusError(f'{name} line {lineno} does not start with a label and a TAB '
-                              f'("label"<TAB>text or label<TAB>text); got {line[:40]!r}')
-        label = found.group(1) if found.group(1) is not None else found.group(2)
-        yield _document(f"{stem}-{lineno}", line[found.end():], label, None,
-                        f"{name} line {lineno}")
-
-
-def _read_plain_lines(handle, name, stem):
-    """Every non-empty line a document without a label; key ``<stem>-<line number>``."""
-    for lineno, line in enumerate(handle, 1):
-        line = line.rstrip("\r\n")
-        if line.strip():
-            yield _document(f"{stem}-{lineno}", line, None, None, f"{name} line {lineno}")
-
-
-def _one_document(stem, text, name, sniffed):
-    if sniffed and len(text.split()) > ONE_DOCUMENT_WARN_WORDS:
-        warnings.warn(
-            f"{name} is read as one document of {len(text.split()):,} words; if it holds one "
-            "document per line, give its format (format 'lines', 'plain-lines' or 'jsonl'; "
-            "--format on the command line)", UserWarning, stacklevel=3)
-    return _document(stem, text, None, None, name)
-
-
-def _sniff(path, plain="text", encoding=DEFAULT_ENCODING):
-    """The corpus format of a file from its name and first line."""
-    if path.endswith((".jsonl", ".ndjson", ".json")):
-        return "jsonl"
-    # Decoded strictly: bytes that do not decode are the same clear error
-    # here as when the file is read.
-    lines = text_lines(path, encoding)
-    try:
-        first = next((line for line in lines if line.strip()), "")
-    finally:
-        lines.close()
-    return _sniff_line(first, plain)
-
-
-def _sniff_line(first, plain="text"):
-    if first.lstrip("\ufeff").lstrip().startswith("{"):
-        return "jsonl"
-    if _is_labelled_line(first):
-        return "lines"
-    return plain
-
-
-def read_corpus(source, format="auto", plain="text", encoding=DEFAULT_ENCODING):
-    """Documents of a corpus file, directory or stream, one dict at a time:
-    ``{"key", "text", "label", "fields"}`` (key None: the index names it).
-
-    ``source``: a path, ``"-"`` for stdin, or a list of them. Formats:
-    ``jsonl``; ``lines`` (``"label"<TAB>text`` or ``label<TAB>text``, keys
-    ``<file stem>-<line>``); ``plain-lines`` (every line a document without
-    a label, keys ``<file stem>-<line>``); ``text`` (the whole file is one
-    document, key its stem); ``dir`` (every ``.txt`` below, key its relative
-    path without ``.txt``, label its first folder). ``auto`` tells them
-    apart by name and first line, and reads plain text as ``plain`` (one
-    document, or with ``plain="plain-lines"`` one per line, as search
-    queries are); a file read whole as one very long document gets a
-    warning that names the formats.
-
-    Files and stdin are decoded from ``encoding`` (any Python text codec;
-    UTF-8 by default), a byte-order mark dropped. Bytes that do not decode
-    are a :class:`CorpusError` naming the file, line and byte offset, and so
-    is a NUL character (a binary file, or UTF-16 read as UTF-8): nothing is
-    replaced silently.
-    """
-    if format not in CORPUS_FORMATS:
-        raise ValueError(f"format is {format!r}; expected one of {', '.join(CORPUS_FORMATS)}")
-    if plain not in ("text", "plain-lines"):
-        raise ValueError(f"plain is {plain!r}; expected 'text' or 'plain-lines'")
-    check_encoding(encoding)
-    if isinstance(source, (list, tuple)):
-        for item in source:
-            yield from read_corpus(item, format, plain, encoding)
-        return
-    source = os.fspath(source)
-    if source == "-":
-        lines = text_lines("-", encoding)
-        head = []  # up to the first line that is not blank: it tells the format
-        for line in lines:
-            head.append(line)
-            if line.strip():
-                break
-        sniffed = format == "auto"
-        if sniffed:
-            format = _sniff_line(head[-1] if head else "", plain)
-        yield from _read_format(itertools.chain(head, lines), format, "<stdin>", "stdin", sniffed)
-        return
-    if not os.path.exists(source):
-        raise CorpusError(f"{source} does not exist; expected a corpus file or directory")
-    if os.path.isdir(source):
-        if format not in ("auto", "dir"):
-            raise CorpusError(f"{source} is a directory; format {format!r} needs a file")
-        yield from _read_directory(source, encoding)
-        return
-    if format == "dir":
-        raise CorpusError(f"{source} is a file; format 'dir' needs a directory of .txt files")
-    sniffed = format == "auto"
-    if sniffed:
-        format = _sniff(source, plain, encoding)
-    name = os.path.basename(source)
-    stem = os.path.splitext(name)[0]
-    lines = text_lines(source, encoding)
-    try:
-        yield from _read_format(lines, format, name, stem, sniffed)
-    finally:
-        lines.close()
-
-
-def _read_format(lines, format, name, stem, sniffed):
-    if format == "jsonl":
-        yield from _read_jsonl(lines, name)
-    elif format == "lines":
-        yield from _read_lines(lines, name, stem)
-    elif format == "plain-lines":
-        yield from _read_plain_lines(lines, name, stem)
-    else:
-        yield _one_document(stem, "".join(lines), name, sniffed)
-
-
-def _read_directory(root, encoding):
-    paths = []
-    for directory, subdirs, files in os.walk(root):
-        subdirs.sort()
-        paths.extend(os.path.join(directory, f) for f in sorted(files) if f.endswith(".txt"))
-    if not paths:
-        raise CorpusError(f"{root} holds no .txt files")
-    for path in paths:
-        relative = os.path.relpath(path, root)
-        parts = relative.split(os.sep)
-        text = "".join(text_lines(path, encoding))
-        yield _document(relative[:-4], text, parts[0] if len(parts) > 1 else None, None, path)
 
 
 def text_defaults(recipe):
@@ -376,12 +161,15 @@ class TextEncoder:
 
     def unknown_words(self, texts):
         """Words of ``texts`` without a node, in first-seen order."""
-        seen = {}
+        return list(self.unknown_counts(texts))
+
+    def unknown_counts(self, texts):
+        """{word: tokens} of the words of ``texts`` without a node, in
+        first-seen order (stop words are not words here)."""
+        seen = Counter()
         for text in texts:
-            for word in self.settings.tokens(text):
-                if word not in self.word_nodes:
-                    seen.setdefault(word, None)
-        return list(seen)
+            seen.update(word for word in self.settings.tokens(text) if word not in self.word_nodes)
+        return seen
 
     def only_stopwords(self, text):
         """The number of tokens of ``text`` when every one is a stop word of
@@ -425,6 +213,22 @@ def _vectors_for(vectors, words, fold_case=False, progress=None):
     return load_vectors(vectors, words=words, fold_case=fold_case, progress=progress)
 
 
+def _learn_options(learn):
+    options = dict(learn or {})
+    unknown = sorted(set(options) - set(LEARN_DEFAULTS))
+    if unknown:
+        raise ValueError(f"learn has {', '.join(map(repr, unknown))}; expected options among "
+                         f"{', '.join(LEARN_DEFAULTS)}")
+    return options
+
+
+def _vectors_name(vectors):
+    """How messages name the vectors looked up: a file's path, or words."""
+    if isinstance(vectors, WordVectors):
+        return f"the {len(vectors):,} word vectors given"
+    return os.fspath(vectors)
+
+
 def _vectors_meta(vectors, fold_case):
     if isinstance(vectors, WordVectors):
         return {"path": None, "dim": vectors.dim, "fold_case": fold_case}
@@ -434,12 +238,20 @@ def _vectors_meta(vectors, fold_case):
 # ------------------------------------------------------------------- build
 def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, edges=None,
                 k=None, roots=None, p=1, seed=0, settings=None, fold_case=False, skip_empty=False,
-                store_text=True, batch_size=1000, progress=None, on_violation="perturb"):
+                store_text=True, batch_size=1000, progress=None, on_violation="perturb",
+                learn=None):
     """Build a text index at ``path`` from ``documents`` and word vectors.
 
     ``documents``: dicts as from :func:`read_corpus` (or an iterable of
-    them); ``vectors``: a :class:`WordVectors` or a vector file path (only
-    the corpus's words are read). The graph is made from the vectors of the
+    them); ``vectors``: a :class:`WordVectors`, a vector file path (only
+    the corpus's words are read), or ``"learn"``: vectors learned from
+    these documents (:func:`~sobolev_index.ingest.learn.learn_vectors`,
+    read with the index's token pattern; ``learn`` a dict of its options
+    ``dim``, ``window`` and ``min_count``), written into the index's
+    directory as ``learned-vectors.bin`` and recorded as the index's
+    vector file (the report's ``learned`` says what was learned). Words
+    seen fewer than ``min_count`` times get no vector, so they are not part
+    of the documents; the report's coverage counts them. The graph is made from the vectors of the
     corpus's words: farthest-point clustering into at most ``nodes`` nodes
     (every word its own node when there is room for all) and ``edges``
     "log", "sqrt" or "knn" (``k`` nearest nodes), see
@@ -463,7 +275,7 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
         raise TypeError(f"settings is {type(settings).__name__}; expected a TextSettings")
     path = os.fspath(path)
     require_new_directory(path)
-    documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
+    documents = [as_document(doc, i) for i, doc in enumerate(documents)]
     if not documents:
         raise CorpusError("the corpus has no documents")
     _progress = progress or (lambda stage, done, total: None)
@@ -483,6 +295,13 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
         raise CorpusError(f"no document has a word matching the token pattern {settings.pattern!r}")
     vocabulary = sorted(frequency, key=lambda w: (-frequency[w], w))
 
+    learned = None
+    if isinstance(vectors, str) and vectors == LEARN:
+        vectors, learned = learn_vectors(documents, pattern=settings.pattern,
+                                         lowercase=settings.lowercase, seed=seed,
+                                         progress=progress, **_learn_options(learn))
+    elif learn is not None:
+        raise ValueError("learn sets how vectors are learned; it needs vectors='learn'")
     found = _vectors_for(vectors, vocabulary, fold_case, progress=_vector_progress(vectors, _progress))
     if found is None or len(found) == 0:
         raise CorpusVectorsError(
@@ -492,14 +311,21 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
     graph = build_graph(found.vectors, nodes=chosen["nodes"], edges=chosen["edges"],
                         k=chosen["k"], seed=seed, progress=progress)
     fit_to_graph(chosen, graph)
+    vectors_meta = _vectors_meta(vectors, fold_case)
+    if learned is not None:
+        # Relative to the index's directory, so that the index can move.
+        vectors_meta = {"path": LEARNED_VECTORS, "fold_case": False, "dim": learned["dim"],
+                        "learned": {name: learned[name] for name in
+                                    ("documents", "words", "dim", "window", "min_count")}}
     settings = TextSettings(**{**settings.to_json(), "stopwords": settings.stopwords,
-                               "n_documents": len(documents),
-                               "vectors": _vectors_meta(vectors, fold_case)})
+                               "n_documents": len(documents), "vectors": vectors_meta})
     chosen.update(weighting=settings.weighting, stopwords=len(settings.stopwords))
     if settings_given:
         chosen["given"].append("settings")
 
     def fill(index):
+        if learned is not None:
+            write_vectors(os.path.join(index.path, LEARNED_VECTORS), vectors)
         rows = [(w, int(graph.assignment[i]), document_frequency[w])
                 for i, w in enumerate(found.words)]
         add_words(index.catalog, rows, meta={TEXT_META: settings.to_json(), RECIPE_META: chosen})
@@ -515,6 +341,7 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
         "words_with_vectors": len(found),
         "token_coverage": covered / sum(frequency.values()),
         "recipe": chosen,
+        "learned": learned,
     })
     return index, report
 
@@ -534,11 +361,16 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     (``fields["text"]``). ``skip_existing`` leaves out documents whose keys
     are live already (to resume an interrupted add). Returns a report with
     ``added`` (keys), ``replaced`` (a count), ``existing`` (keys left out),
-    ``skipped`` (keys or positions) and ``new_words``.
+    ``skipped`` (keys or positions), ``new_words`` (words placed by their
+    vectors), ``read`` (the documents given), and the words that stayed
+    unknown and were dropped from the documents: ``unknown_words`` (how
+    many distinct), ``unknown_tokens`` (how many occurrences) and
+    ``unknown_examples`` (the five most frequent).
     """
     check_can_add(index, batch_size)
     encoder = TextEncoder.of_index(index)
-    documents = [_as_document(doc, i) for i, doc in enumerate(documents)]
+    documents = [as_document(doc, i) for i, doc in enumerate(documents)]
+    read = len(documents)
     existing = []
     if skip_existing:
         documents, existing = drop_existing(index, documents, lambda d: d["key"], upsert)
@@ -549,6 +381,11 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     if vectors is not None:
         new_rows = _place_words(index, encoder, encoder.unknown_words(d["text"] for d in documents),
                                 vectors, _progress)
+    # What is still unknown is dropped from the documents: counted, not silent.
+    unknown = encoder.unknown_counts(d["text"] for d in documents)
+    looked_up = (f"none of its words has a vector in {_vectors_name(vectors)}"
+                 if vectors is not None else
+                 "no vectors were given to place new words (vectors=; --vectors FILE)")
 
     measures, keys, labels, fields, names, skipped = [], [], [], [], [], []
     for position, doc in enumerate(documents):
@@ -563,10 +400,11 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
                         f"({n_stopwords} token(s)); skip such documents "
                         "(skip_empty=True, --skip-empty), or build the index keeping stop "
                         "words (settings=text_settings(stopwords=()), --stopwords none)")
+                n_tokens = len(encoder.settings.tokens(doc["text"]))
                 raise CorpusError(
-                    f"{name} has no word the index knows ({len(encoder.settings.tokens(doc['text']))} "
-                    "tokens); pass vectors for new words, or skip such documents "
-                    "(skip_empty=True, --skip-empty)")
+                    f"{name} has no word the index knows ({n_tokens} token(s)"
+                    + (f"; {looked_up}" if n_tokens else "")
+                    + "); skip such documents (skip_empty=True, --skip-empty)")
             skipped.append(name)
             continue
         record = {**(doc["fields"] or {}), "text": doc["text"]} if store_text else doc["fields"]
@@ -599,7 +437,9 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     added = add_in_batches(index, batch, None if keys and keys[0] is None else keys, labels,
                            fields, batch_size=batch_size, upsert=upsert, progress=_progress)
     return {"added": added, "replaced": replaced, "existing": existing, "skipped": skipped,
-            "new_words": len(new_rows)}
+            "new_words": len(new_rows), "read": read, "unknown_words": len(unknown),
+            "unknown_tokens": int(sum(unknown.values())),
+            "unknown_examples": [w for w, _ in unknown.most_common(5)]}
 
 
 def _vector_progress(vectors, progress):
@@ -659,10 +499,16 @@ def text_measures(index, texts, vectors=None):
 
 
 def stored_vectors_path(index):
-    """The vector file a text index was built with, if it still exists."""
+    """The vector file a text index was built with, if it still exists
+    (learned vectors are kept in the index's directory)."""
     stored = index.catalog.meta_value(TEXT_META) or {}
-    path = (stored.get("vectors") or {}).get("path")
+    path = _stored_path(index, (stored.get("vectors") or {}).get("path"))
     return path if path and os.path.exists(path) else None
+
+
+def _stored_path(index, path):
+    # A relative path (learned vectors) is inside the index's directory.
+    return os.path.join(index.path, path) if path and not os.path.isabs(path) else path
 
 
 def text_info(index):
@@ -674,4 +520,5 @@ def text_info(index):
     settings = TextSettings.from_json(stored)
     return {"words": len(read_words(index.catalog)), "weighting": settings.weighting,
             "token_pattern": settings.pattern, "stopwords": len(settings.stopwords),
-            "vectors": (settings.vectors or {}).get("path")}
+            "vectors": _stored_path(index, (settings.vectors or {}).get("path")),
+            "learned": (settings.vectors or {}).get("learned")}

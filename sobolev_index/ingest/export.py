@@ -28,9 +28,12 @@ Documents are added in the order of the file, so the rebuilt index breaks
 ties in search as the source did, and its graph, roots, eta and p are the
 source's: searches give identical keys and distances.
 """
+import contextlib
+import io
 import json
 import math
 import os
+import sys
 
 import numpy as np
 
@@ -70,8 +73,11 @@ def _silent(stage, done, total):
 # ------------------------------------------------------------------ export
 def check_export_output(out):
     """``out`` as a path for :func:`export_index`, checked before any work:
-    a name that does not exist yet, in a folder that does."""
+    a name that does not exist yet, in a folder that does, or ``"-"`` for
+    standard output."""
     out = os.fspath(out)
+    if out == "-":
+        return out
     if os.path.exists(out):
         raise ValueError(f"output {out!r} exists; choose a new file name (an export never "
                          "overwrites a file)")
@@ -203,11 +209,16 @@ def export_index(index_or_path, out, progress=None):
     ``out`` must not exist, and its folder must. The file is written under
     a temporary name beside it and renamed into place once complete and
     flushed to disk, so a failed or interrupted export leaves nothing.
-    ``progress("exporting", done, total)`` is called as documents are
-    written. Returns ``{"path", "documents", "bytes", "kind", "words"}``
-    (``words``: the size of a text index's words table, else None).
+    ``out`` may also be ``"-"`` for standard output or an open text file
+    (its lines are written as they are made: a reader such as
+    ``build --from-export -`` sees a failed export as an incomplete file,
+    which it refuses). ``progress("exporting", done, total)`` is called as
+    documents are written. Returns ``{"path", "documents", "bytes", "kind",
+    "words"}`` (``words``: the size of a text index's words table, else
+    None; ``path`` None and ``bytes`` the bytes written, for a stream).
     """
-    out = check_export_output(out)
+    if not hasattr(out, "write"):
+        out = check_export_output(out)
     progress = progress or _silent
     if isinstance(index_or_path, SobolevIndex):
         return _export(index_or_path, out, progress)
@@ -215,30 +226,43 @@ def export_index(index_or_path, out, progress=None):
         return _export(index, out, progress)
 
 
+def _write_export(index, kind, header, handle, progress):
+    """Every line of the export to ``handle``; returns the documents written."""
+    total = header["documents"]
+    written = 0
+    progress("exporting", 0, total)
+    size = handle.write(_line(header))
+    measures = StoredMeasures(index)
+    # Pinned: no writer deletes a segment file of the latest commit while
+    # its measures are read (as a reader loading a snapshot).
+    with storage.files_pinned(index.path):
+        for doc in live_documents(index.catalog):
+            size += handle.write(_line(_record(doc, measures, kind)))
+            written += 1
+            if written % 1000 == 0:
+                progress("exporting", written, total)
+    if written != total:
+        raise CorruptIndexError(
+            f"{index.path}: the catalog lists {written} live documents but the index "
+            f"counts {total}; run verify()")
+    progress("exporting", written, total)
+    return written, size
+
+
 def _export(index, out, progress):
     kind = index_kind(index)
     header = export_header(index, kind)
-    total = header["documents"]
+    words = None if header["words"] is None else len(header["words"])
+    if out == "-" or hasattr(out, "write"):
+        handle = sys.stdout if out == "-" else out
+        written, size = _write_export(index, kind, header, handle, progress)
+        handle.flush()
+        return {"path": None, "documents": written, "bytes": size, "kind": kind, "words": words}
     partial = os.path.join(os.path.dirname(os.path.abspath(out)),
                            f".{os.path.basename(out)}.partial-{os.getpid()}")
-    written = 0
-    progress("exporting", 0, total)
     try:
         with open(partial, "x", encoding="utf-8") as handle:
-            handle.write(_line(header))
-            measures = StoredMeasures(index)
-            # Pinned: no writer deletes a segment file of the latest commit
-            # while its measures are read (as a reader loading a snapshot).
-            with storage.files_pinned(index.path):
-                for doc in live_documents(index.catalog):
-                    handle.write(_line(_record(doc, measures, kind)))
-                    written += 1
-                    if written % 1000 == 0:
-                        progress("exporting", written, total)
-            if written != total:
-                raise CorruptIndexError(
-                    f"{index.path}: the catalog lists {written} live documents but the index "
-                    f"counts {total}; run verify()")
+            written, _ = _write_export(index, kind, header, handle, progress)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(partial, out)
@@ -247,9 +271,8 @@ def _export(index, out, progress):
         if os.path.exists(partial):
             os.remove(partial)
         raise
-    progress("exporting", written, total)
     return {"path": os.path.abspath(out), "documents": written, "bytes": os.path.getsize(out),
-            "kind": kind, "words": None if header["words"] is None else len(header["words"])}
+            "kind": kind, "words": words}
 
 
 # ------------------------------------------------------------------ import
@@ -361,12 +384,36 @@ def read_export_header(export_path):
 
 
 def _open_export(path):
+    if path == "-":
+        # Standard input's bytes, decoded here whatever the locale says; not
+        # closed afterwards (it is not ours).
+        raw = getattr(sys.stdin, "buffer", None)
+        if raw is None:
+            return contextlib.nullcontext(sys.stdin)
+        return contextlib.closing(_Unclosed(io.TextIOWrapper(raw, encoding="utf-8",
+                                                              errors="strict", newline="")))
     if not os.path.isfile(path):
         if os.path.isdir(path):
             raise ValueError(f"export file {path} is a directory; expected a file written by "
                              "`sobolev-index export`")
         raise ValueError(f"export file {path} does not exist")
     return open(path, encoding="utf-8", errors="strict", newline="")
+
+
+class _Unclosed:
+    """A text wrapper of stdin whose close() leaves stdin open."""
+
+    def __init__(self, wrapper):
+        self.wrapper = wrapper
+
+    def __getattr__(self, name):
+        return getattr(self.wrapper, name)
+
+    def __iter__(self):
+        return iter(self.wrapper)
+
+    def close(self):
+        self.wrapper.detach()
 
 
 def _read_documents(handle, path, kind, progress, total):
@@ -487,7 +534,8 @@ def build_from_export(index_path, export_path, graph_from, progress=None, batch_
     ``add`` and queries read text as on the source. The documents are added
     in the file's order, with their keys, labels, fields (a line's
     ``text`` back in ``fields["text"]``) and measures as stored, in
-    committed batches of ``batch_size``.
+    committed batches of ``batch_size``. ``export_path`` ``"-"`` reads
+    standard input (as ``export_index(index, "-")`` writes it).
 
     Everything is checked before anything is written: ``index_path`` must
     be new (or an empty folder), the file well formed (a ValueError names
@@ -513,7 +561,10 @@ def build_from_export(index_path, export_path, graph_from, progress=None, batch_
 
 
 def _build(index_path, export_path, source, progress, batch_size):
-    with _open_export(export_path) as handle:
+    opened = export_path
+    # What messages call the file.
+    export_path = "<stdin>" if export_path == "-" else export_path
+    with _open_export(opened) as handle:
         try:
             first = handle.readline()
             if not first.strip():

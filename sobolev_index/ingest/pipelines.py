@@ -11,6 +11,7 @@ each other.
 import json
 import os
 
+from .corpus import Columns
 from .documents import add_documents, build_index, read_corpus, text_info, text_measures
 from .fill import index_kind
 from .pointindex import (
@@ -24,7 +25,44 @@ from .pointindex import (
 from .recipes import DEFAULT_DIAGRAM_WEIGHTS, DEFAULT_RECIPE, recipe_info
 from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
-__all__ = ["build_from_files", "add_files", "query_measures", "index_details", "read_keys"]
+__all__ = ["build_from_files", "add_files", "query_measures", "index_details", "read_keys",
+           "read_documents"]
+
+
+def _corpus(files, corpus_format, encoding, columns, plain="text"):
+    """The documents of corpus ``files`` (see
+    :func:`~sobolev_index.ingest.corpus.read_corpus`); ``columns`` a
+    :class:`~sobolev_index.ingest.corpus.Columns`, a dict with any of
+    ``key``, ``text`` and ``label``, or None."""
+    columns = _columns(columns)
+    return read_corpus(list(files), corpus_format, plain=plain, encoding=encoding,
+                       key_column=columns.key, text_column=columns.text,
+                       label_column=columns.label)
+
+
+def read_documents(files, corpus_format="auto", encoding=DEFAULT_ENCODING, columns=None):
+    """The documents of corpus ``files`` as a list (see
+    :func:`~sobolev_index.ingest.corpus.read_corpus`; ``columns`` as for
+    :func:`build_from_files`)."""
+    check_encoding(encoding)
+    return list(_corpus(files, corpus_format, encoding, columns))
+
+
+def _columns(columns):
+    if columns is None:
+        return Columns()
+    if isinstance(columns, Columns):
+        return columns
+    if not isinstance(columns, dict) or set(columns) - {"key", "text", "label"}:
+        raise ValueError(f"columns is {columns!r:.80}; expected a dict with any of 'key', 'text' "
+                         "and 'label' (the names of those columns)")
+    return Columns(**columns)
+
+
+def _refuse_columns(columns):
+    if _columns(columns).given:
+        raise ValueError("the key, text and label columns apply to corpus files; point-cloud "
+                         "and diagram files have none")
 
 
 def _point_files_encoding(encoding):
@@ -52,7 +90,7 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
                      diagram_weights=None, corpus_format="auto", settings=None,
                      fold_case=False, skip_empty=False, store_text=True, recipe=DEFAULT_RECIPE,
                      nodes=None, edges=None, k=None, roots=None, p=1, seed=0, progress=None,
-                     encoding=DEFAULT_ENCODING):
+                     encoding=DEFAULT_ENCODING, columns=None, learn=None):
     """Build an index at ``path`` from files: a text index from ``corpus``
     files (:func:`~sobolev_index.ingest.documents.read_corpus`, in
     ``corpus_format``) and word ``vectors``, or a point index from
@@ -60,7 +98,11 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
     persistence diagram files and folders (weights ``diagram_weights``:
     "uniform" or "persistence", the recipes' choice when None;
     labelled by their folder). Corpus files are decoded from ``encoding``
-    (point files are UTF-8).
+    (point files are UTF-8); ``columns`` names the key, text and label
+    columns of CSV, TSV and JSON Lines files (a dict with any of "key",
+    "text" and "label"). ``vectors="learn"`` learns word vectors from the
+    corpus (``learn``: their options, see
+    :func:`~sobolev_index.ingest.documents.build_index`).
 
     The other options are those of
     :func:`~sobolev_index.ingest.documents.build_index` and
@@ -77,20 +119,22 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
         if corpus or vectors:
             raise ValueError("give either corpus files and vectors, or point files, not both")
         _point_files_encoding(encoding)
+        _refuse_columns(columns)
         kind = "diagrams" if diagrams else "clouds"
         return build_point_index(path, _read_pointsets(points, kind, diagram_weights), kind=kind,
                                  diagram_weights=diagram_weights,
                                  **options)
     if not corpus or not vectors:
-        raise ValueError("a build needs corpus files and word vectors, or point files")
-    return build_index(path, read_corpus(list(corpus), corpus_format, encoding=encoding), vectors,
-                       settings=settings,
-                       fold_case=fold_case, skip_empty=skip_empty, store_text=store_text, **options)
+        raise ValueError("a build needs corpus files and word vectors (a vector file, or "
+                         "vectors='learn' to learn them from the corpus), or point files")
+    return build_index(path, _corpus(corpus, corpus_format, encoding, columns), vectors,
+                       settings=settings, fold_case=fold_case, skip_empty=skip_empty,
+                       store_text=store_text, learn=learn, **options)
 
 
 def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=False,
               batch_size=1000, upsert=False, store_text=True, progress=None,
-              skip_existing=False, encoding=DEFAULT_ENCODING):
+              skip_existing=False, encoding=DEFAULT_ENCODING, columns=None):
     """Add the documents or point sets of ``files`` to ``index`` (open for
     writing), read as the index was built: corpus files for a text index
     (``vectors``, ``skip_empty`` and ``store_text`` as in
@@ -99,34 +143,40 @@ def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=Fa
 
     Every batch is committed on its own; a KeyboardInterrupt carries the
     keys committed before it as ``added``; ``skip_existing`` leaves out
-    what is there already, so the same call resumes it. Returns a report:
-    ``added`` (keys), ``replaced``, ``existing``, ``skipped`` and
-    ``new_words`` (0 for point sets).
+    what is there already, so the same call resumes it. ``columns`` as for
+    :func:`build_from_files`. Returns a report: ``added`` (keys),
+    ``replaced``, ``existing``, ``skipped``, ``new_words`` (0 for point
+    sets), ``read`` (the documents or point sets the files held) and, for
+    text, the words that stayed unknown (see
+    :func:`~sobolev_index.ingest.documents.add_documents`).
     """
     kind = index_kind(index)
     check_encoding(encoding)
     if kind in POINT_KINDS:
         _point_files_encoding(encoding)
-        report = add_pointsets(index, _read_for_index(index, files, kind), batch_size=batch_size,
+        _refuse_columns(columns)
+        pointsets = _read_for_index(index, files, kind)
+        report = add_pointsets(index, pointsets, batch_size=batch_size,
                                progress=progress, upsert=upsert, skip_existing=skip_existing)
-        return {**report, "new_words": 0}
+        return {**report, "new_words": 0, "read": len(pointsets)}
     # A text index, or one of plain measures (add_documents says it has no words).
-    documents = list(read_corpus(list(files), corpus_format, encoding=encoding))
+    documents = list(_corpus(files, corpus_format, encoding, columns))
     return add_documents(index, documents, vectors, skip_empty=skip_empty, batch_size=batch_size,
                          progress=progress, upsert=upsert, store_text=store_text,
                          skip_existing=skip_existing)
 
 
 def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto",
-                   encoding=DEFAULT_ENCODING):
+                   encoding=DEFAULT_ENCODING, columns=None):
     """Query measures for ``index``: one per text of ``texts``, then one per
     document or point set of ``files`` (read as the index was built).
     ``vectors`` places query words a text index does not know (see
     :func:`~sobolev_index.ingest.documents.text_measures`); ``corpus_format``
     and ``encoding`` are as for
     :func:`~sobolev_index.ingest.documents.read_corpus`, where plain text is
-    one query per line. Every query of a text index is read with the
-    index's own token pattern. Returns
+    one query per line, and ``columns`` as for :func:`build_from_files`.
+    Every query of a text index is read with the index's own token
+    pattern. Returns
     (measures, names): a name is the query's text, or its point set's key.
     Texts on an index not built from text raise :class:`~sobolev_index.errors.CorpusError`.
     """
@@ -137,11 +187,12 @@ def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto"
     if kind in POINT_KINDS:
         if files:
             _point_files_encoding(encoding)
+            _refuse_columns(columns)
         pointsets = _read_for_index(index, files, kind)
     else:
         # A plain text file of queries holds one query per line.
-        texts += [doc["text"] for doc in read_corpus(list(files), corpus_format,
-                                                     plain="plain-lines", encoding=encoding)]
+        texts += [doc["text"] for doc in _corpus(files, corpus_format, encoding, columns,
+                                                 plain="plain-lines")]
     measures = text_measures(index, texts, vectors) if texts else []
     if pointsets:
         measures += point_measures(index, pointsets)
