@@ -64,6 +64,12 @@ _CLI_WORDS = [
      "(--format lines, plain-lines or jsonl)"),
     ("(encoding 'cp1252', 'latin-1', 'utf-16', ...; --encoding on the command line)",
      "(--encoding NAME, e.g. cp1252, latin-1 or utf-16)"),
+    ("(format 'lines', 'plain-lines', 'jsonl', 'csv' or 'tsv'; --format on the command line)",
+     "(--format lines, plain-lines, jsonl, csv or tsv)"),
+    ("(text_column=, key_column=, label_column=; --text-column NAME ... on the command line)",
+     "(--text-column NAME; --key-column and --label-column name the others)"),
+    ("is format 'lines' (--format lines on the command line)", "is --format lines"),
+    ("(vectors=; --vectors FILE)", "(--vectors FILE)"),
 ]
 
 
@@ -220,24 +226,58 @@ def _table(headers, rows):
     return "\n".join(lines)
 
 
+class _POrder(click.ParamType):
+    """-p: a number >= 1 or 'inf', checked while the command line is
+    parsed, so that a bad value is a usage error (exit 2, with the usage
+    hint) like every other bad option."""
+
+    name = "P"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        if text.lower() in ("inf", "infinity"):
+            return math.inf
+        try:
+            number = float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a number; expected p >= 1 or 'inf'", param, ctx)
+        if not number >= 1:  # NaN too
+            self.fail(f"{value!r}; expected p >= 1 (S_p is a metric for p >= 1) or 'inf'",
+                      param, ctx)
+        return number
+
+
+class _RootPositions(click.ParamType):
+    """--roots 0,2,3: positions into the index's roots."""
+
+    name = "0,1,.."
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        try:
+            positions = [int(v) for v in str(value).split(",") if v.strip()]
+        except ValueError:
+            positions = None
+        if not positions:
+            self.fail(f"{value!r}; expected root positions like 0,2,3", param, ctx)
+        return positions
+
+
+P_ORDER = _POrder()
+ROOT_POSITIONS = _RootPositions()
+
+
 def _parse_p(value):
-    if value is None:
-        return None
-    if value.lower() in ("inf", "infinity"):
-        return math.inf
-    try:
-        return float(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a number; expected p >= 1 or 'inf'") from None
+    """-p as the library takes it (None: the index's own)."""
+    return None if value is None else P_ORDER.convert(value, None, None)
 
 
 def _parse_roots(value):
-    if value is None:
-        return None
-    try:
-        return [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{value!r}; expected root positions like 0,2,3") from None
+    """--roots as the library takes it (None: all)."""
+    return None if value is None else ROOT_POSITIONS.convert(value, None, None)
 
 
 def _open(path, mode="r", timeout=None):
@@ -328,9 +368,10 @@ def _snippet(text, width=60):
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-_p_option = click.option("-p", "p", default=None, metavar="P",
+_p_option = click.option("-p", "p", default=None, metavar="P", type=P_ORDER,
                          help="Order p of S_p: a number >= 1 or 'inf' (default: the index's).")
 _roots_option = click.option("--roots", "roots", default=None, metavar="0,1,..",
+                             type=ROOT_POSITIONS,
                              help="Root positions to slice over (default: all).")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _silent_option = click.option("--silent", is_flag=True, help="No progress bars or notes.")
@@ -350,9 +391,27 @@ _encoding_option = click.option(
          "that do not decode are an error.")
 _format_option = click.option(
     "--format", "corpus_format", default="auto", show_default=True,
-    type=click.Choice(["auto", "jsonl", "lines", "plain-lines", "text", "dir"]),
-    help="Corpus format: JSONL, label<TAB>text lines, one document per plain line, one text "
-         "file, or a directory of .txt.")
+    type=click.Choice(["auto", "jsonl", "csv", "tsv", "lines", "plain-lines", "text", "dir"]),
+    help="Corpus format: JSON lines, CSV or TSV with a header row, label<TAB>text lines, one "
+         "document per plain line, one text file, or a directory of .txt (auto: by the file's "
+         "name, .jsonl .csv .tsv .tab, then by its first lines).")
+
+
+def _columns_options(command):
+    """--key-column, --text-column and --label-column: which columns of a
+    CSV or TSV file (or names of a JSON lines record) hold what."""
+    for name, default in (("label", "label"), ("text", "text"), ("key", "key, else id")):
+        command = click.option(
+            f"--{name}-column", f"{name}_column", default=None, metavar="NAME",
+            help=f"Column (CSV, TSV) or name (JSON lines) of each document's {name} "
+                 f"[default: {default}].")(command)
+    return command
+
+
+def _columns(key_column, text_column, label_column):
+    """The columns options as the ingest layer takes them (None: defaults)."""
+    given = {"key": key_column, "text": text_column, "label": label_column}
+    return {part: name for part, name in given.items() if name is not None} or None
 
 
 # ------------------------------------------------------------------- build
@@ -360,9 +419,10 @@ _format_option = click.option(
 @click.argument("index", type=click.Path())
 @click.option("--corpus", "corpus", multiple=True, metavar="FILE",
               help="Corpus file or directory ('-' for stdin); repeat for several.")
-@click.option("--vectors", default=None, metavar="FILE",
+@click.option("--vectors", default=None, metavar="FILE|learn",
               help="Word vectors: word2vec .bin, .vec/.txt (word2vec or GloVe text), or .npy "
-                   "with a .vocab file.")
+                   "with a .vocab file; or 'learn' to learn them from the corpus (PPMI + SVD, "
+                   "as `sobolev-index vectors` does; kept in INDEX).")
 @click.option("--points", "points", multiple=True, metavar="FILE",
               help="Instead of a corpus: JSONL point clouds {key, points, weights, label} "
                    "(or, with --diagrams, persistence diagram files or folders).")
@@ -388,8 +448,8 @@ _format_option = click.option(
                    "random roots [default: 10 (quality), 1 (fast)].")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed for the graph (clustering, random edges) and the random roots.")
-@click.option("-p", "p", default="1", show_default=True, metavar="P",
-              help="Default p of searches.")
+@click.option("-p", "p", default="1", show_default=True, metavar="P", type=P_ORDER,
+              help="Default p of searches: a number >= 1 or 'inf'.")
 @click.option("--weighting", default=None, type=click.Choice(["count", "tfidf"]),
               help="Word weights in a document [default: tfidf].")
 @click.option("--stopwords", default=None, metavar="none|english|FILE",
@@ -414,18 +474,22 @@ _format_option = click.option(
               help="With --from-export: the index whose graph, roots and p the rebuilt index "
                    "takes (the export's source, or a copy of it).")
 @_format_option
+@_columns_options
 @_encoding_option
 @_silent_option
 @_json_option
 def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nodes, edges, k,
           roots, seed, p, weighting, stopwords, token_pattern, fold_case, skip_empty, no_text,
-          from_export, graph_from, corpus_format, encoding, silent, as_json):
+          from_export, graph_from, corpus_format, key_column, text_column, label_column,
+          encoding, silent, as_json):
     """Build INDEX (a new directory) from a corpus and word vectors, or from
     point clouds or persistence diagrams (--points), or again from an
     export (--from-export FILE --graph-from INDEX).
 
-    Options left unset come from --recipe; `info` shows what was chosen."""
-    from ..ingest.documents import text_settings
+    Without word vectors, `--vectors learn` learns them from the corpus
+    itself. Options left unset come from --recipe; `info` shows what was
+    chosen."""
+    from ..ingest.documents import LEARNED_VECTORS, text_settings
     from ..ingest.pipelines import build_from_files
     from ..ingest.text import stopwords_from
 
@@ -436,8 +500,14 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
     started = time.perf_counter()
     if points and (corpus or vectors):
         raise click.UsageError("give either --corpus and --vectors, or --points")
-    if not points and (not corpus or not vectors):
-        raise click.UsageError("build needs --corpus FILE and --vectors FILE (or --points FILE)")
+    if not points and not corpus:
+        raise click.UsageError("build needs --corpus FILE (a corpus: JSON lines, CSV, TSV, "
+                               "text) and --vectors, or --points FILE")
+    if not points and not vectors:
+        raise click.UsageError(
+            "build needs word vectors: --vectors FILE (word2vec .bin, word2vec or fastText "
+            ".vec/.txt, GloVe .txt, or .npy with a .vocab file), or --vectors learn to learn "
+            "them from the corpus itself (or first `sobolev-index vectors CORPUS OUT.bin`)")
     unset = token_pattern is None and weighting is None and stopwords is None
     settings = None if points or unset else text_settings(
         recipe, pattern=token_pattern, weighting=weighting,
@@ -451,7 +521,8 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
                 diagram_weights=diagram_weights, corpus_format=corpus_format, settings=settings,
                 fold_case=fold_case, skip_empty=skip_empty, store_text=not no_text,
                 recipe=recipe, nodes=nodes, edges=edges, k=k, roots=roots, p=_parse_p(p),
-                seed=seed, progress=progress, encoding=encoding)
+                seed=seed, progress=progress, encoding=encoding,
+                columns=_columns(key_column, text_column, label_column))
         finally:
             progress.finish()
     for w in caught:
@@ -463,6 +534,9 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
         out.update({"skipped": len(report["skipped"]), "vocabulary": report["vocabulary"],
                     "words_with_vectors": report["words_with_vectors"],
                     "token_coverage": round(report["token_coverage"], 4)})
+        if report.get("learned"):
+            out["learned"] = {**report["learned"], "path": os.path.join(
+                info["path"], LEARNED_VECTORS)}
     else:
         out.update({"kind": report["kind"], "points": report["points"], "dim": report["dim"]})
     out.update({"nodes": info["nodes"], "edges": info["edges"], "roots": info["roots"],
@@ -477,12 +551,24 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
                       if out["skipped"] else ""))
         click.echo(f"  words: {out['words_with_vectors']:,} of {out['vocabulary']:,} have vectors "
                    f"({out['token_coverage']:.1%} of tokens)")
+        if "learned" in out:
+            click.echo(f"  vectors: {_learned_text(out['learned'])} -> {out['learned']['path']}")
     else:
         click.echo(f"built {out['index']}: {out['documents']:,} point sets ({out['kind']}), "
                    f"{out['points']:,} points in {out['dim']} dimensions")
     click.echo(f"  graph: {out['nodes']:,} nodes, {out['edges']:,} edges, root(s) {out['roots']}")
     click.echo(f"  recipe: {_recipe_text(out['recipe'])}")
     click.echo(f"  {out['bytes'] / 1e6:.1f} MB on disk, {out['seconds']:.1f} s")
+
+
+def _learned_text(learned):
+    """One line on vectors learned from a corpus (a learn report)."""
+    lowered = (f" (lowered from {learned['dim_asked']}: too few words)"
+               if learned["dim"] < learned["dim_asked"] else "")
+    return (f"learned {learned['words']:,} words x {learned['dim']} dims{lowered} from "
+            f"{learned['documents']:,} documents (PPMI + SVD; words seen at least "
+            f"{learned['min_count']} times, window {learned['window']}; "
+            f"{learned['seconds']:.1f} s)")
 
 
 def _recipe_text(recipe):
@@ -501,6 +587,71 @@ def _recipe_text(recipe):
     return "; ".join(parts)
 
 
+# ----------------------------------------------------------------- vectors
+@main.command()
+@click.argument("corpus", nargs=-1, required=True, metavar="CORPUS...")
+@click.argument("output", metavar="OUT")
+@click.option("--dim", default=100, show_default=True, type=click.IntRange(1),
+              help="Dimensions of the vectors (lowered, with a note, when the corpus has too "
+                   "few words).")
+@click.option("--min-count", default=2, show_default=True, type=click.IntRange(1),
+              help="Only words seen at least this many times get a vector.")
+@click.option("--window", default=5, show_default=True, type=click.IntRange(1),
+              help="Words at most this many words apart count as each other's context.")
+@click.option("--token-pattern", default="unicode", show_default=True,
+              metavar="unicode|ascii|REGEX",
+              help="How text becomes words: give the one `build --token-pattern` will use.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the SVD.")
+@_format_option
+@_columns_options
+@_encoding_option
+@_silent_option
+@_json_option
+def vectors(corpus, output, dim, min_count, window, token_pattern, seed, corpus_format,
+            key_column, text_column, label_column, encoding, silent, as_json):
+    """Learn word vectors from CORPUS (files, directories or '-') and write
+    them to OUT, a new file: word2vec binary for .bin, word2vec text for
+    .vec or .txt (.gz compresses).
+
+    For a corpus with no word vectors of its own: co-occurrences within
+    --window words, weighted by positive pointwise mutual information, and
+    reduced to --dim dimensions by a truncated SVD. Then `sobolev-index
+    build INDEX --corpus CORPUS --vectors OUT` (or, in one step, `build
+    --vectors learn`). Words seen fewer than --min-count times get no
+    vector and are left out of the documents.
+    """
+    from ..ingest.learn import check_vectors_output, learn_vectors, nearest_words, write_vectors
+    from ..ingest.pipelines import read_documents
+    from ..ingest.text import ENGLISH_STOPWORDS, check_token_pattern
+
+    check_token_pattern(token_pattern)
+    check_vectors_output(output)
+    progress = _progress(silent)
+    try:
+        documents = read_documents(corpus, corpus_format, encoding,
+                                   _columns(key_column, text_column, label_column))
+        learned, report = learn_vectors(documents, dim=dim, window=window, min_count=min_count,
+                                        pattern=token_pattern, seed=seed, progress=progress)
+    finally:
+        progress.finish()
+    report["path"] = write_vectors(output, learned)
+    # A few frequent words besides stop words and their nearest words: a
+    # glance at whether the vectors make sense.
+    shown = [w for w in learned.words if w not in ENGLISH_STOPWORDS and len(w) > 2][:3]
+    report["nearest_words"] = {w: [n for n, _ in nearest_words(learned, w, n=4)] for w in shown}
+    if as_json:
+        _echo_json(report)
+        return
+    click.echo(f"{_learned_text(report)} -> {output}")
+    if report["nearest_words"]:
+        click.echo("  nearest words: " + "; ".join(
+            f"{w} -> {', '.join(n)}" for w, n in report["nearest_words"].items()))
+    if report["words"] < 1000:
+        _note(f"note: vectors of {report['words']:,} words learned from {report['tokens']:,} "
+              "tokens are rough; a larger corpus, or pretrained vectors, give better neighbours",
+              silent)
+
+
 # --------------------------------------------------------------------- add
 @main.command()
 @click.argument("index", type=click.Path())
@@ -517,14 +668,18 @@ def _recipe_text(recipe):
 @click.option("--skip-existing", is_flag=True,
               help="Leave out documents whose keys are in the index already (to resume an "
                    "interrupted add).")
+@click.option("--allow-empty", is_flag=True,
+              help="Succeed when the input holds no documents (default: an error, exit 1).")
 @_format_option
+@_columns_options
 @_encoding_option
 @_silent_option
 @_json_option
 @_wait_option
 @_scheduler_option
 def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_existing,
-        corpus_format, encoding, silent, as_json, wait, scheduler):
+        allow_empty, corpus_format, key_column, text_column, label_column, encoding, silent,
+        as_json, wait, scheduler):
     """Add documents from FILEs, directories, JSONL or stdin ('-') to INDEX.
 
     Each batch is committed on its own: after Ctrl-C, the batches already
@@ -563,7 +718,9 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
                 report = add_files(opened, files, corpus_format=corpus_format,
                                    skip_empty=skip_empty, batch_size=batch_size, upsert=upsert,
                                    store_text=not no_text, progress=progress,
-                                   skip_existing=skip_existing, encoding=encoding, **options)
+                                   skip_existing=skip_existing, encoding=encoding,
+                                   columns=_columns(key_column, text_column, label_column),
+                                   **options)
         except (KeyboardInterrupt, DiskFullError) as exc:
             progress.finish()
             done = getattr(exc, "added", None)
@@ -587,10 +744,19 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
             if not issubclass(w.category, SkippedDocumentsWarning):
                 _note(f"warning: {_cli_words(str(w.message))}", silent)
         total = len(opened)
+    if report["read"] == 0 and not allow_empty:
+        # Nothing was written; an empty input is most often a mistake (a
+        # wrong file, a pipe whose writer failed), so it is not a success.
+        raise click.ClickException(
+            f"no documents in {', '.join(files)}: nothing was added (hint: check the input and "
+            "its --format; --allow-empty accepts an empty input)")
     replaced = report.get("replaced", 0)
-    out = {"added": len(report["added"]) - replaced, "replaced": replaced,
-           "existing": len(report.get("existing", [])),
-           "skipped": report["skipped"], "new_words": report["new_words"], "documents": total,
+    out = {"read": report["read"], "added": len(report["added"]) - replaced,
+           "replaced": replaced, "existing": len(report.get("existing", [])),
+           "skipped": report["skipped"], "new_words": report["new_words"],
+           "unknown_words": report.get("unknown_words", 0),
+           "unknown_tokens": report.get("unknown_tokens", 0),
+           "unknown_examples": report.get("unknown_examples", []), "documents": total,
            "seconds": round(time.perf_counter() - started, 3)}
     if as_json:
         _echo_json(out)
@@ -605,6 +771,17 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
     if out["skipped"]:
         click.echo(f"skipped {len(out['skipped'])} with no known word (or stop words only): "
                    f"{', '.join(map(str, out['skipped'][:5]))}" + (" ..." if len(out["skipped"]) > 5 else ""))
+    if out["unknown_words"]:
+        if sharded:
+            where = "a sharded index does not place new words"
+        elif vectors:
+            where = f"no vector in {vectors}"
+        else:
+            where = "no vector file to place new words: --vectors FILE"
+        click.echo(f"dropped {out['unknown_words']:,} words the index does not know "
+                   f"({out['unknown_tokens']:,} occurrences; {where}): "
+                   + ", ".join(out["unknown_examples"])
+                   + (" ..." if out["unknown_words"] > len(out["unknown_examples"]) else ""))
 
 
 # ------------------------------------------------------------------ search
@@ -629,13 +806,15 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
 @click.option("--vectors", default=None, metavar="FILE",
               help="Vectors to place query words the index does not know.")
 @_format_option
+@_columns_options
 @_encoding_option
 @click.option("--stats", "show_stats", is_flag=True,
               help="Also print what each query read and the time of each phase.")
 @_json_option
 @_scheduler_option
 def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, vectors,
-           corpus_format, encoding, show_stats, as_json, scheduler):
+           corpus_format, key_column, text_column, label_column, encoding, show_stats, as_json,
+           scheduler):
     """The k nearest documents of each query, by ascending S_p, or with
     --radius every document within that distance.
 
@@ -662,7 +841,8 @@ def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, v
             results.append(opened.search(list(keys), **options))
             query_names += [f"key {key}" for key in keys]
         measures, names = query_measures(opened, texts, [query_file] if query_file else [], vectors,
-                                         corpus_format, encoding)
+                                         corpus_format, encoding,
+                                         _columns(key_column, text_column, label_column))
         if measures:
             results.append(opened.search(measures, **options))
             query_names += [_snippet(name, 50) for name in names]

@@ -1,11 +1,12 @@
 """``sobolev-index export``: every live document as JSON lines, and the CLI
 side of ``build --from-export FILE --graph-from INDEX``, which rebuilds an
 identical index from such a file (see :mod:`sobolev_index.ingest.export`)."""
+import json
 import time
 
 import click
 
-from . import _echo_json, _json_option, _open, _progress, _silent_option, main
+from . import _echo_json, _json_option, _note, _open, _progress, _silent_option, main
 
 __all__ = ["export", "build_from_export_cli"]
 
@@ -23,7 +24,8 @@ _BUILD_FROM_CORPUS = ("corpus", "vectors", "points", "diagrams", "diagram_weight
 @_silent_option
 @_json_option
 def export(index, output, silent, as_json):
-    """Write every live document of INDEX to OUTPUT (a new file) as JSON lines.
+    """Write every live document of INDEX to OUTPUT (a new file, or '-' for
+    standard output) as JSON lines.
 
     Line 1 describes the index (graph checksum, p, roots, text settings, the
     words table of a text index); each other line is one document in
@@ -42,15 +44,22 @@ def export(index, output, silent, as_json):
             report = export_index(opened, output, progress=progress)
     finally:
         progress.finish()
-    out = {"output": report["path"], "documents": report["documents"], "bytes": report["bytes"],
-           "kind": report["kind"], "words": report["words"],
+    out = {"output": report["path"] or "-", "documents": report["documents"],
+           "bytes": report["bytes"], "kind": report["kind"], "words": report["words"],
            "seconds": round(time.perf_counter() - started, 3)}
+    to_stdout = output == "-"
     if as_json:
-        _echo_json(out)
+        # Standard output holds the export itself: the report goes to stderr.
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False), err=to_stdout)
         return
     words = "" if out["words"] is None else f" and {out['words']:,} words"
-    click.echo(f"exported {out['documents']:,} documents{words} to {output} "
-               f"({out['bytes'] / 1e6:.1f} MB, {out['seconds']:.2f} s)")
+    line = (f"exported {out['documents']:,} documents{words} to "
+            f"{'standard output' if to_stdout else output} "
+            f"({out['bytes'] / 1e6:.1f} MB, {out['seconds']:.2f} s)")
+    if to_stdout:
+        _note(line, silent)
+    else:
+        click.echo(line)
 
 
 def _given_build_options(ctx):
@@ -102,7 +111,8 @@ def build_from_export_cli(index, export_file, graph_from, silent, as_json):
         _echo_json(out)
         return
     words = "" if out["words"] is None else f", {out['words']:,} words"
-    click.echo(f"built {out['index']} from {export_file}: {out['documents']:,} documents{words}")
+    source = "standard input" if export_file == "-" else export_file
+    click.echo(f"built {out['index']} from {source}: {out['documents']:,} documents{words}")
     click.echo(f"  graph of {graph_from}: {out['nodes']:,} nodes, {out['edges']:,} edges, "
                f"root(s) {out['roots']}, p = {out['p']}")
     click.echo(f"  {out['bytes'] / 1e6:.1f} MB on disk, {out['seconds']:.1f} s")

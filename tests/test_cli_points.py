@@ -65,7 +65,8 @@ def test_build_needs_one_kind_of_input(tmp_path):
     clouds = tmp_path / "c.jsonl"
     write_clouds(clouds, ["a", "b"], seed=0)
     result = run("build", tmp_path / "ix", ok=False)
-    assert result.exit_code == 2 and "--corpus FILE and --vectors FILE" in result.output
+    assert result.exit_code == 2 and "build needs --corpus FILE" in result.output \
+        and "--points FILE" in result.output
     result = run("build", tmp_path / "ix", "--points", clouds, "--corpus", clouds, ok=False)
     assert result.exit_code == 2 and "either" in result.output
     assert not (tmp_path / "ix").exists()

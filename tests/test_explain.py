@@ -757,8 +757,10 @@ def test_cli_bad_input(text_index, tmp_path):
     assert len(result.output.strip().splitlines()) == 1
     result = run("explain", text_index, "space-0", "music-0", "--top", 0, ok=False)
     assert result.exit_code == 2 and "--top" in result.output
+    # a usage error, found while the command line is parsed: exit 2 and the usage hint
     result = run("explain", text_index, "space-0", "music-0", "-p", "0.5", ok=False)
-    assert result.exit_code == 1 and "p is 0.5; expected a number in [1, inf]" in result.output
+    assert result.exit_code == 2 and "'0.5'; expected p >= 1" in result.output
+    assert "Try 'main explain --help' for help." in result.output
     result = run("explain", text_index, "space-0", "music-0", "--plot", tmp_path / "x.gif",
                  ok=False)
     assert result.exit_code == 2 and ".png" in result.output
