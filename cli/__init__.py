@@ -258,10 +258,9 @@ class _RootPositions(click.ParamType):
         if isinstance(value, list):
             return value
         try:
-            positions = [int(v) for v in str(value).split(",") if v.strip()]
+            # Every part a number: "1,,2" or "1," is a typo, not roots 1 and 2.
+            positions = [int(v) for v in str(value).split(",")]
         except ValueError:
-            positions = None
-        if not positions:
             self.fail(f"{value!r}; expected root positions like 0,2,3", param, ctx)
         return positions
 
@@ -380,8 +379,25 @@ _scheduler_option = click.option(
     help="For a sharded index: run it on the Dask scheduler at ADDRESS (e.g. "
          "tcp://host:8786), its shards opened on the workers (default: in this process, on "
          "threads).")
+class _Seconds(click.ParamType):
+    """A number of seconds >= 0 (NaN and infinity refused)."""
+
+    name = "SECONDS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if not 0 <= seconds < math.inf:
+            self.fail(f"{value!r}; expected a number of seconds >= 0", param, ctx)
+        return seconds
+
+
 _wait_option = click.option(
-    "--wait", "wait", type=click.FloatRange(0), default=None, metavar="SECONDS",
+    "--wait", "wait", type=_Seconds(), default=None, metavar="SECONDS",
     help="If another process is writing to INDEX, wait up to SECONDS for it (default: fail "
          "at once).")
 _encoding_option = click.option(
@@ -1382,7 +1398,7 @@ def shard(source, dest, shards, batch_size, silent, as_json):
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
 @click.option("--table", "as_table", is_flag=True, help="Print an aligned table.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the default).")
-@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(0),
+@click.option("--timeout", default=60.0, show_default=True, type=_Seconds(),
               metavar="SECONDS", help="Stop a query that runs longer (0: no limit).")
 def sql(index, query, as_csv, as_table, as_json, timeout):
     """Run a read-only SQL QUERY on the catalog, with S_p functions.
