@@ -70,6 +70,8 @@ _CLI_WORDS = [
      "(--text-column NAME; --key-column and --label-column name the others)"),
     ("is format 'lines' (--format lines on the command line)", "is --format lines"),
     ("(vectors=; --vectors FILE)", "(--vectors FILE)"),
+    ("(key_column=False; --key-column none on the command line)", "(--key-column none)"),
+    ("(store_text=False, --no-text)", "(--no-text)"),
 ]
 
 
@@ -143,9 +145,11 @@ class _Group(click.Group):
                 # The words hint fits only a document without known words; a
                 # bad mass or node is explained by the message itself.
                 hint = None
-            if "--encoding" in message:
+            if "--encoding" in message or "appears twice in the input" in message:
                 # A file that does not decode: the message names the option,
                 # and the file may be a stop-word or keys file, not a corpus.
+                # A key twice in one input: deleting or replacing the stored
+                # one would not help.
                 hint = None
             raise click.ClickException(message + (f" (hint: {hint})" if hint else "")) from None
 
@@ -413,12 +417,30 @@ _format_option = click.option(
          "name, .jsonl .csv .tsv .tab, then by its first lines).")
 
 
+class _ColumnName(click.ParamType):
+    """A column name (not blank); for the key, 'none' means no key column."""
+
+    name = "NAME"
+
+    def __init__(self, key=False):
+        self.key = key
+
+    def convert(self, value, param, ctx):
+        if self.key and value == "none":
+            return False
+        if not isinstance(value, str) or not value.strip():
+            self.fail(f"{value!r}; expected a column name", param, ctx)
+        return value
+
+
 def _columns_options(command):
     """--key-column, --text-column and --label-column: which columns of a
     CSV or TSV file (or names of a JSON lines record) hold what."""
-    for name, default in (("label", "label"), ("text", "text"), ("key", "key, else id")):
+    for name, default in (("label", "label"), ("text", "text"),
+                          ("key", "key, else id; none: the index names documents")):
         command = click.option(
             f"--{name}-column", f"{name}_column", default=None, metavar="NAME",
+            type=_ColumnName(key=name == "key"),
             help=f"Column (CSV, TSV) or name (JSON lines) of each document's {name} "
                  f"[default: {default}].")(command)
     return command
@@ -428,6 +450,15 @@ def _columns(key_column, text_column, label_column):
     """The columns options as the ingest layer takes them (None: defaults)."""
     given = {"key": key_column, "text": text_column, "label": label_column}
     return {part: name for part, name in given.items() if name is not None} or None
+
+
+def _refuse_columns(key_column, text_column, label_column, what):
+    given = [f"--{part}-column" for part, name in
+             (("key", key_column), ("text", text_column), ("label", label_column))
+             if name is not None]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} name columns of a corpus file; {what} "
+                               "has none: leave them out")
 
 
 # ------------------------------------------------------------------- build
@@ -516,6 +547,8 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
     started = time.perf_counter()
     if points and (corpus or vectors):
         raise click.UsageError("give either --corpus and --vectors, or --points")
+    if points:
+        _refuse_columns(key_column, text_column, label_column, "a point file")
     if not points and not corpus:
         raise click.UsageError("build needs --corpus FILE (a corpus: JSON lines, CSV, TSV, "
                                "text) and --vectors, or --points FILE")
@@ -605,8 +638,7 @@ def _recipe_text(recipe):
 
 # ----------------------------------------------------------------- vectors
 @main.command()
-@click.argument("corpus", nargs=-1, required=True, metavar="CORPUS...")
-@click.argument("output", metavar="OUT")
+@click.argument("paths", nargs=-1, metavar="CORPUS... OUT")
 @click.option("--dim", default=100, show_default=True, type=click.IntRange(1),
               help="Dimensions of the vectors (lowered, with a note, when the corpus has too "
                    "few words).")
@@ -623,7 +655,7 @@ def _recipe_text(recipe):
 @_encoding_option
 @_silent_option
 @_json_option
-def vectors(corpus, output, dim, min_count, window, token_pattern, seed, corpus_format,
+def vectors(paths, dim, min_count, window, token_pattern, seed, corpus_format,
             key_column, text_column, label_column, encoding, silent, as_json):
     """Learn word vectors from CORPUS (files, directories or '-') and write
     them to OUT, a new file: word2vec binary for .bin, word2vec text for
@@ -636,12 +668,27 @@ def vectors(corpus, output, dim, min_count, window, token_pattern, seed, corpus_
     --vectors learn`). Words seen fewer than --min-count times get no
     vector and are left out of the documents.
     """
-    from ..ingest.learn import check_vectors_output, learn_vectors, nearest_words, write_vectors
+    from ..ingest.learn import (
+        check_vectors_output,
+        learn_vectors,
+        nearest_words,
+        vector_output_format,
+        write_vectors,
+    )
     from ..ingest.pipelines import read_documents
     from ..ingest.text import ENGLISH_STOPWORDS, check_token_pattern
 
+    if len(paths) < 2:
+        raise click.UsageError("give the corpus (files, directories or '-') and then OUT, the "
+                               "new vector file to write (.bin, .vec or .txt)"
+                               + (f"; only {paths[0]!r} was given" if paths else ""))
+    *corpus, output = paths
+    try:
+        vector_output_format(output)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="OUT") from None
+    check_vectors_output(output)  # exists, or no such folder: an error, not a usage error
     check_token_pattern(token_pattern)
-    check_vectors_output(output)
     progress = _progress(silent)
     try:
         documents = read_documents(corpus, corpus_format, encoding,
@@ -718,11 +765,16 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
             "leave --vectors out")
     started = time.perf_counter()
     progress = _progress(silent)
+    learned = False
     with _open_any(index, "a", timeout=wait, scheduler=scheduler) as opened:
         if sharded:
             from ..distributed.files import add_files
         elif vectors is None:
-            vectors = stored_vectors_path(opened)
+            learned = stored_vectors_path(opened) is not None and \
+                stored_vectors_path(opened, placing=True) is None
+            # Vectors learned from the build's corpus know no word the index
+            # does not know already: they place nothing, and are not used.
+            vectors = stored_vectors_path(opened, placing=True)
             if vectors:
                 _note(f"new words get nodes from {vectors} (--vectors none to skip)", silent)
         elif vectors == "none":
@@ -792,6 +844,9 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
             where = "a sharded index does not place new words"
         elif vectors:
             where = f"no vector in {vectors}"
+        elif learned:
+            where = ("the index's vectors were learned from its build's corpus, so they have "
+                     "none; --vectors FILE places new words")
         else:
             where = "no vector file to place new words: --vectors FILE"
         click.echo(f"dropped {out['unknown_words']:,} words the index does not know "

@@ -43,15 +43,16 @@ def explain(index, a, b, p, roots, top, n_words, show_text, plot, as_json):
     """Which subtrees (edges of the shortest-path trees) carry S_p between
     the stored documents A and B.
 
-    Each row is one subtree, the one below a node v: its share of the
+    Each row is one node v, the subtree below it: its share of the
     distance, the two documents' masses in it, and, for a text index, each
     document's words there (most mass first). With one root a share is the
     edge (v, parent)'s term of S_p^p over S_p^p. Over several roots each
     root's part eta S_p is split among its edges by their terms, and the
-    edges of the same node v in every root's tree make one row, whose share
-    is their sum (the "roots" column says how many trees it spans; its
-    length and masses are those of its largest one), so all shares sum to
-    1 and no node is listed twice. At p = inf the edge of each root's
+    edges above the same node v in every root's tree make one row, whose
+    share is their sum (the "roots" column says how many trees it spans;
+    the subtree below v differs from tree to tree, and the length, masses
+    and words shown are those of the tree where v's share is largest), so
+    all shares sum to 1 and no node is listed twice. At p = inf the edge of each root's
     largest difference carries that root's part. --roots 0 explains one
     root's tree on its own. --json gives both the rows ("groups") and each
     root's edges ("edges").
@@ -121,7 +122,7 @@ def _side(row, side):
 
 def _group_table(explanation):
     """One row per group (subtree node): over several roots, how many of the
-    roots' trees it spans; length and masses are its largest pair's."""
+    roots' trees it spans; length, masses and words are its largest pair's."""
     several = len(explanation.roots) > 1
     text = explanation.groups[0]["words_a"] is not None
     coords = "coords" in explanation.groups[0]

@@ -152,6 +152,11 @@ def test_a_truncated_export_on_stdin_is_refused(built, tmp_path):
     (["add", "{index}", "x.jsonl", "--upsert", "--skip-existing"], "give one of them"),
     (["gram", "{index}", "out.txt", "--keys", "space-1"], "expected a .npy or .h5 file name"),
     (["search", "{index}", "--text", "space1", "--format", "xml"], "'xml' is not one of"),
+    (["add", "{index}", "{corpus}", "--key-column", ""], "expected a column name"),
+    (["vectors", "{corpus}", "out.npy"], "expected a file name ending in .bin"),
+    (["vectors", "{corpus}"], "give the corpus (files, directories or '-') and then OUT"),
+    (["build", "{new}", "--points", "{corpus}", "--text-column", "body"],
+     "--text-column name columns of a corpus file"),
 ])
 def test_usage_errors_exit_2_with_the_usage_hint(built, tmp_path, args, message):
     index, _ = built
@@ -166,11 +171,15 @@ def test_usage_errors_exit_2_with_the_usage_hint(built, tmp_path, args, message)
 @pytest.mark.parametrize("args, message", [
     (["search", "{index}", "--key", "no-such-key"], "Error: key 'no-such-key' is not in"),
     (["add", "{index}", "{missing}"], "does not exist"),
-    (["build", "{index}", "--corpus", "{missing}", "--vectors", "learn"], "Error:"),
+    (["build", "{new}", "--corpus", "{missing}", "--vectors", "learn"], "missing.csv does not "
+                                                                        "exist"),
+    (["vectors", "{corpus}", "{corpus}"], "exists; choose a new file name"),
 ])
 def test_other_errors_exit_1(built, tmp_path, args, message):
     index, _ = built
-    args = [a.format(index=index, missing=tmp_path / "missing.csv") for a in args]
+    _, vectors_path = tc.make_files(str(tmp_path))
+    args = [a.format(index=index, new=tmp_path / "new", corpus=vectors_path,
+                     missing=tmp_path / "missing.csv") for a in args]
     result = run(*args, ok=False)
     assert result.exit_code == 1, result.output
     assert message in result.output and "Try '" not in result.output
@@ -215,3 +224,80 @@ def test_readme_own_documents_section_runs_as_printed(tmp_path):
         assert done.returncode == 0, (command, done.stdout, done.stderr)
         outputs.append(done.stdout)
     assert "fileinput" in outputs[-1], outputs[-1]
+
+
+# ------------------------------------------------- what a user runs into
+def test_a_text_column_besides_the_text_is_refused_not_overwritten(writable, tmp_path):
+    index, _ = writable
+    path = tmp_path / "t.csv"
+    path.write_text("id,body,text\nd1,space1 space2,a summary\n", encoding="utf-8")
+    before = snapshot(index)
+    result = run("add", index, path, "--text-column", "body", ok=False)
+    assert result.exit_code == 1
+    assert "d1 has a field 'text' besides the text it is indexed by" in result.output
+    assert "(--no-text)" in result.output
+    assert_unchanged(before, index)
+    run("add", index, path, "--text-column", "body", "--no-text")
+    assert json.loads(run("get", index, "d1").stdout)[0]["fields"] == {"text": "a summary"}
+
+
+def test_repeated_ids_name_the_way_out(writable, tmp_path):
+    index, _ = writable
+    path = _jsonl(tmp_path / "dup.jsonl", [{"id": 1, "text": "space1"}, {"id": 1, "text": "space2"}])
+    result = run("add", index, path, ok=False)
+    assert result.exit_code == 1 and "key '1' appears twice in the input" in result.output
+    assert "(--key-column none)" in result.output and "--upsert" not in result.output
+    out = json.loads(run("add", index, path, "--key-column", "none", "--json").stdout)
+    assert out["added"] == 2
+
+
+def test_build_names_the_vectors_a_document_has_none_in(tmp_path):
+    # "zebra" is seen once: learned vectors have none for it
+    path = _jsonl(tmp_path / "c.jsonl",
+                  [{"key": f"k{i}", "text": "space1 space2 music1 music2 cooking1"}
+                   for i in range(6)] + [{"key": "rare", "text": "zebra"}])
+    result = run("build", tmp_path / "ix", "--corpus", path, "--vectors", "learn", ok=False)
+    assert result.exit_code == 1
+    assert "rare has no word the index knows (1 token(s); none of its words has a vector in " \
+           "the 5 word vectors given (learned from this corpus: words seen fewer than 2 times " \
+           "get none)" in result.output
+    assert not (tmp_path / "ix").exists()
+    out = json.loads(run("build", tmp_path / "ix", "--corpus", path, "--vectors", "learn",
+                         "--skip-empty", "--json", "--silent").stdout)
+    assert out["documents"] == 6 and out["skipped"] == 1
+
+
+def test_learned_vectors_are_not_offered_for_new_words(tmp_path):
+    corpus = _jsonl(tmp_path / "c.jsonl", [{"key": f"k{i}", "text": "space1 space2 music1 music2"}
+                                           for i in range(6)])
+    run("build", tmp_path / "ix", "--corpus", corpus, "--vectors", "learn", "--silent")
+    more = _jsonl(tmp_path / "m.jsonl", [{"key": "n1", "text": "space1 zebra"}])
+    result = run("add", tmp_path / "ix", more)
+    assert "new words get nodes from" not in result.output
+    assert "dropped 1 words the index does not know (1 occurrences; the index's vectors were " \
+           "learned from its build's corpus, so they have none; --vectors FILE places new " \
+           "words): zebra" in result.output
+    # a copy made by export has no learned-vectors file: info says none
+    exported = run("export", tmp_path / "ix", tmp_path / "e.jsonl")
+    assert exported.exit_code == 0
+    run("build", tmp_path / "copy", "--from-export", tmp_path / "e.jsonl", "--graph-from",
+        tmp_path / "ix", "--silent")
+    assert json.loads(run("info", tmp_path / "copy", "--json").stdout)["vectors"] is None
+    assert json.loads(run("info", tmp_path / "ix", "--json").stdout)["vectors"] == \
+        str(tmp_path / "ix" / "learned-vectors.bin")
+
+
+def test_export_to_a_pipe_is_utf8_whatever_the_locale(built, tmp_path):
+    index, _ = built
+    copy = tmp_path / "index"
+    shutil.copytree(index, copy)
+    run("add", copy, _jsonl(tmp_path / "u.jsonl", [{"key": "café-ü", "text": "space1 naïve"}]))
+    command = [sys.executable, "-m", "sobolev_index"]
+    env = {**os.environ, "PYTHONIOENCODING": "latin-1", "LC_ALL": "C", "PYTHONUTF8": "0"}
+    exported = subprocess.run(command + ["export", str(copy), "-"], capture_output=True,
+                              cwd=tmp_path, env=env, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    assert '"key":"café-ü"'.encode() in exported.stdout
+    out = json.loads(run("build", tmp_path / "back", "--from-export", "-", "--graph-from", copy,
+                         "--json", "--silent", input=exported.stdout).stdout)
+    assert out["documents"] == 61

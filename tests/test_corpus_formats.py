@@ -331,3 +331,74 @@ def test_cli_csv_without_text_column_is_one_clear_error(tmp_path, text_index):
     assert result.exit_code == 1
     assert "corpus.csv has no column 'text'" in result.output and "--text-column" in result.output
     assert "text_column=" not in result.output  # the Python spelling is not shown
+
+
+# ------------------------------------------------------- shapes users have
+def test_pandas_csv_with_an_unnamed_index_column_from_stdin():
+    # pandas' to_csv writes its index as a first column with an empty name
+    text = ',id,text,label\n0,d1,"space1, space2",pos\n1,d2,music1,neg\n'
+    docs = read_corpus_from_stdin(text)
+    assert [(d["key"], d["text"], d["label"], d["fields"]) for d in docs] == [
+        ("d1", "space1, space2", "pos", {"column_1": "0"}),
+        ("d2", "music1", "neg", {"column_1": "1"})]
+
+
+def test_a_header_named_by_the_user_is_recognised_in_any_file(tmp_path):
+    path = tmp_path / "notes"
+    path.write_text("body,source\nsome words,web\n", encoding="utf-8")
+    assert [d["text"] for d in read_corpus(str(path), text_column="body")] == ["some words"]
+
+
+def test_a_csv_without_header_read_whole_gets_a_warning():
+    import warnings
+
+    text = "d1,some words here,pos\nd2,other words there,neg\nd3,more words,pos\n"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        docs = read_corpus_from_stdin(text)
+    assert len(docs) == 1
+    assert any("look like CSV rows" in str(w.message) and "header row" in str(w.message)
+               for w in caught), [str(w.message) for w in caught]
+
+
+def test_spaces_after_commas_are_not_part_of_keys_and_labels(tmp_path):
+    path = tmp_path / "docs.csv"
+    path.write_text("text, id, label\nspace1 space2, d1, pos\n", encoding="utf-8")
+    assert list(read_corpus(str(path))) == [
+        {"key": "d1", "text": "space1 space2", "label": "pos", "fields": None}]
+
+
+def test_crlf_lines_and_quoted_newlines(tmp_path):
+    path = tmp_path / "docs.csv"
+    path.write_bytes(b'id,text\r\nk1,"two\r\nlines"\r\nk2,one\r\n')
+    assert [(d["key"], d["text"]) for d in read_corpus(str(path))] == [
+        ("k1", "two\nlines"), ("k2", "one")]
+
+
+def test_utf16_csv(tmp_path):
+    path = _write_csv(tmp_path / "docs.csv", encoding="utf-16")
+    assert list(read_corpus(path, encoding="utf-16")) == _expected()
+
+
+def test_a_quote_that_runs_over_tsv_rows_is_an_error(tmp_path):
+    path = tmp_path / "docs.tsv"
+    path.write_text('id\ttext\tlabel\n1\t"Quote at start\tpos\n2\tmiddle row\tneg\n'
+                    '3\tends with a quote"\tpos\n4\tlast\tneg\n', encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"docs.tsv line 2: the quoted cell 'text' runs over "
+                                          r"lines 2-4 and holds TABs"):
+        list(read_corpus(str(path)))
+
+
+def test_no_key_column(tmp_path):
+    path = _write_csv(tmp_path / "docs.csv", rows=[("1", "a b", "x", ""), ("1", "c d", "y", "")])
+    docs = list(read_corpus(path, key_column=False))
+    assert [d["key"] for d in docs] == [None, None]
+    assert docs[0]["fields"] == {"id": "1", "source": ""}
+    jsonl = _write_jsonl(tmp_path / "a.jsonl", [{"id": 1, "text": "t"}, {"id": 1, "text": "u"}])
+    assert [d["key"] for d in read_corpus(jsonl, key_column=False)] == [None, None]
+
+
+def test_errors_name_the_field_the_key_came_from(tmp_path):
+    path = _write_jsonl(tmp_path / "a.jsonl", [{"id": True, "text": "t"}])
+    with pytest.raises(CorpusError, match="a.jsonl line 1: 'id', its key, is True"):
+        list(read_corpus(path))

@@ -71,7 +71,7 @@ def test_read_corpus_labelled_lines_and_directory(tmp_path):
     ('{"key": "a", "text": "x"}\nnot json\n', "line 2 is not JSON"),
     ('{"key": "a"}\n', "line 1 has no 'text' field"),
     ('[1, 2]\n', "line 1 is a JSON list"),
-    ('{"key": "", "text": "x"}\n', "'key' is ''"),
+    ('{"key": "", "text": "x"}\n', "'key', its key, is ''"),
     ('{"key": "a", "text": 5}\n', "'text' is int"),
 ])
 def test_read_corpus_errors_name_the_line(tmp_path, content, message):
@@ -289,7 +289,7 @@ def test_corpus_formats_are_recognised_or_warned_about(tmp_path, monkeypatch):
     assert [d["key"] for d in read_corpus(str(bom))] == ["a"]
     # one long plain file: one document, and a warning naming the formats
     plain_lines = tmp_path / "big.txt"
-    plain_lines.write_text("".join(f"label{i % 3},some words of row {i}\n" for i in range(3000)),
+    plain_lines.write_text("".join(f"label{i % 3} some words of row {i}\n" for i in range(3000)),
                            encoding="utf-8")
     with warnings_module.catch_warnings(record=True) as caught:
         warnings_module.simplefilter("always")

@@ -345,28 +345,31 @@ def test_the_top_groups_are_the_reference_largest(sliced, p, top):
                                                         for g in found.groups]
 
 
-def test_a_group_lists_the_nodes_below_it_in_any_of_its_roots(sliced):
+def test_a_group_lists_each_trees_nodes_and_shows_its_largest(sliced):
     index, spec, roots, eta, measures = sliced
     mu, nu = measures[0], measures[2]
     found = index.explain("m0", "m2", top=None, n_words=100)
     capped = {g["edge"]: g for g in index.explain("m0", "m2", top=None, n_words=2).groups}
-    merged_somewhere = False
+    differs_somewhere = False
     for group in found.groups:
         v = group["edge"]
         for side, measure in (("a", mu), ("b", nu)):
             rho = ref.dense_measure(*measure, spec.n)
-            below = set().union(*(spec.ref_tree(roots[r]).gamma[v] for r in group["roots"]))
-            expected = sorted(((u, rho[u]) for u in below if rho[u] > 0),
-                              key=lambda pair: (-pair[1], pair[0]))
-            listed = group[f"nodes_{side}"]
-            assert [n["node"] for n in listed] == [u for u, _ in expected]
-            np.testing.assert_allclose([n["mass"] for n in listed], [m for _, m in expected],
-                                       rtol=1e-12)
-            assert capped[v][f"nodes_{side}"] == listed[:2]
-            merged_somewhere |= len(listed) > max(len(part[f"nodes_{side}"])
-                                                  for part in group["parts"])
+            listed = []
+            for part in group["parts"]:
+                below = spec.ref_tree(roots[part["root"]]).gamma[v]
+                expected = sorted(((u, rho[u]) for u in below if rho[u] > 0),
+                                  key=lambda pair: (-pair[1], pair[0]))
+                listed.append(part[f"nodes_{side}"])
+                assert [n["node"] for n in listed[-1]] == [u for u, _ in expected]
+                np.testing.assert_allclose([n["mass"] for n in listed[-1]],
+                                           [m for _, m in expected], rtol=1e-12)
+            # The row shows the nodes of its largest pair, as it shows its masses.
+            assert group[f"nodes_{side}"] == listed[0]
+            assert capped[v][f"nodes_{side}"] == listed[0][:2]
+            differs_somewhere |= any(nodes != listed[0] for nodes in listed)
     # Some subtree holds other nodes in another root's tree.
-    assert merged_somewhere
+    assert differs_somewhere
 
 
 def test_with_one_root_each_group_is_its_pair(sliced, hand):
@@ -571,12 +574,16 @@ def test_hand_built_groups_over_two_roots(hand2):
     assert (groups[2]["parent"], groups[2]["length"]) == (0, 2.0)
     assert (groups[2]["mass_a"], groups[2]["mass_b"]) == pytest.approx((0.0, 0.6))
     assert [part["parent"] for part in groups[2]["parts"]] == [0, 5]
-    # Below 2 lie only node 5 from root 0, but 0, 1, 3 and 4 from root 5.
-    words = {v: ([w["word"] for w in g["words_a"]], [w["word"] for w in g["words_b"]])
-             for v, g in groups.items()}
-    assert words[2] == (["apple", "pear", "banana", "thing"], ["cat", "fruit"])
-    assert [n["node"] for n in groups[2]["nodes_a"]] == [3, 4, 0]
-    assert [n["node"] for n in groups[2]["nodes_b"]] == [5, 1]
+    # Below 2 lie only node 5 in root 0's tree, but 0, 1, 3 and 4 in root
+    # 5's: the row shows root 0's, as its masses, and its parts both.
+    def words_of(row):
+        return [w["word"] for w in row["words_a"]], [w["word"] for w in row["words_b"]]
+
+    words = {v: words_of(g) for v, g in groups.items()}
+    assert words[2] == ([], ["cat"])
+    assert groups[2]["nodes_a"] == [] and [n["node"] for n in groups[2]["nodes_b"]] == [5]
+    assert words_of(groups[2]["parts"][1]) == (["apple", "pear", "banana", "thing"], ["fruit"])
+    assert [n["node"] for n in groups[2]["parts"][1]["nodes_a"]] == [3, 4, 0]
     assert words[0] == (["apple", "pear", "banana", "thing"], ["fruit"])
     assert groups[0]["roots"] == [1] and groups[0]["root_node"] == 5
     assert words[5] == ([], ["cat"]) and groups[5]["roots"] == [0]
@@ -607,7 +614,8 @@ def test_plot_of_a_text_index_names_each_subtree_once(hand2):
 
     ax = hand2.explain("A", "B", top=4).plot(ax=Figure().add_subplot())
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels[::-1] == ["A: apple, pear, banana | B: cat, fruit (node 2)",
+    # Each bar: the words of its subtree in the tree of its largest share.
+    assert labels[::-1] == ["A: - | B: cat (node 2)",
                             "A: apple, pear, banana | B: fruit (node 0)",
                             "A: banana | B: - (node 4)",
                             "A: apple, pear, banana | B: fruit (node 1)"]

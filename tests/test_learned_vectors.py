@@ -102,7 +102,7 @@ def test_bad_input_is_one_clear_error():
     with pytest.raises(ValueError, match="no documents"):
         learn_vectors([])
     with pytest.raises(ValueError, match="only 0 of the corpus's 3 distinct words appear at "
-                                         "least min_count=2 times"):
+                                         r"least 2 times \(min_count\)"):
         learn_vectors(["one two three"])
     with pytest.raises(ValueError, match="document 1 is 3; expected a str or a dict"):
         learn_vectors(["a b", 3])

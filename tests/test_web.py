@@ -416,9 +416,11 @@ def test_explain_page_of_two_roots_escapes_its_words(tmp_path):
         assert [(cells[0], cells[1], cells[2]) for cells, _ in rows] == [
             ("31.0%", "2", "2"), ("20.7%", "1", "0"), ("15.5%", "2", "4"),
             ("13.8%", "2", "1"), ("10.3%", "1", "5")]
-        # Node 2's words merge both roots' subtrees (parsed back from the
-        # escaped page), and no markup of a word reaches the page.
-        assert rows[0][0][5:] == ["a&pple, banana, thing", "<b>cat</b>, fruit"]
+        # Node 2's words are those below it in root 0's tree, where it has
+        # its largest share (parsed back from the escaped page), and no
+        # markup of a word reaches the page.
+        assert rows[0][0][5:] == ["-", "<b>cat</b>"]
+        assert rows[3][0][5:] == ["a&pple, banana", "fruit"]
         assert "<b>cat</b>" not in page.text and "&lt;b&gt;cat&lt;/b&gt;" in page.text
         assert "a&amp;pple" in page.text
         assert "(6 differ)" in page.text

@@ -13,10 +13,12 @@ equal split among edges with the same largest difference, such as a chain
 of edges whose nodes hold no mass) and every other edge a share of 0, so
 the shares still sum to 1; the other edges are ordered by their difference.
 
-The same subtree appears once per root: the edge (v, parent_r(v)) above a
-node v is an edge of every root r's tree (but r = v). The listing groups the
-pairs by v, a group's share being the sum of its pairs' shares, so that no
-node is listed twice; the pairs stay available one by one.
+The same node appears once per root: the edge (v, parent_r(v)) above a
+node v is an edge of every root r's tree (but r = v), though the subtree
+below it differs from tree to tree. The listing groups the pairs by v, a
+group's share being the sum of its pairs' shares, so that no node is listed
+twice; it shows the subtree of its largest pair, and the pairs stay
+available one by one.
 """
 import math
 
@@ -48,13 +50,10 @@ class Explanation:
     pairs, the largest share first), ``parts`` (its pairs, in that order,
     as the dicts of ``edges`` below), and for display the ``root``,
     ``root_node``, ``parent``, ``length``, ``mass_a`` and ``mass_b`` of
-    its largest pair, ``parts[0]`` (a subtree's masses differ from root to
-    root, so they are not summed). ``nodes_a``/``nodes_b`` list the
-    measure's nodes found below v in any of the group's roots (a node's
-    mass is the measure's own mass on it, the same in every tree), most
-    mass first, ties by node; ``words_a``/``words_b`` the words of those
-    nodes (None for an index without words); ``coords`` (a point index)
-    are those of its largest pair. With one root each group is exactly one
+    its largest pair, ``parts[0]``, and so are its ``nodes_a``/``nodes_b``,
+    ``words_a``/``words_b`` and ``coords`` (the subtree below v differs from
+    root to root, and so do the masses and words in it: a row shows one
+    tree's, and ``parts`` lists every tree's). With one root each group is exactly one
     pair, with the same share and in the same order as in ``edges``.
     Groups are ordered by share, then by the sum over their pairs of eta
     times the difference (which orders the groups of share 0 at p = inf),
@@ -206,7 +205,7 @@ class ExplainMixin:
         share of 0.
 
         The same node v names an edge in every root's tree, so the pairs
-        are grouped by v (``Explanation.groups``: one row per subtree node,
+        are grouped by v (``Explanation.groups``: one row per node,
         its share the sum of its pairs' shares, listed by decreasing share);
         ``Explanation.edges`` keeps the top pairs one by one. See
         :class:`Explanation` for the fields.
@@ -280,15 +279,10 @@ class ExplainMixin:
         picked = [(int(which[k]), int(edge[k])) for k in needed]
         below_a = self._masses_below(a, picked, positions)
         below_b = self._masses_below(b, picked, positions)
-        merged = {}  # group -> (nodes of a, nodes of b) over its pairs' subtrees
         pairs_of = {}
         for k in members.tolist():
             pairs_of.setdefault(int(group_of[k]), []).append(k)
-        for g, ks in pairs_of.items():
-            keys = [(int(which[k]), int(edge[k])) for k in ks]
-            merged[g] = (_merged(below_a, keys), _merged(below_b, keys))
         shown_nodes = [nodes for found in (below_a, below_b) for nodes in found.values()]
-        shown_nodes += [nodes for both in merged.values() for nodes in both]
         words = self._words_of_nodes(
             {node for nodes in shown_nodes for node, _ in nodes[:n_words]})
         coords = self.graph.coords if words is None else None
@@ -318,7 +312,7 @@ class ExplainMixin:
                 "roots": [row["root"] for row in group_parts],
                 "root": main["root"], "root_node": main["root_node"], "parent": main["parent"],
                 "length": main["length"], "mass_a": main["mass_a"], "mass_b": main["mass_b"],
-                **_sides(*merged[g], words, n_words),
+                **{side: main[side] for side in ("nodes_a", "nodes_b", "words_a", "words_b")},
             }
             if "coords" in main:
                 group["coords"] = main["coords"]
@@ -416,16 +410,6 @@ class ExplainMixin:
             for word, node, df in rows:
                 out.setdefault(int(node), []).append((-int(df or 0), str(word)))
         return {node: [word for _, word in sorted(pairs)] for node, pairs in out.items()}
-
-
-def _merged(below, keys):
-    """The union of the node lists ``below[key]`` ([(node, mass)]) over
-    ``keys``, by decreasing mass (ties by node). A node's mass is the
-    measure's own mass on it, the same in every root's tree."""
-    union = {}
-    for key in keys:
-        union.update(below[key])
-    return sorted(union.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
 def _sides(nodes_a, nodes_b, words, n):

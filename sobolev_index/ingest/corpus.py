@@ -63,6 +63,9 @@ ONE_DOCUMENT_WARN_WORDS = 10_000
 # Cells may hold whole documents: csv's default limit (128 KiB per cell) is
 # raised to this once a tabular corpus is read (the limit is per process).
 _CELL_LIMIT = 2**31 - 1
+# Lines that are not blank read ahead to guess a format (and to warn about
+# a table without a header read as one document).
+_HEAD_LINES = 5
 # label<TAB>text, the label quoted ("news") or a single short word (news).
 _LABELLED = re.compile(r'(?:"([^"\t]*)"|([^\s"]{1,64}))\t')
 # The advice on naming columns, in the library's words; the command line
@@ -84,9 +87,12 @@ class Columns:
     def __post_init__(self):
         for part in ("key", "text", "label"):
             value = getattr(self, part)
+            if part == "key" and value is False:
+                continue  # no key column: the index names every document
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ValueError(f"{part}_column is {value!r}; expected a column name")
-        given = [v for v in (self.key, self.text, self.label) if v is not None]
+                raise ValueError(f"the {part} column is {value!r}; expected a column name"
+                                 + (" (or False: no key column)" if part == "key" else ""))
+        given = [v for v in (self.key, self.text, self.label) if isinstance(v, str)]
         if len(set(given)) != len(given):
             raise ValueError(f"the key, text and label columns are {self.key!r}, {self.text!r} "
                              f"and {self.label!r}; expected three different columns")
@@ -96,24 +102,31 @@ class Columns:
         return any(v is not None for v in (self.key, self.text, self.label))
 
     @property
+    def named(self):
+        """The column names given (a header that has one of them is a header)."""
+        return [v for v in (self.key, self.text, self.label) if isinstance(v, str)]
+
+    @property
     def text_name(self):
         return self.text or "text"
 
 
 # ---------------------------------------------------------------- documents
-def make_document(key, text, label, fields, where):
+def make_document(key, text, label, fields, where, key_name="key", text_name="text"):
     """A document dict, checked: a key and a label UTF-8 can store (a number
     as key or label is kept as its text), fields no deeper than
-    FIELDS_MAX_DEPTH. The point readers check labels and fields alike."""
+    FIELDS_MAX_DEPTH. The point readers check labels and fields alike.
+    Messages call the key and text by the names they were read from."""
     if not isinstance(text, str):
-        raise CorpusError(f"{where}: 'text' is {type(text).__name__}; expected a string")
+        raise CorpusError(f"{where}: {text_name!r} is {type(text).__name__}; expected a string")
     if key is not None and (not isinstance(key, str) or not key):
         if isinstance(key, (int, float)) and not isinstance(key, bool):
             key = str(key)
         else:
-            raise CorpusError(f"{where}: 'key' is {key!r}; expected a non-empty string")
+            raise CorpusError(f"{where}: {key_name!r}, its key, is {key!r}; expected a non-empty "
+                              "string or a number")
     if key is not None:
-        check_storable(key, "'key'", where)
+        check_storable(key, repr(key_name), where)
     check_fields_depth(fields, where)
     return {"key": key, "text": text, "label": label_text(label, where), "fields": fields or None}
 
@@ -137,7 +150,9 @@ def as_document(doc, position):
 # --------------------------------------------------------------- JSON Lines
 def _key_name(names, columns):
     """The name a record's key is read from: the one given, else "key" if
-    present, else "id" if present, else None."""
+    present, else "id" if present, else None (also for no key column)."""
+    if columns.key is False:
+        return None
     if columns.key is not None:
         return columns.key
     return next((name for name in KEY_NAMES if name in names), None)
@@ -165,7 +180,7 @@ def _read_jsonl(lines, name, columns):
             raise CorpusError(f"{where} has no {text_name!r} field (it has {sorted(record)}); "
                               f"name the one that holds the text ({COLUMN_ADVICE})")
         key_name = _key_name(record, columns)
-        if columns.key is not None and key_name not in record:
+        if isinstance(columns.key, str) and key_name not in record:
             raise CorpusError(f"{where} has no {key_name!r} field, the key given (it has "
                               f"{sorted(record)})")
         if columns.label is not None and label_name not in record:
@@ -174,7 +189,7 @@ def _read_jsonl(lines, name, columns):
         used = {text_name, label_name, key_name}
         fields = {k: v for k, v in record.items() if k not in used}
         yield make_document(record.get(key_name) if key_name else None, record[text_name],
-                            record.get(label_name), fields, where)
+                            record.get(label_name), fields, where, key_name or "key", text_name)
 
 
 # ----------------------------------------------------------------- CSV, TSV
@@ -195,9 +210,20 @@ def _find_column(header, wanted):
 
 def _header_cells(line, delimiter):
     try:
-        return next(csv.reader([line], delimiter=delimiter), [])
+        return next(csv.reader([line], **_dialect("csv", delimiter)), [])
     except csv.Error:
         return []
+
+
+def _dialect(fmt, delimiter):
+    """The csv module's options for a format. Cells may be quoted (pandas,
+    R, spreadsheets and Python's csv quote a cell that holds the delimiter,
+    a quote or a newline, in CSV and TSV alike), and a quote that does not
+    close right before a delimiter or a line's end is an error. In CSV,
+    spaces after a delimiter ("a, b") are not part of the next cell."""
+    if fmt == "tsv":
+        return {"delimiter": delimiter, "strict": True}
+    return {"delimiter": delimiter, "skipinitialspace": True, "strict": True}
 
 
 def _delimiter_of(line, fmt, columns):
@@ -233,6 +259,8 @@ def _columns_of(header, name, fmt, columns):
     positions = {"text": text}
     for part, default_names in (("key", KEY_NAMES), ("label", ("label",))):
         given = getattr(columns, part)
+        if given is False:
+            continue  # no key column
         candidates = (given,) if given is not None else default_names
         for wanted in candidates:
             found = _find_column(header, wanted)
@@ -277,8 +305,8 @@ def _read_tabular(lines, name, fmt, columns, delimiter=None):
         return  # an empty file holds no documents
     if delimiter is None:
         delimiter = _delimiter_of(head[-1], fmt, columns) or DELIMITERS[fmt][0]
-    reader = csv.reader(itertools.chain(head, lines), delimiter=delimiter, strict=True)
-    header, position = None, 0
+    reader = csv.reader(itertools.chain(head, lines), **_dialect(fmt, delimiter))
+    header = None
     while True:
         first = reader.line_num + 1  # the line the next row starts on
         try:
@@ -301,14 +329,28 @@ def _read_tabular(lines, name, fmt, columns, delimiter=None):
             raise CorpusError(
                 f"{where} has {len(row)} cells; its header has {len(header)} "
                 f"({_shown_cells(header)}): quote a cell that holds the delimiter {delimiter!r}")
-        position += 1
-        doc_key = row[key] if key is not None else None
-        if key is not None and not doc_key.strip():
+        if fmt == "tsv" and reader.line_num - first > 0:
+            # A row over several lines: a quoted cell with newlines. One that
+            # also holds TABs is most likely a quote that was text (TSV is
+            # often written without quoting) and ran over the rows after it.
+            runaway = next((i for i, cell in enumerate(row) if "\n" in cell and "\t" in cell),
+                           None)
+            if runaway is not None:
+                raise CorpusError(
+                    f"{where}: the quoted cell {header[runaway]!r} runs over lines "
+                    f"{first}-{reader.line_num} and holds TABs; a quote at the start of a TSV "
+                    "cell opens a quoted cell, so a quote that is part of a text must be inside "
+                    "a quoted cell, doubled (as pandas and Python's csv module write it)")
+        # Spaces around a key or label are never meant (" pos" would not
+        # match --label pos).
+        doc_key = row[key].strip() if key is not None else None
+        if key is not None and not doc_key:
             raise CorpusError(f"{where}: the key cell ({header[key]!r}) is empty; expected "
                               "a key on every row")
-        doc_label = row[label] if label is not None and row[label] != "" else None
+        doc_label = (row[label].strip() or None) if label is not None else None
         fields = {field: row[i] for i, field in others.items()}
-        yield make_document(doc_key, row[text], doc_label, fields, where)
+        yield make_document(doc_key, row[text], doc_label, fields, where,
+                            header[key] if key is not None else "key", header[text])
 
 
 # -------------------------------------------------------- the other formats
@@ -336,12 +378,22 @@ def _read_plain_lines(lines, name, stem):
             yield make_document(f"{stem}-{lineno}", line, None, None, f"{name} line {lineno}")
 
 
-def _one_document(stem, text, name, sniffed):
-    if sniffed and len(text.split()) > ONE_DOCUMENT_WARN_WORDS:
-        warnings.warn(
-            f"{name} is read as one document of {len(text.split()):,} words; if it holds one "
-            "document per line, give its format (format 'lines', 'plain-lines', 'jsonl', 'csv' "
-            "or 'tsv'; --format on the command line)", UserWarning, stacklevel=4)
+def _one_document(stem, text, name, sniffed, first_lines=()):
+    if sniffed:
+        delimiter = _looks_tabular([line for line in first_lines if line and line.strip()])
+        if delimiter is not None:
+            what = "TSV" if delimiter == "\t" else "CSV"
+            warnings.warn(
+                f"{name} is read as one document, but its first lines look like {what} rows "
+                f"(cells split by {delimiter!r}); a {what} corpus needs a header row that names "
+                "its columns, one of them 'text' (and format 'csv' or 'tsv' when the file's name "
+                "does not end in .csv or .tsv; --format on the command line)",
+                UserWarning, stacklevel=4)
+        elif len(text.split()) > ONE_DOCUMENT_WARN_WORDS:
+            warnings.warn(
+                f"{name} is read as one document of {len(text.split()):,} words; if it holds one "
+                "document per line, give its format (format 'lines', 'plain-lines', 'jsonl', "
+                "'csv' or 'tsv'; --format on the command line)", UserWarning, stacklevel=4)
     return make_document(stem, text, None, None, name)
 
 
@@ -366,36 +418,46 @@ def format_by_name(name):
     return next((fmt for suffix, fmt in NAMED_FORMATS.items() if lowered.endswith(suffix)), None)
 
 
-def _names_header(cells, delimiter, columns, following):
-    """Whether ``cells`` (a first line split by ``delimiter``) read as the
-    header of a CSV or TSV corpus when the file's name says nothing: names
-    (short, on one line, no quotes or TABs inside) with the text column
-    among them, and another column the reader knows (key, id, label, or
-    one given) or a next line of as many cells. Prose whose first line
-    happens to hold the word "text" between commas is not a header."""
+def _names_header(cells, columns):
+    """Whether ``cells`` (a first line split by a delimiter) are the header
+    of a CSV or TSV corpus whose file name says nothing: short names on one
+    line (an empty one too: pandas' unnamed index column) with the text
+    column among them, and another column the reader knows (key, id, label,
+    or a column given), or a text column the user named. Prose whose first
+    line holds the word "text" between commas is not a header."""
     if len(cells) < 2 or not isinstance(_find_column(cells, columns.text_name), int):
         return False
-    if not all(0 < len(cell.strip()) <= 64 and not set(cell) & set('"\t\r\n') for cell in cells):
+    if not all(len(cell.strip()) <= 64 and not set(cell) & set('"\t\r\n') for cell in cells):
         return False
-    known = [name for name in (*KEY_NAMES, "label", columns.key, columns.label) if name]
-    if any(isinstance(_find_column(cells, name), int) for name in known):
+    if columns.text is not None:
         return True
-    return following is not None and len(_header_cells(following, delimiter)) == len(cells)
+    known = [name for name in (*KEY_NAMES, "label", *columns.named) if name != columns.text_name]
+    return any(isinstance(_find_column(cells, name), int) for name in known)
 
 
-def _format_by_content(first, following, plain, columns):
-    """(format, delimiter) from the first line that is not blank (and the
-    next one, None if there is none)."""
+def _format_by_content(first, plain, columns):
+    """(format, delimiter) from the first line that is not blank."""
     stripped = first.lstrip("\ufeff").lstrip()
     if stripped.startswith("{"):
         return "jsonl", None
     for fmt, delimiters in (("tsv", ("\t",)), ("csv", (",", ";", "|"))):
         for delimiter in delimiters:
-            if _names_header(_header_cells(first, delimiter), delimiter, columns, following):
+            if _names_header(_header_cells(first, delimiter), columns):
                 return fmt, delimiter
     if _LABELLED.match(first) is not None:
         return "lines", None
     return plain, None
+
+
+def _looks_tabular(lines):
+    """The delimiter with which the first lines of a text split into the
+    same number (two or more) of cells each, or None: a CSV or TSV without a
+    header row, read whole as one document."""
+    for delimiter in ("\t", ",", ";"):
+        counts = {len(_header_cells(line, delimiter)) for line in lines}
+        if len(lines) >= 2 and len(counts) == 1 and counts.pop() >= 2:
+            return delimiter
+    return None
 
 
 def _check_columns_apply(fmt, name, columns):
@@ -466,19 +528,19 @@ def _read_source(source, format, plain, encoding, columns):
     # One reading of the input, from its start: a pipe cannot be read twice.
     lines = text_lines(source, encoding)
     try:
-        stream, delimiter = lines, None
+        stream, delimiter, found = lines, None, []
         if format == "auto":
-            # The lines up to the second that is not blank tell the format;
-            # they are read again from memory.
-            head, found = [], []
+            # The first lines that are not blank tell the format (and whether
+            # a text read whole looks like a table); they are read again
+            # from memory.
+            head = []
             for line in lines:
                 head.append(line)
                 if line.strip():
                     found.append(line)
-                    if len(found) == 2:
+                    if len(found) == _HEAD_LINES:
                         break
-            found += [None] * (2 - len(found))
-            format, delimiter = _format_by_content(found[0] or "", found[1], plain, columns)
+            format, delimiter = _format_by_content(found[0] if found else "", plain, columns)
             stream = itertools.chain(head, lines)
         _check_columns_apply(format, name, columns)
         if format == "jsonl":
@@ -492,6 +554,6 @@ def _read_source(source, format, plain, encoding, columns):
         else:
             text = "".join(stream)
             if text.strip():  # an empty or blank input holds no document
-                yield _one_document(stem, text, name, sniffed)
+                yield _one_document(stem, text, name, sniffed, found)
     finally:
         lines.close()

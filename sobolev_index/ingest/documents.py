@@ -305,8 +305,11 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
     found = _vectors_for(vectors, vocabulary, fold_case, progress=_vector_progress(vectors, _progress))
     if found is None or len(found) == 0:
         raise CorpusVectorsError(
-            f"none of the corpus's {len(vocabulary):,} distinct words has a vector in {vectors}; "
-            "check that the vectors match the corpus's language and case (try fold_case)")
+            f"none of the corpus's {len(vocabulary):,} distinct words (besides stop words) has a "
+            f"vector in {_vectors_name(vectors)}; check that the vectors match the corpus's "
+            "language and case (try fold_case)"
+            + ("" if learned is None else ", or keep stop words (settings=text_settings("
+               "stopwords=()), --stopwords none)"))
     chosen = resolve(recipe, len(found), nodes=nodes, edges=edges, k=k, roots=roots)
     graph = build_graph(found.vectors, nodes=chosen["nodes"], edges=chosen["edges"],
                         k=chosen["k"], seed=seed, progress=progress)
@@ -329,8 +332,14 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
         rows = [(w, int(graph.assignment[i]), document_frequency[w])
                 for i, w in enumerate(found.words)]
         add_words(index.catalog, rows, meta={TEXT_META: settings.to_json(), RECIPE_META: chosen})
-        return add_documents(index, documents, skip_empty=skip_empty, batch_size=batch_size,
-                             progress=progress, store_text=store_text)
+        # The build's words are the words with a vector: a document with
+        # none of them is refused (or skipped) naming the vectors.
+        missing = f"none of its words has a vector in {_vectors_name(vectors)}"
+        if learned is not None:
+            missing += (f" (learned from this corpus: words seen fewer than "
+                        f"{learned['min_count']} times get none)")
+        return _add_documents(index, documents, None, missing, skip_empty=skip_empty,
+                              batch_size=batch_size, progress=progress, store_text=store_text)
 
     index, report = create_and_fill(path, graph, fill, roots=create_roots(chosen["roots"]), p=p,
                                     seed=seed, on_violation=on_violation)
@@ -367,6 +376,20 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     many distinct), ``unknown_tokens`` (how many occurrences) and
     ``unknown_examples`` (the five most frequent).
     """
+    if isinstance(vectors, str) and vectors == "stored":
+        vectors = stored_vectors_path(index, placing=True)
+    looked_up = (f"none of its words has a vector in {_vectors_name(vectors)}"
+                 if vectors is not None else
+                 "no vectors were given to place new words (vectors=; --vectors FILE)")
+    return _add_documents(index, documents, vectors, looked_up, skip_empty=skip_empty,
+                          batch_size=batch_size, progress=progress, upsert=upsert,
+                          store_text=store_text, skip_existing=skip_existing)
+
+
+def _add_documents(index, documents, vectors, looked_up, *, skip_empty=False, batch_size=1000,
+                   progress=None, upsert=False, store_text=True, skip_existing=False):
+    """:func:`add_documents`; ``looked_up`` says, in the error for a
+    document without a known word, where its words were looked for."""
     check_can_add(index, batch_size)
     encoder = TextEncoder.of_index(index)
     documents = [as_document(doc, i) for i, doc in enumerate(documents)]
@@ -375,17 +398,12 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
     if skip_existing:
         documents, existing = drop_existing(index, documents, lambda d: d["key"], upsert)
     _progress = progress or (lambda stage, done, total: None)
-    if isinstance(vectors, str) and vectors == "stored":
-        vectors = stored_vectors_path(index)
     new_rows = []
     if vectors is not None:
         new_rows = _place_words(index, encoder, encoder.unknown_words(d["text"] for d in documents),
                                 vectors, _progress)
     # What is still unknown is dropped from the documents: counted, not silent.
     unknown = encoder.unknown_counts(d["text"] for d in documents)
-    looked_up = (f"none of its words has a vector in {_vectors_name(vectors)}"
-                 if vectors is not None else
-                 "no vectors were given to place new words (vectors=; --vectors FILE)")
 
     measures, keys, labels, fields, names, skipped = [], [], [], [], [], []
     for position, doc in enumerate(documents):
@@ -407,6 +425,11 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
                     + "); skip such documents (skip_empty=True, --skip-empty)")
             skipped.append(name)
             continue
+        if store_text and "text" in (doc["fields"] or {}):
+            raise CorpusError(
+                f"{name} has a field 'text' besides the text it is indexed by; the index keeps "
+                "each document's text as its field 'text': rename that field (column), or keep "
+                "no texts (store_text=False, --no-text)")
         record = {**(doc["fields"] or {}), "text": doc["text"]} if store_text else doc["fields"]
         check_fields(record, name)
         measures.append(measure)
@@ -498,17 +521,26 @@ def text_measures(index, texts, vectors=None):
     return measures
 
 
-def stored_vectors_path(index):
+def stored_vectors_path(index, placing=False):
     """The vector file a text index was built with, if it still exists
-    (learned vectors are kept in the index's directory)."""
-    stored = index.catalog.meta_value(TEXT_META) or {}
-    path = _stored_path(index, (stored.get("vectors") or {}).get("path"))
+    (learned vectors are kept in the index's directory). With ``placing``:
+    only a file that can place words the index does not know, so not the
+    vectors learned from the build's corpus, whose every word the index
+    knows already."""
+    stored = (index.catalog.meta_value(TEXT_META) or {}).get("vectors") or {}
+    if placing and stored.get("learned"):
+        return None
+    path = _stored_path(index, stored.get("path"))
     return path if path and os.path.exists(path) else None
 
 
-def _stored_path(index, path):
-    # A relative path (learned vectors) is inside the index's directory.
-    return os.path.join(index.path, path) if path and not os.path.isabs(path) else path
+def _stored_path(index, path, learned_only_if_there=False):
+    # A relative path (learned vectors) is inside the index's directory; a
+    # copy of the index made by shard or export has no such file.
+    if not path or os.path.isabs(path):
+        return path
+    path = os.path.join(index.path, path)
+    return path if os.path.exists(path) or not learned_only_if_there else None
 
 
 def text_info(index):
@@ -520,5 +552,6 @@ def text_info(index):
     settings = TextSettings.from_json(stored)
     return {"words": len(read_words(index.catalog)), "weighting": settings.weighting,
             "token_pattern": settings.pattern, "stopwords": len(settings.stopwords),
-            "vectors": _stored_path(index, (settings.vectors or {}).get("path")),
+            "vectors": _stored_path(index, (settings.vectors or {}).get("path"),
+                                    learned_only_if_there=True),
             "learned": (settings.vectors or {}).get("learned")}

@@ -253,10 +253,22 @@ def _export(index, out, progress):
     kind = index_kind(index)
     header = export_header(index, kind)
     words = None if header["words"] is None else len(header["words"])
-    if out == "-" or hasattr(out, "write"):
-        handle = sys.stdout if out == "-" else out
-        written, size = _write_export(index, kind, header, handle, progress)
-        handle.flush()
+    if out == "-":
+        # UTF-8 whatever the locale says (build_from_export reads UTF-8),
+        # through stdout's own bytes; stdout itself stays open.
+        sys.stdout.flush()
+        raw = getattr(sys.stdout, "buffer", None)
+        if raw is None:  # a text stream with no bytes below it (StringIO)
+            return _export(index, sys.stdout, progress)
+        handle = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+        try:
+            return _export(index, handle, progress)
+        finally:
+            handle.flush()
+            handle.detach()
+    if hasattr(out, "write"):
+        written, size = _write_export(index, kind, header, out, progress)
+        out.flush()
         return {"path": None, "documents": written, "bytes": size, "kind": kind, "words": words}
     partial = os.path.join(os.path.dirname(os.path.abspath(out)),
                            f".{os.path.basename(out)}.partial-{os.getpid()}")

@@ -109,7 +109,11 @@ def check_new_keys(index, keys, upsert):
         if key is None:
             continue
         if key in seen:
-            raise CorpusKeyError(f"key {key!r} appears twice in the input; keys must be unique")
+            raise CorpusKeyError(
+                f"key {key!r} appears twice in the input; keys must be unique: if the key "
+                "column (key, or else id) repeats values, name another one, or none, and the "
+                "index names the documents (key_column=False; --key-column none on the command "
+                "line)")
         seen.add(key)
         if key in existing:
             raise CorpusKeyError(f"key {key!r} is already in the index; delete it first, upsert "

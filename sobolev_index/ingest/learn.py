@@ -28,7 +28,7 @@ from .embeddings import WordVectors, write_word2vec_binary, write_word2vec_text
 from .text import DEFAULT_TOKEN_PATTERN, tokenize
 
 __all__ = ["LEARN_DEFAULTS", "VECTOR_OUTPUTS", "check_vectors_output", "learn_vectors",
-           "nearest_words", "ppmi_svd_vectors", "write_vectors"]
+           "nearest_words", "ppmi_svd_vectors", "vector_output_format", "write_vectors"]
 
 
 def _check_int(name, value, minimum):
@@ -321,8 +321,9 @@ def learn_vectors(documents, *, dim=LEARN_DEFAULTS["dim"], window=LEARN_DEFAULTS
     if frequent < 2:
         raise ValueError(
             f"only {frequent} of the corpus's {len(counts):,} distinct words appear at least "
-            f"min_count={min_count} times; learning vectors needs at least 2 such words (and "
-            "many more to be useful): lower min_count, or give a larger corpus")
+            f"{min_count} times (min_count); learning vectors needs at least 2 such words, and "
+            "many more to be useful: give a larger corpus, or learn with a lower min_count "
+            "(--min-count of `sobolev-index vectors`)")
     _progress("pairs", 0, window)
     words, ppmi = _ppmi_matrix(token_lists, window, min_count,
                                progress=lambda offset: _progress("pairs", offset, window))
@@ -363,7 +364,8 @@ class _blas_threads:
 VECTOR_OUTPUTS = {".bin": "word2vec-bin", ".vec": "word2vec-text", ".txt": "word2vec-text"}
 
 
-def _output_format(path):
+def vector_output_format(path):
+    """The format :func:`write_vectors` writes to ``path``, by its name."""
     name = os.path.basename(path).lower().removesuffix(".gz")
     for suffix, fmt in VECTOR_OUTPUTS.items():
         if name.endswith(suffix) and len(name) > len(suffix):
@@ -378,7 +380,7 @@ def check_vectors_output(path):
     work: a name with a known ending that does not exist yet, in a folder
     that does. Returns its format."""
     path = os.fspath(path)
-    fmt = _output_format(path)
+    fmt = vector_output_format(path)
     if os.path.lexists(path):
         raise ValueError(f"output {path!r} exists; choose a new file name (vectors are never "
                          "written over a file)")
