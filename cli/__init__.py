@@ -709,6 +709,9 @@ def vectors(paths, dim, min_count, window, token_pattern, seed, corpus_format,
     if report["nearest_words"]:
         click.echo("  nearest words: " + "; ".join(
             f"{w} -> {', '.join(n)}" for w, n in report["nearest_words"].items()))
+    if report["zero_vectors"]:
+        _note(f"note: {report['zero_vectors']:,} words seen often enough got no vector: none of "
+              "their contexts is in the kept dimensions", silent)
     if report["words"] < 1000:
         _note(f"note: vectors of {report['words']:,} words learned from {report['tokens']:,} "
               "tokens are rough; a larger corpus, or pretrained vectors, give better neighbours",

@@ -16,6 +16,7 @@ from _support import corpus as tc
 from _support.cli import run
 
 from sobolev_index import SobolevIndex
+from sobolev_index.errors import SkippedDocumentsWarning
 from sobolev_index.ingest.documents import build_index, text_measures
 from sobolev_index.ingest.embeddings import load_vectors
 from sobolev_index.ingest.learn import learn_vectors, nearest_words, write_vectors
@@ -192,3 +193,21 @@ def test_cli_build_without_vectors_names_both_ways(tmp_path):
     assert "--vectors FILE" in result.output and "--vectors learn" in result.output
     assert ".bin" in result.output and ".vec" in result.output and "GloVe" in result.output
     assert not (tmp_path / "ix").exists()
+
+
+def test_words_with_no_context_get_no_vector(tmp_path, some_docs):
+    # Each "lonelyN" is seen twice, always alone: it co-occurs with nothing,
+    # so its PPMI row, and its vector, are zero. Zero vectors would be graph
+    # nodes a rounding error apart, with ties in every shortest path.
+    lonely = [f"lonely{i}" for i in range(6)]
+    docs = some_docs[:400] + [word for word in lonely for _ in range(2)]
+    vectors, report = learn_vectors(docs, dim=20)
+    assert not set(lonely) & set(vectors.words)
+    assert report["zero_vectors"] == len(lonely)
+    assert np.linalg.norm(vectors.vectors, axis=1).min() > 1e-3
+    with pytest.warns(SkippedDocumentsWarning, match="skipped 12 document"):
+        index, built = build_index(tmp_path / "ix", docs, "learn", learn={"dim": 20},
+                                   skip_empty=True)
+    with index:
+        assert len(built["skipped"]) == 2 * len(lonely)
+        assert len(index) == 400

@@ -294,8 +294,10 @@ def learn_vectors(documents, *, dim=LEARN_DEFAULTS["dim"], window=LEARN_DEFAULTS
         frequent first.
     report : dict
         ``documents``, ``tokens``, ``distinct_words``, ``words`` (with a
-        vector), ``dim``, ``dim_asked``, ``window``, ``min_count`` and
-        ``seconds``.
+        vector), ``dim``, ``dim_asked``, ``window``, ``min_count``,
+        ``zero_vectors`` (words seen often enough whose vector came out zero:
+        none of their contexts is in the kept dimensions; they get no
+        vector) and ``seconds``.
     """
     started = time.perf_counter()
     dim = _check_int("dim", dim, 1)
@@ -333,11 +335,28 @@ def learn_vectors(documents, *, dim=LEARN_DEFAULTS["dim"], window=LEARN_DEFAULTS
     with _blas_threads(threads):
         vectors = _svd_vectors(words, ppmi, used, seed)
     _progress("svd", 1, 1)
+    # A word whose contexts the kept dimensions do not reach (all its PPMI
+    # values 0, or only in directions the SVD drops) gets a zero vector up
+    # to rounding: it says nothing of the word, and several such points a
+    # rounding error apart would be a graph's nodes with ties in every
+    # shortest path. Such words get no vector.
+    norms = np.linalg.norm(vectors.vectors.astype(np.float64), axis=1)
+    empty = norms <= _ZERO_VECTOR * norms.max(initial=0.0)
+    if empty.any():
+        vectors = WordVectors([w for w, e in zip(vectors.words, empty) if not e],
+                              vectors.vectors[~empty])
     report = {"documents": len(texts), "tokens": int(sum(counts.values())),
               "distinct_words": len(counts), "words": len(vectors), "dim": used,
               "dim_asked": dim, "window": window, "min_count": min_count,
+              "zero_vectors": int(empty.sum()),
               "seconds": round(time.perf_counter() - started, 3)}
     return vectors, report
+
+
+# A learned vector this much shorter than the longest one is zero but for
+# rounding (float32 vectors of norm about 1 round at 1e-7; such rows are
+# 1e-16 or 0).
+_ZERO_VECTOR = 1e-6
 
 
 class _blas_threads:
