@@ -40,6 +40,20 @@ previous defaults (M = 1000 random "log" edges, one root, counts, stop
 words kept); and the defaults themselves, through ``build_index`` and
 ``SobolevIndex.pairwise`` exactly as a user gets them.
 
+Learned vectors: the same build defaults on word vectors learned from the
+evaluated documents themselves by
+``sobolev_index.ingest.learn.learn_vectors`` with its defaults (PPMI and
+SVD, dim 100, window 5, min_count 2, the corpus's token pattern), which is
+what ``sobolev-index build --vectors learn`` does, instead of the given
+vectors; and once more with min_count 1. A word seen fewer than min_count
+times has no vector, nor has one whose learned vector comes out zero (no
+context in the kept dimensions), so a document may have no word the index
+knows: those indexes are built with ``skip_empty`` and a missing document
+is at infinite distance from every document (``_evaluate``): it is never a
+neighbour, and as a test document it counts as an error, as it would be
+for a user, so the rows are on the same documents and splits as every
+other.
+
 Cost of the roots (``--skip-cost`` leaves it out): single-query latency
 (median of ``COST_QUERIES`` queries, k = 10) on the synthetic topic corpus
 of bench/ at N = ``COST_N`` with the recipe's graph recipe and 1 or 10
@@ -175,8 +189,66 @@ def default_build_matrix(corpus, threads):
     return D, time.perf_counter() - started, report["recipe"]
 
 
+def _learned_pairwise(corpus, vectors, threads):
+    """(n x n matrix, np.inf for the documents the index skipped, build report)."""
+    import warnings
+
+    from sobolev_index.errors import SkippedDocumentsWarning
+    from sobolev_index.ingest.documents import build_index, text_settings
+
+    keys = [d["key"] for d in corpus["documents"]]
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SkippedDocumentsWarning)  # counted below
+        index, report = build_index(os.path.join(tmp, "ix"), corpus["documents"], vectors,
+                                    settings=text_settings(pattern=corpus["pattern"]),
+                                    skip_empty=True)
+        skipped = set(report["skipped"])
+        present = np.array([k not in skipped for k in keys])
+        with index:
+            D = index.pairwise([k for k, kept in zip(keys, present) if kept], n_threads=threads)
+    full = np.full((len(keys), len(keys)), np.inf)
+    full[np.ix_(present, present)] = D
+    return full, report
+
+
+def learned_build_matrix(corpus, threads, **options):
+    """The build defaults on vectors ``learn_vectors`` learns from the
+    corpus's documents (``options`` change its defaults): (n x n distance
+    matrix with np.inf rows and columns for documents left out, seconds
+    for learning and building, facts for the page)."""
+    from sobolev_index.ingest.documents import text_settings
+    from sobolev_index.ingest.learn import learn_vectors
+    from sobolev_index.ingest.text import tokenize
+
+    started = time.perf_counter()
+    vectors, learned = learn_vectors(corpus["documents"], pattern=corpus["pattern"], seed=0,
+                                     **options)
+    D, report = _learned_pairwise(corpus, vectors, threads)
+    seconds = time.perf_counter() - started
+    missing = ~np.isfinite(np.diag(D))
+    # Words seen often enough that got no vector: theirs came out zero.
+    counts = Counter(w for d in corpus["documents"] for w in tokenize(d["text"], corpus["pattern"]))
+    zero = {w for w, c in counts.items() if c >= learned["min_count"] and w not in vectors}
+    assert len(zero) == learned["zero_vectors"], (len(zero), learned["zero_vectors"])
+    settings = text_settings(pattern=corpus["pattern"])
+    by_zero = sum(1 for d, m in zip(corpus["documents"], missing)
+                  if m and zero.intersection(settings.tokens(d["text"])))
+    learned.update(zero_words=sorted(zero, key=lambda w: (-counts[w], w)),
+                   missing=int(missing.sum()), missing_by_zero=by_zero,
+                   build_vocabulary=report["vocabulary"], build_words=report["words_with_vectors"],
+                   token_coverage=report["token_coverage"],
+                   build_seconds=seconds - learned["seconds"])
+    return D, seconds, learned
+
+
+# Rows on learned vectors: (row name, learn_vectors options).
+LEARNED_ROWS = (("build defaults, vectors learned from the corpus", {}),
+                ("vectors learned from the corpus, min_count 1", {"min_count": 1}))
+
+
 def rows_of(corpus, threads, skip_ot):
-    """{row name: (factor, distance matrix, seconds)}."""
+    """{row name: (factor, distance matrix, seconds)}, the build defaults'
+    recipe, and {learned row name: facts}."""
     from paper import baselines
 
     vectors = corpus["vectors"]
@@ -224,13 +296,17 @@ def rows_of(corpus, threads, skip_ot):
         graph("log", 1000, stop=False), corpus["measures"][(False, "count")], roots=1)
     D, seconds, chosen = default_build_matrix(corpus, threads)
     out["build defaults (quality recipe)"] = ("defaults", D, seconds)
+    learned = {}
+    for name, options in LEARNED_ROWS:
+        D, seconds, learned[name] = learned_build_matrix(corpus, threads, **options)
+        out[name] = ("learned", D, seconds)
     if not skip_ot:
         result = baselines.graph_ot_distances(knn5[0], word_measures_on(knn5[0], recipe),
                                               n_jobs=threads)
         out["graph OT on the recipe's graph"] = (
             "reference", result["distances"],
             knn5[1] + result["seconds"] + result["preprocessing_seconds"])
-    return out, chosen
+    return out, chosen, learned
 
 
 # -------------------------------------------------------------------- Orbit
@@ -332,12 +408,25 @@ def evaluate_orbit(rows, labels, split_list, processes):
 
 # ------------------------------------------------------------------ evaluate
 def _evaluate(job):
+    """k-NN test accuracy per split. A document at infinite distance from
+    all (np.inf on the diagonal: not in the index) is never a neighbour and,
+    as a test document, counts as an error: k is chosen and the others are
+    classified on the rest, and the accuracy is over the whole test part."""
     name, D, labels, split_list = job
     from paper.protocol import knn_accuracy
     from threadpoolctl import threadpool_limits
 
+    present = np.isfinite(np.diag(D))
     with threadpool_limits(1):
-        return name, knn_accuracy(D, labels, split_list)["accuracies"]
+        if present.all():
+            return name, knn_accuracy(D, labels, split_list)["accuracies"]
+        position = np.cumsum(present) - 1
+        kept = [(position[train[present[train]]], position[test[present[test]]])
+                for train, test in split_list]
+        accuracies = knn_accuracy(D[np.ix_(present, present)], np.asarray(labels)[present],
+                                  kept)["accuracies"]
+    return name, [a * len(t) / len(test) for a, (_, t), (_, test) in
+                  zip(accuracies, kept, split_list)]
 
 
 def evaluate(rows, labels, split_list, processes):
@@ -350,7 +439,7 @@ def evaluate(rows, labels, split_list, processes):
     errors = {name: 100.0 * (1.0 - np.asarray(acc)) for name, acc in results}
     wmd = errors["WMD"]
     table = {}
-    for name, (factor, _, seconds) in rows.items():
+    for name, (factor, D, seconds) in rows.items():
         e = errors[name]
         diff = e - wmd
         table[name] = {
@@ -359,6 +448,11 @@ def evaluate(rows, labels, split_list, processes):
             "diff_sem": float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0,
             "seconds": float(seconds), "errors": [float(x) for x in e],
         }
+        missing = ~np.isfinite(np.diag(D))
+        if missing.any():
+            # Points of the error that are missing test documents, per split.
+            table[name]["missing_error_mean"] = float(np.mean(
+                [100.0 * missing[test].sum() / len(test) for _, test in split_list]))
     return table
 
 
@@ -418,6 +512,47 @@ def _fmt_diff(row):
     return f"{row['diff_mean']:+.2f} ± {row['diff_sem']:.2f}"
 
 
+def _and(items):
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def learned_paragraph(name, data):
+    """What the learned-vector rows of corpus ``name`` mean, in numbers."""
+    learned = data["learned"]
+    rows = list(learned.values())
+    first = rows[0]
+    text = (f"**Learned vectors.** Learned from the {first['documents']:,} documents above "
+            f"({first['distinct_words']:,} distinct words, stop words included), vectors of "
+            f"dimension {first['dim']}: ")
+    text += "; ".join(
+        f"with min_count {f['min_count']}, {f['words']:,} words get one ({f['seconds']:.1f} s), "
+        f"and the index has {f['build_words']:,} of the {f['build_vocabulary']:,} words besides "
+        f"stop words, {100 * f['token_coverage']:.1f}% of their occurrences" for f in rows) + ". "
+    missing = [(row_name, f) for row_name, f in learned.items() if f["missing"]]
+    if missing:
+        text += (_and(f"{f['missing']:,} (min_count {f['min_count']})" for _, f in missing)
+                 + f" of the {data['n_documents']:,} documents have no word the index knows: left "
+                 "out, they are on average "
+                 + _and(f"{data['table'][row_name]['missing_error_mean']:.2f}" for row_name, _ in missing)
+                 + " points of the error. ")
+    else:
+        text += "Every document has a word the index knows. "
+    zero = [f for f in rows if f["zero_words"]]
+    if zero:
+        text += ("Some words seen often enough get no vector either, because theirs comes out "
+                 "zero (no context in the kept dimensions): "
+                 + _and(f"{len(f['zero_words']):,} with min_count {f['min_count']} ("
+                        + ", ".join(f"`{w}`" for w in f["zero_words"][:3])
+                        + (", ..." if len(f["zero_words"]) > 3 else "") + ")" for f in zero)
+                 + "; of the documents left out, they account for "
+                 + _and(f"{f['missing_by_zero']:,}" for f in zero) + ". ")
+    if name == "stdlib":
+        text += ("The given vectors are learned too, by PPMI and SVD with min_count 3, but from "
+                 "all the standard library's docstrings.")
+    return text.rstrip()
+
+
 def render(report):
     m = report["machine"]
     lines = [
@@ -441,7 +576,8 @@ def render(report):
         "splits; *vs WMD* is the mean paired difference in points ± its standard error (a "
         "difference within one standard error is \"about the same\"). *matrix time* is the "
         "whole distance matrix, the graph included (for S_p also its trees and features; for "
-        "graph OT its shortest paths; for *build defaults* the whole build, index written). "
+        "graph OT its shortest paths; for *build defaults* the whole build, index written, and "
+        "for learned vectors their learning too). "
         "Rows that share the recipe's graph and roots (roots 5 and 20, p = 2, counts with stop "
         "words removed) reuse its cached trees; the fresh *build defaults* row pays for "
         "everything.",
@@ -450,8 +586,18 @@ def render(report):
         "most 10,000), edges to each node's 5 nearest nodes, tf-idf weights, English stop "
         "words removed, S_1 sliced over 10 random roots. Each other row changes one thing. "
         "*build defaults* is the index `build_index` makes with no options (the token "
-        "pattern aside), its distances read back through `SobolevIndex.pairwise`. WMD is "
-        "exact, on normalised counts with stop words removed.",
+        "pattern aside), its distances read back through `SobolevIndex.pairwise`. *build "
+        "defaults, vectors learned from the corpus* is that index with the given word vectors "
+        "replaced by vectors learned from the evaluated documents themselves, as `sobolev-index "
+        "build --vectors learn` learns them (`learn_vectors`: PPMI and SVD with dimension 100, "
+        "a window of 5 and min_count 2, the corpus's token pattern): it is what a user with no "
+        "word vectors gets, and its *vs WMD* compares with WMD on the given vectors. The row "
+        "after it learns with min_count 1, so that words seen once get a vector too. A word "
+        "with no vector is ignored, so a document may have no word the index knows; those two "
+        "indexes are built with `skip_empty` (`--skip-empty`), and a document left out is at "
+        "infinite distance from every other: it is never a neighbour, and as a test document "
+        "it counts as an error, as it would for a user. WMD is exact, on normalised counts "
+        "with stop words removed.",
         "",
     ]
     for name, data in report["corpora"].items():
@@ -461,6 +607,8 @@ def render(report):
         table = data["table"]
         wmd = table["WMD"]
         lines += [f"## {name}", "", data["description"], ""]
+        if data.get("learned"):
+            lines += [learned_paragraph(name, data), ""]
         lines += ["| setting | k-NN error (%) | vs WMD (points) | matrix time (s) | WMD time / time |",
                   "|---|---|---|---|---|"]
         for row_name, row in table.items():
@@ -534,7 +682,8 @@ def plot(report, path):
         means = [table[n]["error_mean"] for n in names]
         stds = [table[n]["error_std"] for n in names]
         colours = ["tab:grey" if table[n]["factor"] == "baseline" else
-                   "tab:green" if table[n]["factor"] in ("recipe", "defaults") else "tab:blue"
+                   "tab:green" if table[n]["factor"] in ("recipe", "defaults") else
+                   "tab:orange" if table[n]["factor"] == "learned" else "tab:blue"
                    for n in names]
         ax.barh(y, means, xerr=stds, color=colours, capsize=2)
         ax.axvline(table["WMD"]["error_mean"], color="black", lw=0.8, ls="--")
@@ -593,7 +742,7 @@ def main(argv=None):
                 continue
             print(f"[{name}] {len(corpus['documents'])} documents, {len(corpus['vectors'][True])} "
                   "words: distances", file=sys.stderr, flush=True)
-            rows, chosen = rows_of(corpus, args.threads, args.skip_ot)
+            rows, chosen, learned = rows_of(corpus, args.threads, args.skip_ot)
             print(f"[{name}] evaluating {len(rows)} rows", file=sys.stderr, flush=True)
             split_list = splits(corpus["labels"], n_splits=args.splits, seed=0)
             table = evaluate(rows, corpus["labels"], split_list, args.processes or args.threads)
@@ -608,7 +757,8 @@ def main(argv=None):
                 description += (f" Standard library of Python {platform.python_version()}; "
                                 "vectors by PPMI and SVD over all of its docstrings.")
             report["corpora"][name] = {"table": table, "description": description,
-                                       "build_recipe": chosen}
+                                       "build_recipe": chosen, "learned": learned,
+                                       "n_documents": len(corpus["documents"])}
             for row_name, row in table.items():
                 print(f"  {row_name}: {row['error_mean']:.2f} ± {row['error_std']:.2f} "
                       f"({_fmt_diff(row)}), {row['seconds']:.2f} s", file=sys.stderr, flush=True)
