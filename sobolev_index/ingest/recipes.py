@@ -9,7 +9,7 @@ setting changed at a time from the recipe:
 - tf-idf weights with English stop words removed: counts instead of tf-idf
   cost 0.5 to 1.5 points of k-NN error; keeping stop words gained 0.4 on
   TWITTER and cost 2.7 on the docstrings (both together: 0.8 to 5.7);
-- S_1 sliced over 10 random roots: one root costs 1.9 to 2.9 points (and
+- S_1 sliced over 10 random roots: one root costs 1.8 to 2.9 points (and
   7 points of SVM accuracy on Orbit); 20 roots gain nothing more;
 - p = 1: p = 2 costs 1.9 to 6.7 points;
 - every word its own node: 1,000 clusters of the words cost 0.9 to 1.9
@@ -27,8 +27,8 @@ Orbit (within one split's standard deviation).
 
 ``"quality"`` (the default) is all of that; ``"fast"`` keeps the graph
 and the text settings but uses one root (the most central node): at
-10^5 documents about 12 times faster single queries and a fifth of the
-disk, for 1.9 to 2.9 points more k-NN error. Both take every word (or point)
+10^5 documents about 10 times faster single queries and a fifth of the
+disk, for 1.8 to 2.9 points more k-NN error. Both take every word (or point)
 as a node up to :data:`MAX_NODES`; above it the words are clustered into
 that many nodes.
 
