@@ -41,7 +41,15 @@ from .._version import __version__
 from ..errors import CorruptIndexError, SobolevIndexError
 from ..index import SobolevIndex, storage
 from ..measures import as_measure_batch
-from .fill import TEXT_META, add_in_batches, check_fields, create_and_fill, index_kind, label_text
+from .fill import (
+    TEXT_META,
+    add_in_batches,
+    check_fields,
+    check_new_output,
+    create_and_fill,
+    index_kind,
+    label_text,
+)
 from .words import add_words, read_words
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "StoredMeasures", "build_from_export",
@@ -78,13 +86,7 @@ def check_export_output(out):
     out = os.fspath(out)
     if out == "-":
         return out
-    if os.path.exists(out):
-        raise ValueError(f"output {out!r} exists; choose a new file name (an export never "
-                         "overwrites a file)")
-    folder = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(folder):
-        raise ValueError(f"output is {out!r}, but the folder {folder} does not exist")
-    return out
+    return check_new_output(out, "an export")
 
 
 def _p_json(p):

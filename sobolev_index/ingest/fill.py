@@ -90,6 +90,20 @@ def create_and_fill(path, graph, fill, like=None, **create_options):
 
 
 # --------------------------------------------------------------------- add
+def check_new_output(path, what):
+    """``path`` as the name of a new output file, checked before any work: it
+    does not exist yet (an output is never written over a file; ``what``
+    says which), and its folder does. Returns it as a str."""
+    path = os.fspath(path)
+    if os.path.lexists(path):
+        raise ValueError(f"output {path!r} exists; choose a new file name ({what} never "
+                         "overwrites a file)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"output is {path!r}, but the folder {folder} does not exist")
+    return path
+
+
 def check_can_add(index, batch_size):
     """Refuse, before any input is read, an index open for reading or a
     batch size that is not a positive int."""

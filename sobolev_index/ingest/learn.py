@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
 from .embeddings import WordVectors, write_word2vec_binary, write_word2vec_text
+from .fill import check_new_output
 from .text import DEFAULT_TOKEN_PATTERN, tokenize
 
 __all__ = ["LEARN_DEFAULTS", "VECTOR_OUTPUTS", "check_vectors_output", "learn_vectors",
@@ -398,14 +399,8 @@ def check_vectors_output(path):
     """``path`` as an output of :func:`write_vectors`, checked before any
     work: a name with a known ending that does not exist yet, in a folder
     that does. Returns its format."""
-    path = os.fspath(path)
-    fmt = vector_output_format(path)
-    if os.path.lexists(path):
-        raise ValueError(f"output {path!r} exists; choose a new file name (vectors are never "
-                         "written over a file)")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ValueError(f"output is {path!r}, but the folder {folder} does not exist")
+    fmt = vector_output_format(os.fspath(path))
+    check_new_output(path, "writing vectors")
     return fmt
 
 
@@ -434,9 +429,7 @@ def write_vectors(path, vectors):
             write_word2vec_text(partial, vectors.words, vectors.vectors)
         with open(partial, "rb") as handle:
             os.fsync(handle.fileno())
-        if os.path.lexists(path):  # made by someone else while this one wrote
-            raise ValueError(f"output {path!r} exists; choose a new file name (vectors are "
-                             "never written over a file)")
+        check_new_output(path, "writing vectors")  # made by someone else meanwhile?
         os.replace(partial, path)
     finally:
         if os.path.exists(partial):
