@@ -19,6 +19,16 @@ import click
 
 from .. import __version__
 from ..errors import DiskFullError, SkippedDocumentsWarning
+from .params import (
+    P_ORDER,
+    ROOT_POSITIONS,
+    SECONDS,
+    columns,
+    columns_options,
+    parse_p,
+    parse_roots,
+    refuse_columns,
+)
 
 __all__ = ["main"]
 
@@ -230,59 +240,6 @@ def _table(headers, rows):
     return "\n".join(lines)
 
 
-class _POrder(click.ParamType):
-    """-p: a number >= 1 or 'inf', checked while the command line is
-    parsed, so that a bad value is a usage error (exit 2, with the usage
-    hint) like every other bad option."""
-
-    name = "P"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, float):
-            return value
-        text = str(value).strip()
-        if text.lower() in ("inf", "infinity"):
-            return math.inf
-        try:
-            number = float(text)
-        except ValueError:
-            self.fail(f"{value!r} is not a number; expected p >= 1 or 'inf'", param, ctx)
-        if not number >= 1:  # NaN too
-            self.fail(f"{value!r}; expected p >= 1 (S_p is a metric for p >= 1) or 'inf'",
-                      param, ctx)
-        return number
-
-
-class _RootPositions(click.ParamType):
-    """--roots 0,2,3: positions into the index's roots."""
-
-    name = "0,1,.."
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, list):
-            return value
-        try:
-            # Every part a number: "1,,2" or "1," is a typo, not roots 1 and 2.
-            positions = [int(v) for v in str(value).split(",")]
-        except ValueError:
-            self.fail(f"{value!r}; expected root positions like 0,2,3", param, ctx)
-        return positions
-
-
-P_ORDER = _POrder()
-ROOT_POSITIONS = _RootPositions()
-
-
-def _parse_p(value):
-    """-p as the library takes it (None: the index's own)."""
-    return None if value is None else P_ORDER.convert(value, None, None)
-
-
-def _parse_roots(value):
-    """--roots as the library takes it (None: all)."""
-    return None if value is None else ROOT_POSITIONS.convert(value, None, None)
-
-
 def _open(path, mode="r", timeout=None):
     from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
     from ..index import SobolevIndex
@@ -383,25 +340,8 @@ _scheduler_option = click.option(
     help="For a sharded index: run it on the Dask scheduler at ADDRESS (e.g. "
          "tcp://host:8786), its shards opened on the workers (default: in this process, on "
          "threads).")
-class _Seconds(click.ParamType):
-    """A number of seconds >= 0 (NaN and infinity refused)."""
-
-    name = "SECONDS"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, float):
-            return value
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = math.nan
-        if not 0 <= seconds < math.inf:
-            self.fail(f"{value!r}; expected a number of seconds >= 0", param, ctx)
-        return seconds
-
-
 _wait_option = click.option(
-    "--wait", "wait", type=_Seconds(), default=None, metavar="SECONDS",
+    "--wait", "wait", type=SECONDS, default=None, metavar="SECONDS",
     help="If another process is writing to INDEX, wait up to SECONDS for it (default: fail "
          "at once).")
 _encoding_option = click.option(
@@ -415,50 +355,6 @@ _format_option = click.option(
     help="Corpus format: JSON lines, CSV or TSV with a header row, label<TAB>text lines, one "
          "document per plain line, one text file, or a directory of .txt (auto: by the file's "
          "name, .jsonl .csv .tsv .tab, then by its first lines).")
-
-
-class _ColumnName(click.ParamType):
-    """A column name (not blank); for the key, 'none' means no key column."""
-
-    name = "NAME"
-
-    def __init__(self, key=False):
-        self.key = key
-
-    def convert(self, value, param, ctx):
-        if self.key and value == "none":
-            return False
-        if not isinstance(value, str) or not value.strip():
-            self.fail(f"{value!r}; expected a column name", param, ctx)
-        return value
-
-
-def _columns_options(command):
-    """--key-column, --text-column and --label-column: which columns of a
-    CSV or TSV file (or names of a JSON lines record) hold what."""
-    for name, default in (("label", "label"), ("text", "text"),
-                          ("key", "key, else id; none: the index names documents")):
-        command = click.option(
-            f"--{name}-column", f"{name}_column", default=None, metavar="NAME",
-            type=_ColumnName(key=name == "key"),
-            help=f"Column (CSV, TSV) or name (JSON lines) of each document's {name} "
-                 f"[default: {default}].")(command)
-    return command
-
-
-def _columns(key_column, text_column, label_column):
-    """The columns options as the ingest layer takes them (None: defaults)."""
-    given = {"key": key_column, "text": text_column, "label": label_column}
-    return {part: name for part, name in given.items() if name is not None} or None
-
-
-def _refuse_columns(key_column, text_column, label_column, what):
-    given = [f"--{part}-column" for part, name in
-             (("key", key_column), ("text", text_column), ("label", label_column))
-             if name is not None]
-    if given:
-        raise click.UsageError(f"{', '.join(given)} name columns of a corpus file; {what} "
-                               "has none: leave them out")
 
 
 # ------------------------------------------------------------------- build
@@ -521,7 +417,7 @@ def _refuse_columns(key_column, text_column, label_column, what):
               help="With --from-export: the index whose graph, roots and p the rebuilt index "
                    "takes (the export's source, or a copy of it).")
 @_format_option
-@_columns_options
+@columns_options
 @_encoding_option
 @_silent_option
 @_json_option
@@ -548,7 +444,7 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
     if points and (corpus or vectors):
         raise click.UsageError("give either --corpus and --vectors, or --points")
     if points:
-        _refuse_columns(key_column, text_column, label_column, "a point file")
+        refuse_columns(key_column, text_column, label_column, "a point file")
     if not points and not corpus:
         raise click.UsageError("build needs --corpus FILE (a corpus: JSON lines, CSV, TSV, "
                                "text) and --vectors, or --points FILE")
@@ -569,9 +465,9 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
                 index, corpus=corpus, vectors=vectors, points=points, diagrams=diagrams,
                 diagram_weights=diagram_weights, corpus_format=corpus_format, settings=settings,
                 fold_case=fold_case, skip_empty=skip_empty, store_text=not no_text,
-                recipe=recipe, nodes=nodes, edges=edges, k=k, roots=roots, p=_parse_p(p),
+                recipe=recipe, nodes=nodes, edges=edges, k=k, roots=roots, p=parse_p(p),
                 seed=seed, progress=progress, encoding=encoding,
-                columns=_columns(key_column, text_column, label_column))
+                columns=columns(key_column, text_column, label_column))
         finally:
             progress.finish()
     for w in caught:
@@ -601,23 +497,15 @@ def build(index, corpus, vectors, points, diagrams, diagram_weights, recipe, nod
         click.echo(f"  words: {out['words_with_vectors']:,} of {out['vocabulary']:,} have vectors "
                    f"({out['token_coverage']:.1%} of tokens)")
         if "learned" in out:
-            click.echo(f"  vectors: {_learned_text(out['learned'])} -> {out['learned']['path']}")
+            from .vectors import learned_text
+
+            click.echo(f"  vectors: {learned_text(out['learned'])} -> {out['learned']['path']}")
     else:
         click.echo(f"built {out['index']}: {out['documents']:,} point sets ({out['kind']}), "
                    f"{out['points']:,} points in {out['dim']} dimensions")
     click.echo(f"  graph: {out['nodes']:,} nodes, {out['edges']:,} edges, root(s) {out['roots']}")
     click.echo(f"  recipe: {_recipe_text(out['recipe'])}")
     click.echo(f"  {out['bytes'] / 1e6:.1f} MB on disk, {out['seconds']:.1f} s")
-
-
-def _learned_text(learned):
-    """One line on vectors learned from a corpus (a learn report)."""
-    lowered = (f" (lowered from {learned['dim_asked']}: too few words)"
-               if learned["dim"] < learned["dim_asked"] else "")
-    return (f"learned {learned['words']:,} words x {learned['dim']} dims{lowered} from "
-            f"{learned['documents']:,} documents (PPMI + SVD; words seen at least "
-            f"{learned['min_count']} times, window {learned['window']}; "
-            f"{learned['seconds']:.1f} s)")
 
 
 def _recipe_text(recipe):
@@ -634,88 +522,6 @@ def _recipe_text(recipe):
     if given:
         parts.append("given: " + ", ".join(given))
     return "; ".join(parts)
-
-
-# ----------------------------------------------------------------- vectors
-@main.command()
-@click.argument("paths", nargs=-1, metavar="CORPUS... OUT")
-@click.option("--dim", default=100, show_default=True, type=click.IntRange(1),
-              help="Dimensions of the vectors (lowered, with a note, when the corpus has too "
-                   "few words).")
-@click.option("--min-count", default=2, show_default=True, type=click.IntRange(1),
-              help="Only words seen at least this many times get a vector.")
-@click.option("--window", default=5, show_default=True, type=click.IntRange(1),
-              help="Words at most this many words apart count as each other's context.")
-@click.option("--token-pattern", default="unicode", show_default=True,
-              metavar="unicode|ascii|REGEX",
-              help="How text becomes words: give the one `build --token-pattern` will use.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the SVD.")
-@_format_option
-@_columns_options
-@_encoding_option
-@_silent_option
-@_json_option
-def vectors(paths, dim, min_count, window, token_pattern, seed, corpus_format,
-            key_column, text_column, label_column, encoding, silent, as_json):
-    """Learn word vectors from CORPUS (files, directories or '-') and write
-    them to OUT, a new file: word2vec binary for .bin, word2vec text for
-    .vec or .txt (.gz compresses).
-
-    For a corpus with no word vectors of its own: co-occurrences within
-    --window words, weighted by positive pointwise mutual information, and
-    reduced to --dim dimensions by a truncated SVD. Then `sobolev-index
-    build INDEX --corpus CORPUS --vectors OUT` (or, in one step, `build
-    --vectors learn`). Words seen fewer than --min-count times get no
-    vector and are left out of the documents.
-    """
-    from ..ingest.learn import (
-        check_vectors_output,
-        learn_vectors,
-        nearest_words,
-        vector_output_format,
-        write_vectors,
-    )
-    from ..ingest.pipelines import read_documents
-    from ..ingest.text import ENGLISH_STOPWORDS, check_token_pattern
-
-    if len(paths) < 2:
-        raise click.UsageError("give the corpus (files, directories or '-') and then OUT, the "
-                               "new vector file to write (.bin, .vec or .txt)"
-                               + (f"; only {paths[0]!r} was given" if paths else ""))
-    *corpus, output = paths
-    try:
-        vector_output_format(output)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="OUT") from None
-    check_vectors_output(output)  # exists, or no such folder: an error, not a usage error
-    check_token_pattern(token_pattern)
-    progress = _progress(silent)
-    try:
-        documents = read_documents(corpus, corpus_format, encoding,
-                                   _columns(key_column, text_column, label_column))
-        learned, report = learn_vectors(documents, dim=dim, window=window, min_count=min_count,
-                                        pattern=token_pattern, seed=seed, progress=progress)
-    finally:
-        progress.finish()
-    report["path"] = write_vectors(output, learned)
-    # A few frequent words besides stop words and their nearest words: a
-    # glance at whether the vectors make sense.
-    shown = [w for w in learned.words if w not in ENGLISH_STOPWORDS and len(w) > 2][:3]
-    report["nearest_words"] = {w: [n for n, _ in nearest_words(learned, w, n=4)] for w in shown}
-    if as_json:
-        _echo_json(report)
-        return
-    click.echo(f"{_learned_text(report)} -> {output}")
-    if report["nearest_words"]:
-        click.echo("  nearest words: " + "; ".join(
-            f"{w} -> {', '.join(n)}" for w, n in report["nearest_words"].items()))
-    if report["zero_vectors"]:
-        _note(f"note: {report['zero_vectors']:,} words seen often enough got no vector: none of "
-              "their contexts is in the kept dimensions", silent)
-    if report["words"] < 1000:
-        _note(f"note: vectors of {report['words']:,} words learned from {report['tokens']:,} "
-              "tokens are rough; a larger corpus, or pretrained vectors, give better neighbours",
-              silent)
 
 
 # --------------------------------------------------------------------- add
@@ -737,7 +543,7 @@ def vectors(paths, dim, min_count, window, token_pattern, seed, corpus_format,
 @click.option("--allow-empty", is_flag=True,
               help="Succeed when the input holds no documents (default: an error, exit 1).")
 @_format_option
-@_columns_options
+@columns_options
 @_encoding_option
 @_silent_option
 @_json_option
@@ -757,7 +563,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
     if upsert and skip_existing:
         raise click.UsageError("--upsert replaces existing documents and --skip-existing leaves "
                                "them out: give one of them")
-    from ..ingest.documents import stored_vectors_path
+    from ..ingest.documents import stored_vectors_path, vectors_learned
     from ..ingest.pipelines import add_files
 
     sharded = _sharded(index)
@@ -773,8 +579,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
         if sharded:
             from ..distributed.files import add_files
         elif vectors is None:
-            learned = stored_vectors_path(opened) is not None and \
-                stored_vectors_path(opened, placing=True) is None
+            learned = vectors_learned(opened)
             # Vectors learned from the build's corpus know no word the index
             # does not know already: they place nothing, and are not used.
             vectors = stored_vectors_path(opened, placing=True)
@@ -790,7 +595,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
                                    skip_empty=skip_empty, batch_size=batch_size, upsert=upsert,
                                    store_text=not no_text, progress=progress,
                                    skip_existing=skip_existing, encoding=encoding,
-                                   columns=_columns(key_column, text_column, label_column),
+                                   columns=columns(key_column, text_column, label_column),
                                    **options)
         except (KeyboardInterrupt, DiskFullError) as exc:
             progress.finish()
@@ -880,7 +685,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
 @click.option("--vectors", default=None, metavar="FILE",
               help="Vectors to place query words the index does not know.")
 @_format_option
-@_columns_options
+@columns_options
 @_encoding_option
 @click.option("--stats", "show_stats", is_flag=True,
               help="Also print what each query read and the time of each phase.")
@@ -909,14 +714,14 @@ def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, v
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         query_names, results = [], []
-        options = dict(k=k, p=_parse_p(p), roots=_parse_roots(roots), where=where,
+        options = dict(k=k, p=parse_p(p), roots=parse_roots(roots), where=where,
                        radius=radius, limit=limit, stats=show_stats)
         if keys:
             results.append(opened.search(list(keys), **options))
             query_names += [f"key {key}" for key in keys]
         measures, names = query_measures(opened, texts, [query_file] if query_file else [], vectors,
                                          corpus_format, encoding,
-                                         _columns(key_column, text_column, label_column))
+                                         columns(key_column, text_column, label_column))
         if measures:
             results.append(opened.search(measures, **options))
             query_names += [_snippet(name, 50) for name in names]
@@ -1192,8 +997,8 @@ def distance(index, a, b, as_text, p, roots, as_json):
             (a_item, b_item), _ = query_measures(opened, texts=[a, b])
         else:
             a_item, b_item = a, b
-        value = opened.distance(a_item, b_item, p=_parse_p(p), roots=_parse_roots(roots))
-        used_p = opened.p if p is None else _parse_p(p)
+        value = opened.distance(a_item, b_item, p=parse_p(p), roots=parse_roots(roots))
+        used_p = opened.p if p is None else parse_p(p)
     if as_json:
         _echo_json({"a": a, "b": b, "p": "inf" if math.isinf(used_p) else used_p, "distance": value})
     else:
@@ -1262,7 +1067,7 @@ def gram(index, output, keys, keys_file, labels, p, roots, encoding, kernel_t, p
         options = {} if chunk is None else {"chunk": chunk}
         with _open_sharded(index, scheduler=scheduler) as opened:
             written = opened.write_distance_matrix(
-                zarr_out, keys=wanted or None, p=_parse_p(p), roots=_parse_roots(roots),
+                zarr_out, keys=wanted or None, p=parse_p(p), roots=parse_roots(roots),
                 t=kernel_t, power=power, **options)
         out = {**written, "output": zarr_out, "rows": written["shape"][0],
                "kind": "kernel" if kernel_t else "distance",
@@ -1275,8 +1080,8 @@ def gram(index, output, keys, keys_file, labels, p, roots, encoding, kernel_t, p
         return
     _check_scheduler(index, scheduler)
     with _open(index) as opened:
-        matrix, row_keys, row_labels = opened.gram(wanted, list(labels), p=_parse_p(p),
-                                                   roots=_parse_roots(roots), t=kernel_t,
+        matrix, row_keys, row_labels = opened.gram(wanted, list(labels), p=parse_p(p),
+                                                   roots=parse_roots(roots), t=kernel_t,
                                                    power=power)
     if output.endswith(".npy"):
         np.save(output, matrix)
@@ -1330,11 +1135,11 @@ def knn_graph(index, output, k, p, roots, include_self, silent, as_json):
         with _open_any(index) as opened, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
             keys = opened.keys_in_order()
-            graph = opened.knn_graph(k, p=_parse_p(p), roots=_parse_roots(roots),
+            graph = opened.knn_graph(k, p=parse_p(p), roots=parse_roots(roots),
                                      include_self=include_self,
                                      progress=lambda done, total: progress("neighbours", done,
                                                                            total))
-            used_p = opened.p if p is None else _parse_p(p)
+            used_p = opened.p if p is None else parse_p(p)
     finally:
         progress.finish()
     for warning in caught:
@@ -1377,7 +1182,7 @@ def duplicates(index, radius, p, roots, max_edges, silent, as_json):
     progress = _progress(silent)
     try:
         with _open(index) as opened:
-            groups = opened.duplicates(radius, p=_parse_p(p), roots=_parse_roots(roots),
+            groups = opened.duplicates(radius, p=parse_p(p), roots=parse_roots(roots),
                                        progress=lambda done, total: progress("documents", done,
                                                                              total))
             texts_of = {} if as_json else _stored_texts(
@@ -1456,7 +1261,7 @@ def shard(source, dest, shards, batch_size, silent, as_json):
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
 @click.option("--table", "as_table", is_flag=True, help="Print an aligned table.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the default).")
-@click.option("--timeout", default=60.0, show_default=True, type=_Seconds(),
+@click.option("--timeout", default=60.0, show_default=True, type=SECONDS,
               metavar="SECONDS", help="Stop a query that runs longer (0: no limit).")
 def sql(index, query, as_csv, as_table, as_json, timeout):
     """Run a read-only SQL QUERY on the catalog, with S_p functions.
@@ -1530,6 +1335,7 @@ def quickstart(directory, seed, silent, as_json):
 # Commands kept in modules of their own register themselves on ``main``
 # when imported; they use the helpers above, so they come last.
 from . import explain, export, serve  # noqa: E402,F401
+from . import vectors as _vectors  # noqa: E402,F401  (commands take a 'vectors' option)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -9,14 +9,13 @@ from . import (
     _json_option,
     _open,
     _p_option,
-    _parse_p,
-    _parse_roots,
     _roots_option,
     _snippet,
     _stored_texts,
     _table,
     main,
 )
+from .params import parse_p, parse_roots
 
 # What --plot can write: Matplotlib's raster and vector formats by extension.
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -60,7 +59,7 @@ def explain(index, a, b, p, roots, top, n_words, show_text, plot, as_json):
     if plot is not None:
         _check_plot_target(plot)
     with _open(index) as opened:
-        explanation = opened.explain(a, b, p=_parse_p(p), top=top, roots=_parse_roots(roots),
+        explanation = opened.explain(a, b, p=parse_p(p), top=top, roots=parse_roots(roots),
                                      n_words=n_words)
         texts = _stored_texts(opened, [a, b]) if show_text else {}
     if plot is not None:

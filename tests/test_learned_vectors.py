@@ -211,3 +211,12 @@ def test_words_with_no_context_get_no_vector(tmp_path, some_docs):
     with index:
         assert len(built["skipped"]) == 2 * len(lonely)
         assert len(index) == 400
+
+
+def test_cli_defaults_are_the_librarys():
+    # `vectors` and `build --vectors learn` must learn the same vectors.
+    from sobolev_index.cli import main
+    from sobolev_index.ingest.learn import LEARN_DEFAULTS
+
+    defaults = {param.name: param.default for param in main.commands["vectors"].params}
+    assert {name: defaults[name] for name in LEARN_DEFAULTS} == LEARN_DEFAULTS

@@ -62,6 +62,7 @@ __all__ = [
     "add_documents",
     "text_measures",
     "stored_vectors_path",
+    "vectors_learned",
     "text_info",
     "text_defaults",
     "text_settings",
@@ -161,15 +162,12 @@ class TextEncoder:
 
     def unknown_words(self, texts):
         """Words of ``texts`` without a node, in first-seen order."""
-        return list(self.unknown_counts(texts))
-
-    def unknown_counts(self, texts):
-        """{word: tokens} of the words of ``texts`` without a node, in
-        first-seen order (stop words are not words here)."""
-        seen = Counter()
+        seen = {}
         for text in texts:
-            seen.update(word for word in self.settings.tokens(text) if word not in self.word_nodes)
-        return seen
+            for word in self.settings.tokens(text):
+                if word not in self.word_nodes:
+                    seen.setdefault(word, None)
+        return list(seen)
 
     def only_stopwords(self, text):
         """The number of tokens of ``text`` when every one is a stop word of
@@ -189,11 +187,15 @@ class TextEncoder:
             weights *= idf
         return words, weights
 
-    def measure(self, text):
+    def measure(self, text, unknown=None):
         """(nodes, masses) of one text, or None when none of its words has a
         node. Masses are the word weights summed per node (not normalised:
-        the index normalises)."""
-        counts = Counter(w for w in self.settings.tokens(text) if w in self.word_nodes)
+        the index normalises). ``unknown``, a Counter, counts the text's
+        words without a node (stop words are not words here)."""
+        tokens = self.settings.tokens(text)
+        if unknown is not None:
+            unknown.update(w for w in tokens if w not in self.word_nodes)
+        counts = Counter(w for w in tokens if w in self.word_nodes)
         if not counts:
             return None
         words, weights = self._weights(counts)
@@ -402,12 +404,13 @@ def _add_documents(index, documents, vectors, looked_up, *, skip_empty=False, ba
     if vectors is not None:
         new_rows = _place_words(index, encoder, encoder.unknown_words(d["text"] for d in documents),
                                 vectors, _progress)
-    # What is still unknown is dropped from the documents: counted, not silent.
-    unknown = encoder.unknown_counts(d["text"] for d in documents)
+    # What is still unknown is dropped from the documents: counted (in the
+    # same pass that measures them), not silent.
+    unknown = Counter()
 
     measures, keys, labels, fields, names, skipped = [], [], [], [], [], []
     for position, doc in enumerate(documents):
-        measure = encoder.measure(doc["text"])
+        measure = encoder.measure(doc["text"], unknown)
         name = doc["key"] if doc["key"] is not None else f"document {position}"
         if measure is None:
             if not skip_empty:
@@ -527,11 +530,21 @@ def stored_vectors_path(index, placing=False):
     only a file that can place words the index does not know, so not the
     vectors learned from the build's corpus, whose every word the index
     knows already."""
-    stored = (index.catalog.meta_value(TEXT_META) or {}).get("vectors") or {}
+    stored = _stored_vectors(index)
     if placing and stored.get("learned"):
         return None
     path = _stored_path(index, stored.get("path"))
     return path if path and os.path.exists(path) else None
+
+
+def vectors_learned(index):
+    """Whether a text index's vectors were learned from its build's corpus
+    (``build_index(vectors="learn")``)."""
+    return bool(_stored_vectors(index).get("learned"))
+
+
+def _stored_vectors(index):
+    return (index.catalog.meta_value(TEXT_META) or {}).get("vectors") or {}
 
 
 def _stored_path(index, path, learned_only_if_there=False):
