@@ -173,6 +173,15 @@ class Run:
             self._templates[name] = path
         return self._templates[name]
 
+    def finish(self, rows, started):
+        """Log the rows of a kind that began at ``started`` (time.monotonic())."""
+        finish_rows(self, rows, started)
+
+    def cli(self, args, timeout=120, stdin=None):
+        """``python -m sobolev_index ARGS`` in the work directory: (status,
+        stdout, stderr, seconds)."""
+        return run_cli(args, cwd=self.workdir, timeout=timeout, stdin=stdin)
+
     def subset(self, items, quick_count):
         """All items, or with --quick an evenly spread subset of quick_count."""
         items = list(items)
