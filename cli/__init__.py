@@ -296,6 +296,19 @@ def _open_any(path, mode="r", timeout=None, scheduler=None):
     return _open(path, mode, timeout)
 
 
+@contextlib.contextmanager
+def _settings_of(index, sharded):
+    """What holds ``index``'s build settings (kind, text settings): itself,
+    or for a sharded index its first shard, opened for reading here."""
+    if not sharded:
+        yield index
+        return
+    from ..distributed.files import first_shard
+
+    with first_shard(index) as shard:
+        yield shard
+
+
 def _refuse_sharded(path):
     """NotAnIndexError naming the shards, for a command of one index given a
     sharded one."""
@@ -564,7 +577,7 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
         raise click.UsageError("--upsert replaces existing documents and --skip-existing leaves "
                                "them out: give one of them")
     from ..ingest.documents import stored_vectors_path, vectors_learned
-    from ..ingest.pipelines import add_files
+    from ..ingest.pipelines import add_files, read_files
 
     sharded = _sharded(index)
     if sharded and vectors not in (None, "none"):
@@ -575,6 +588,11 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
     started = time.perf_counter()
     progress = _progress(silent)
     learned = False
+    # The input is read before the write lock is taken: a pipe whose writer
+    # is slow or never comes must not keep other writers out.
+    with _open_any(index) as reader, _settings_of(reader, sharded) as settings:
+        files_read = read_files(settings, files, corpus_format=corpus_format, encoding=encoding,
+                                columns=columns(key_column, text_column, label_column))
     with _open_any(index, "a", timeout=wait, scheduler=scheduler) as opened:
         if sharded:
             from ..distributed.files import add_files
@@ -591,12 +609,10 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                report = add_files(opened, files, corpus_format=corpus_format,
-                                   skip_empty=skip_empty, batch_size=batch_size, upsert=upsert,
+                report = add_files(opened, files_read, skip_empty=skip_empty,
+                                   batch_size=batch_size, upsert=upsert,
                                    store_text=not no_text, progress=progress,
-                                   skip_existing=skip_existing, encoding=encoding,
-                                   columns=columns(key_column, text_column, label_column),
-                                   **options)
+                                   skip_existing=skip_existing, **options)
         except (KeyboardInterrupt, DiskFullError) as exc:
             progress.finish()
             done = getattr(exc, "added", None)

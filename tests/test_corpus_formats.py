@@ -400,5 +400,5 @@ def test_no_key_column(tmp_path):
 
 def test_errors_name_the_field_the_key_came_from(tmp_path):
     path = _write_jsonl(tmp_path / "a.jsonl", [{"id": True, "text": "t"}])
-    with pytest.raises(CorpusError, match="a.jsonl line 1: 'id', its key, is True"):
+    with pytest.raises(CorpusError, match=r"a.jsonl line 1: the key \('id'\) is true"):
         list(read_corpus(path))

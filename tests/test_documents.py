@@ -71,7 +71,7 @@ def test_read_corpus_labelled_lines_and_directory(tmp_path):
     ('{"key": "a", "text": "x"}\nnot json\n', "line 2 is not JSON"),
     ('{"key": "a"}\n', "line 1 has no 'text' field"),
     ('[1, 2]\n', "line 1 is a JSON list"),
-    ('{"key": "", "text": "x"}\n', "'key', its key, is ''"),
+    ('{"key": "", "text": "x"}\n', r"the key \('key'\) is the string ''"),
     ('{"key": "a", "text": 5}\n', "'text' is int"),
 ])
 def test_read_corpus_errors_name_the_line(tmp_path, content, message):

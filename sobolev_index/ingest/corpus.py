@@ -42,7 +42,7 @@ import warnings
 from dataclasses import dataclass
 
 from ..errors import CorpusError
-from .fill import FIELDS_MAX_DEPTH, check_fields_depth, check_storable, label_text
+from .fill import FIELDS_MAX_DEPTH, check_fields_depth, key_text, label_text
 from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
 __all__ = ["CORPUS_FORMATS", "Columns", "read_corpus"]
@@ -113,20 +113,20 @@ class Columns:
 
 # ---------------------------------------------------------------- documents
 def make_document(key, text, label, fields, where, key_name="key", text_name="text"):
-    """A document dict, checked: a key and a label UTF-8 can store (a number
-    as key or label is kept as its text), fields no deeper than
+    """A document dict, checked: text without NUL, a key and a label UTF-8
+    can store (see :func:`~sobolev_index.ingest.fill.key_text` and
+    :func:`~sobolev_index.ingest.fill.label_text`: an integer key, or a
+    number as label, is kept as its text), fields no deeper than
     FIELDS_MAX_DEPTH. The point readers check labels and fields alike.
     Messages call the key and text by the names they were read from."""
     if not isinstance(text, str):
         raise CorpusError(f"{where}: {text_name!r} is {type(text).__name__}; expected a string")
-    if key is not None and (not isinstance(key, str) or not key):
-        if isinstance(key, (int, float)) and not isinstance(key, bool):
-            key = str(key)
-        else:
-            raise CorpusError(f"{where}: {key_name!r}, its key, is {key!r}; expected a non-empty "
-                              "string or a number")
+    if "\x00" in text:
+        raise CorpusError(f"{where}: {text_name!r} holds a NUL character at character "
+                          f"{text.index(chr(0)) + 1} (a JSON \\u0000, or binary data); expected "
+                          "text without NUL")
     if key is not None:
-        check_storable(key, repr(key_name), where)
+        key = key_text(key, where, key_name)
     check_fields_depth(fields, where)
     return {"key": key, "text": text, "label": label_text(label, where), "fields": fields or None}
 

@@ -20,6 +20,7 @@ Text files may be gzip-compressed. Given the words wanted, every reader streams
 the file and keeps only their vectors, so memory grows with the words kept and
 not with the file (the GoogleNews file is 3.6 GB).
 """
+import contextlib
 import gzip
 import os
 from array import array
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import VectorFileError
+from .inputs import is_stream, regular_file
 from .parsing import is_number
 
 __all__ = [
@@ -602,16 +604,25 @@ def load_vectors(path, words=None, *, format="auto", vocab=None, fold_case=False
         odd = next((w for w in wanted if not isinstance(w, str)), None)
         if odd is not None:
             raise ValueError(f"words contains {odd!r} ({type(odd).__name__}); expected str")
-    path = Path(path)
-    format = _resolved_format(path, format)
-    if vocab is not None and format != "npy":
-        raise ValueError(f"vocab is only used with format 'npy'; {path} is read as {format!r}")
-    if format == "npy":
-        return _read_npy(path, vocab, wanted, fold_case, dtype, progress)
-    with _Source(path) as source:
-        if format == "word2vec-bin":
-            return _read_word2vec_binary(source, wanted, fold_case, dtype, progress)
-        return _read_text(source, format, wanted, fold_case, dtype, progress)
+    # A pipe is read once, into a temporary file: the readers seek, and a
+    # format told by content opens the file twice. An npy array's default
+    # vocabulary is looked for beside the path given, not beside the copy.
+    if vocab is None and is_stream(path) and (format == "npy"
+                                              or os.fspath(path).lower().endswith(".npy")):
+        with contextlib.suppress(FileNotFoundError):
+            vocab = _npy_vocab(Path(path), None)
+    with regular_file(path) as local, regular_file(vocab) if vocab is not None \
+            else contextlib.nullcontext() as vocab:
+        path = Path(local)
+        format = _resolved_format(path, format)
+        if vocab is not None and format != "npy":
+            raise ValueError(f"vocab is only used with format 'npy'; {path} is read as {format!r}")
+        if format == "npy":
+            return _read_npy(path, vocab, wanted, fold_case, dtype, progress)
+        with _Source(path) as source:
+            if format == "word2vec-bin":
+                return _read_word2vec_binary(source, wanted, fold_case, dtype, progress)
+            return _read_text(source, format, wanted, fold_case, dtype, progress)
 
 
 def vector_file_info(path, format="auto", vocab=None):
@@ -635,9 +646,16 @@ def vector_file_info(path, format="auto", vocab=None):
         is none.
     """
     _check_format(format)
-    path = Path(path)
+    with regular_file(path) as local:
+        return _file_info(Path(local), Path(path), format, vocab)
+
+
+def _file_info(path, given, format, vocab):
     format = _resolved_format(path, format)
     if format == "npy":
+        if vocab is None:
+            with contextlib.suppress(FileNotFoundError):
+                vocab = _npy_vocab(given, None)
         data = _load_npy(path)
         try:
             vocab_path = str(_npy_vocab(path, vocab))

@@ -237,8 +237,13 @@ def describe_json(value):
 
 def check_storable(text, what, where):
     """Refuse a key or label that UTF-8 cannot store: a lone surrogate, as a
-    JSON escape like "\\udcff" or a file name that is not UTF-8 gives. The
-    catalog would refuse it only after a segment was written."""
+    JSON escape like "\\udcff" or a file name that is not UTF-8 gives (the
+    catalog would refuse it only after a segment was written); and a NUL
+    character, which SQLite stores but C strings, shells and the SQL
+    functions' key arguments cut short."""
+    if "\x00" in text:
+        raise CorpusError(f"{where}: {what} {text!r:.60} holds a NUL character at character "
+                          f"{text.index(chr(0)) + 1}; expected text without NUL")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -248,6 +253,26 @@ def check_storable(text, what, where):
             "UTF-8); expected text that UTF-8 can store"
         ) from None
     return text
+
+
+def key_text(value, where, name="key"):
+    """A key as the readers of both kinds store it: a non-empty string as
+    it is, a JSON integer as its decimal text (``42`` -> "42"). Other
+    numbers (``1.5``, ``NaN``, ``1e3``) are refused: their text depends on
+    how they were parsed, so a key given as one would not be found by the
+    text the user sees in the file. Booleans, null, objects and lists are
+    refused too. :class:`CorpusError` names ``where`` and the field
+    (``name``)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    if not isinstance(value, str) or not value:
+        hint = (" (write a number that is not an integer as a string, e.g. \"1.5\")"
+                if isinstance(value, numbers.Real) and not isinstance(value, bool) else "")
+        shown = ("NaN" if value != value else "Infinity" if value > 0 else "-Infinity") \
+            if isinstance(value, float) and not math.isfinite(value) else describe_json(value)
+        raise CorpusError(f"{where}: the key ({name!r}) is {shown}; expected a non-empty string "
+                          f"or an integer{hint}")
+    return check_storable(value, repr(name), where)
 
 
 def label_text(value, where):

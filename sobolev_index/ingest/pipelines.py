@@ -25,7 +25,7 @@ from .pointindex import (
 from .recipes import DEFAULT_DIAGRAM_WEIGHTS, DEFAULT_RECIPE, recipe_info
 from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
-__all__ = ["build_from_files", "add_files", "query_measures", "index_details", "read_keys",
+__all__ = ["build_from_files", "read_files", "ReadFiles", "add_files", "query_measures", "index_details", "read_keys",
            "read_documents"]
 
 
@@ -132,6 +132,38 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
                        store_text=store_text, learn=learn, **options)
 
 
+class ReadFiles:
+    """The documents (``kind`` "text") or point sets (``kind`` "clouds" or
+    "diagrams") that :func:`read_files` read from ``files``, for
+    :func:`add_files`."""
+
+    def __init__(self, kind, items, files):
+        self.kind, self.items, self.files = kind, items, list(files)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __repr__(self):
+        return f"ReadFiles({self.kind!r}, {len(self.items)} items from {self.files!r:.80})"
+
+
+def read_files(index, files, *, corpus_format="auto", encoding=DEFAULT_ENCODING, columns=None):
+    """Read ``files`` as :func:`add_files` would for ``index`` (open for
+    reading is enough), without writing: a :class:`ReadFiles` to pass to
+    :func:`add_files` as its ``files``. Reading first lets a caller hold
+    the write lock only while it writes: a pipe whose writer is slow, or
+    never comes, then blocks no other writer (the command line's ``add``
+    does this)."""
+    kind = index_kind(index)
+    check_encoding(encoding)
+    if kind in POINT_KINDS:
+        _point_files_encoding(encoding)
+        _refuse_columns(columns)
+        return ReadFiles(kind, _read_for_index(index, files, kind), files)
+    # A text index, or one of plain measures (add_documents says it has no words).
+    return ReadFiles("text", list(_corpus(files, corpus_format, encoding, columns)), files)
+
+
 def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=False,
               batch_size=1000, upsert=False, store_text=True, progress=None,
               skip_existing=False, encoding=DEFAULT_ENCODING, columns=None):
@@ -149,21 +181,26 @@ def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=Fa
     sets), ``read`` (the documents or point sets the files held) and, for
     text, the words that stayed unknown (see
     :func:`~sobolev_index.ingest.documents.add_documents`).
+
+    ``files`` may also be what :func:`read_files` read (then
+    ``corpus_format``, ``encoding`` and ``columns`` were applied there).
     """
-    kind = index_kind(index)
-    check_encoding(encoding)
-    if kind in POINT_KINDS:
-        _point_files_encoding(encoding)
-        _refuse_columns(columns)
-        pointsets = _read_for_index(index, files, kind)
-        report = add_pointsets(index, pointsets, batch_size=batch_size,
+    if isinstance(files, ReadFiles):
+        read = files
+        kind = index_kind(index)
+        if (read.kind in POINT_KINDS or kind in POINT_KINDS) and read.kind != kind:
+            raise ValueError(f"the files were read for an index of {read.kind}; this index holds "
+                             f"{kind}: read them for this index")
+    else:
+        read = read_files(index, files, corpus_format=corpus_format, encoding=encoding,
+                          columns=columns)
+    if read.kind in POINT_KINDS:
+        report = add_pointsets(index, read.items, batch_size=batch_size,
                                progress=progress, upsert=upsert, skip_existing=skip_existing)
-        return {**report, "new_words": 0, "read": len(pointsets)}
-    # A text index, or one of plain measures (add_documents says it has no words).
-    documents = list(_corpus(files, corpus_format, encoding, columns))
-    return add_documents(index, documents, vectors, skip_empty=skip_empty, batch_size=batch_size,
-                         progress=progress, upsert=upsert, store_text=store_text,
-                         skip_existing=skip_existing)
+        return {**report, "new_words": 0, "read": len(read.items)}
+    return add_documents(index, read.items, vectors, skip_empty=skip_empty,
+                         batch_size=batch_size, progress=progress, upsert=upsert,
+                         store_text=store_text, skip_existing=skip_existing)
 
 
 def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto",

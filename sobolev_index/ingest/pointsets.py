@@ -38,7 +38,8 @@ import numpy as np
 
 from ..errors import CorpusError, PointsFileError
 from ..measures import TOTAL_MAX, TOTAL_MIN
-from .fill import FIELDS_MAX_DEPTH, check_fields_depth, check_storable, describe_json, label_text
+from .fill import FIELDS_MAX_DEPTH, check_fields_depth, check_storable, describe_json, key_text, label_text
+from .inputs import regular_file
 from .parsing import is_number
 
 __all__ = [
@@ -344,7 +345,8 @@ def read_point_clouds(source):
 
     Each non-blank line is one JSON object:
 
-    - ``"key"`` (required): a non-empty string, unique within the file.
+    - ``"key"`` (required): a non-empty string, or an integer (kept as its
+      decimal text, as the text readers keep it), unique within the file.
     - ``"points"`` (required): a list of n >= 1 points, each a list of d >= 1
       finite numbers; d is the same on every line of the file.
     - ``"weights"`` (optional): n finite numbers >= 0, not all zero. Missing
@@ -417,11 +419,12 @@ def _iter_point_clouds(source):
             )
 
         if "key" not in record:
-            raise PointsFileError(f"{where}: 'key' is missing; expected a non-empty string")
-        key = record.pop("key")
-        if not isinstance(key, str) or not key:
-            raise PointsFileError(f"{where}: 'key' is {_describe(key)}; expected a non-empty string")
-        check_storable(key, "'key'", where)
+            raise PointsFileError(f"{where}: 'key' is missing; expected a non-empty string or an "
+                                  "integer")
+        try:
+            key = key_text(record.pop("key"), where)
+        except CorpusError as exc:
+            raise PointsFileError(str(exc)) from None
         if key in key_lines:
             raise PointsFileError(
                 f"{where}: 'key' {key!r} was already used on line {key_lines[key]}; expected unique keys"
@@ -529,7 +532,8 @@ def _text_diagram(path, name):
 def _npy_diagram(path, name):
     """Columns (birth, death, dimension or None) and 0-based row indices."""
     try:
-        array = np.load(path, allow_pickle=False)
+        with regular_file(path) as local:  # np.load seeks: a pipe is copied first
+            array = np.load(local, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise PointsFileError(f"{name}: cannot be read as a .npy array ({exc})") from None
     if not isinstance(array, np.ndarray):  # an .npz archive
