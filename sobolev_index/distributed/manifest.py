@@ -4,9 +4,9 @@ shards there are, how keys are routed to them, what they share).
 ::
 
     ROOT/manifest.json      format, version, shard directories, routing rule,
-                            graph checksum, roots, eta and p; written once,
-                            atomically (temporary name, fsync, rename, fsync
-                            of the directory)
+                            graph checksum, roots, eta and p, and a checksum
+                            of all that; written once, atomically (temporary
+                            name, fsync, rename, fsync of the directory)
     ROOT/write.lock         held by the one writer of the sharded index
     ROOT/shard-NNN/         S ordinary SobolevIndex directories
 
@@ -20,6 +20,12 @@ and the shard commits the id with the document, so the global insertion
 order (ties in a search) lives in the shards themselves and no crash can
 separate it from them. The next id is one above the largest any shard has
 given (each shard's ``next_id``).
+
+The manifest's ``checksum`` is the SHA-256 of its other fields as canonical
+JSON (sorted keys, no spaces, ASCII): a value changed after the file was
+written (a flipped digit in a root or a weight) is found when it is read,
+where the fields' own checks would pass it. Manifests written before it
+existed have none, and are read as before.
 """
 import hashlib
 import json
@@ -64,10 +70,20 @@ def new_manifest(shards, graph_checksum, roots, eta, p):
     }
 
 
+def content_checksum(manifest):
+    """The SHA-256 (hex) of the manifest's fields other than ``checksum``,
+    as canonical JSON."""
+    fields = {name: value for name, value in manifest.items() if name != "checksum"}
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
 def write_manifest(root, manifest):
-    """Write ``ROOT/manifest.json`` atomically: a temporary file in the same
-    directory, flushed to disk, renamed over the final name, then the
-    directory entry flushed, so a crash leaves the old file or the new one."""
+    """Write ``ROOT/manifest.json`` with its content checksum, atomically:
+    a temporary file in the same directory, flushed to disk, renamed over
+    the final name, then the directory entry flushed, so a crash leaves the
+    old file or the new one."""
+    manifest = dict(manifest, checksum=content_checksum(manifest))
     fd, tmp = tempfile.mkstemp(prefix=".manifest-", suffix=".tmp", dir=root)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -85,8 +101,8 @@ def write_manifest(root, manifest):
 
 def read_manifest(root):
     """The manifest of the sharded index at ``root``, checked: NotAnIndexError
-    when there is none, CorruptIndexError when it cannot be read or lacks a
-    field, UnsupportedFormatError for a newer format."""
+    when there is none, CorruptIndexError when it cannot be read, lacks a
+    field or fails its checksum, UnsupportedFormatError for a newer format."""
     root = os.fspath(root)
     path = os.path.join(root, MANIFEST)
     if not os.path.isdir(root):
@@ -139,6 +155,13 @@ def read_manifest(root):
         problem = f"eta is {eta!r}; expected {len(roots)} finite weights >= 0, one per root"
     if problem is not None:
         raise CorruptIndexError(f"{path}: {problem}; restore it from a backup")
+    if "checksum" in manifest:
+        recorded, found = manifest["checksum"], content_checksum(manifest)
+        if recorded != found:
+            shown = f"{recorded[:16]}..." if isinstance(recorded, str) else repr(recorded)
+            raise CorruptIndexError(
+                f"{path} fails its checksum: it records sha256 {shown}, its content has "
+                f"{found[:16]}...; it was changed after it was written: restore it from a backup")
     return manifest
 
 

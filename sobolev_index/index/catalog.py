@@ -226,8 +226,12 @@ class Catalog:
             self.conn = None
 
     # -------------------------------------------------------------- reading
-    def snapshot(self):
+    def snapshot(self, lenient=False):
         """Everything a reader needs, read inside one transaction.
+
+        A key or label that is not valid UTF-8 is a CorruptIndexError
+        naming its document; with ``lenient`` (verify(), which reports such
+        rows itself) it is read with its bad bytes escaped as ``\\xNN``.
 
         A read-only catalog keeps that transaction open until the next
         snapshot() or close(): in WAL mode it then goes on seeing exactly
@@ -237,7 +241,7 @@ class Catalog:
         writer; it only keeps the log from being folded in past this commit
         while the reader lives (refresh() moves it on).
         """
-        heads, docs = self._read_committed(lambda conn: self._documents(conn))
+        heads, docs = self._read_committed(lambda conn: self._documents(conn, lenient))
         meta, roots, segments = heads.meta, heads.roots, heads.segments
         if docs:
             ids, keys, segs, rows, labels, deleted = zip(*docs)
@@ -302,8 +306,8 @@ class Catalog:
 
     # ------------------------------------------------- documents by key or id
     # Keys and labels are read as bytes and decoded here, so that one that
-    # is not valid UTF-8 (a damaged file) reads with replacement characters
-    # instead of failing the whole statement; verify() reports the row.
+    # is not valid UTF-8 (a damaged file) is a CorruptIndexError naming its
+    # document, never a key with replacement characters.
     def live_documents(self, keys):
         """{key: (doc id, segment, row)} for those of ``keys`` that are live."""
         found = {}
@@ -311,7 +315,7 @@ class Catalog:
             for doc_id, seg, row, key in self._rows(
                     f"SELECT id, segment, row, CAST(key AS BLOB) FROM documents "
                     f"WHERE deleted = 0 AND key IN ({marks})", chunk):
-                found[_text(key)] = (int(doc_id), int(seg), int(row))
+                found[self._text(key, doc_id, "key")] = (int(doc_id), int(seg), int(row))
         return found
 
     def documents_by_id(self, doc_ids):
@@ -321,25 +325,25 @@ class Catalog:
             for doc_id, key, label in self._rows(
                     "SELECT id, CAST(key AS BLOB), CAST(label AS BLOB) FROM documents "
                     f"WHERE id IN ({marks})", chunk):
-                found[int(doc_id)] = (_text(key), _text(label))
+                found[int(doc_id)] = (self._text(key, doc_id, "key"),
+                                      self._text(label, doc_id, "label"))
         return found
 
     def live_ids_and_keys(self):
         """[(doc id, key)] of the live documents, in id order."""
-        return [(int(doc_id), _text(key)) for doc_id, key in self._text_rows(
+        return [(int(doc_id), self._text(key, doc_id, "key")) for doc_id, key in self._text_rows(
             "SELECT id, {} FROM documents WHERE deleted = 0 ORDER BY id", ["key"])]
 
     def live_keys(self, labels=None):
         """The keys of the live documents in id order, or of those with one
         of ``labels`` (None: no label)."""
         if labels is None:
-            return [_text(key) for (key,) in self._text_rows(
-                "SELECT {} FROM documents WHERE deleted = 0 ORDER BY id", ["key"])]
+            return [key for _, key in self.live_ids_and_keys()]
         out = []
         for where, params in _label_conditions(labels):
             out += self._rows(f"SELECT id, CAST(key AS BLOB) FROM documents WHERE deleted = 0 "
                               f"AND {where}", params)
-        return [_text(key) for _, key in sorted(out)]
+        return [self._text(key, doc_id, "key") for doc_id, key in sorted(out)]
 
     def live_rows_with_labels(self, labels):
         """(segment ids, rows) as int64 arrays, and the set of the labels
@@ -350,11 +354,24 @@ class Catalog:
             parts.append(np.asarray(self._rows(
                 f"SELECT segment, row FROM documents WHERE deleted = 0 AND {where}", params),
                 dtype=np.int64).reshape(-1, 2))
-            present.update(_text(label) for (label,) in self._rows(
-                f"SELECT DISTINCT CAST(label AS BLOB) FROM documents WHERE deleted = 0 "
-                f"AND {where}", params))
+            present.update(self._text(label, doc_id, "label") for doc_id, label in self._rows(
+                f"SELECT min(id), CAST(label AS BLOB) FROM documents WHERE deleted = 0 "
+                f"AND {where} GROUP BY label", params))
         rows = np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
         return rows[:, 0], rows[:, 1], present
+
+    def _text(self, raw, doc_id, column):
+        """A text value of the documents table, read as bytes: decoded, or
+        a CorruptIndexError naming the document when it is not UTF-8."""
+        if raw is None or isinstance(raw, str):
+            return raw
+        try:
+            return bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptIndexError(
+                f"{self.path}: the {column} of document {doc_id} is not valid UTF-8 text "
+                f"({exc.reason} at byte {exc.start}); the catalog is damaged: run "
+                "`sobolev-index verify INDEX` (verify()) and restore it from a backup") from None
 
     def _text_rows(self, sql, columns, params=()):
         """Rows of ``sql`` with ``columns`` read as text, or as bytes (for
@@ -375,23 +392,25 @@ class Catalog:
                 f"{self.path} cannot be read ({exc}); run verify() and restore the catalog "
                 "from a backup") from None
 
-    @staticmethod
-    def _documents(conn):
+    def _documents(self, conn, lenient=False):
         query = "SELECT id, {key}, segment, row, {label}, deleted FROM documents ORDER BY id"
         try:
             return conn.execute(query.format(key="key", label="label")).fetchall()
         except sqlite3.OperationalError as exc:
             if "decode" not in str(exc):
                 raise
-        # A key or label that is not valid UTF-8 (a damaged file): read it
-        # with replacement characters, so the index still opens and verify()
-        # can report the row.
+        # A key or label that is not valid UTF-8 (a damaged file): an error
+        # naming the document, or (lenient) its bad bytes escaped, so that
+        # verify() can go on and report the row.
         rows = conn.execute(query.format(key="CAST(key AS BLOB)", label="CAST(label AS BLOB)"))
 
-        def text(raw):
-            return None if raw is None else bytes(raw).decode("utf-8", "replace")
+        def text(raw, doc_id, column):
+            if lenient:
+                return None if raw is None else bytes(raw).decode("utf-8", "backslashreplace")
+            return self._text(raw, doc_id, column)
 
-        return [(i, text(k), s, r, text(lab), d) for i, k, s, r, lab, d in rows]
+        return [(i, text(k, i, "key"), s, r, text(lab, i, "label"), d)
+                for i, k, s, r, lab, d in rows]
 
     def document_by_id(self, doc_id):
         try:
@@ -422,19 +441,7 @@ class Catalog:
         found = [str(row[0]) for row in rows if row[0] != "ok"]
         # Text that is not valid UTF-8 passes the page checks but cannot be
         # read back; every key, label, fields value and name must decode.
-        for table, column in (("documents", "key"), ("documents", "label"),
-                              ("documents", "fields"), ("segments", "file"), ("meta", "value")):
-            try:
-                cursor = self.conn.execute(
-                    f"SELECT rowid, CAST({column} AS BLOB) FROM {table} WHERE {column} IS NOT NULL")
-                for rowid, raw in cursor:
-                    try:
-                        bytes(raw).decode("utf-8")
-                    except UnicodeDecodeError:
-                        found.append(f"table {table}, row {rowid}: {column} is not valid UTF-8 text")
-            except sqlite3.DatabaseError as exc:
-                found.append(f"table {table} cannot be read: {exc}")
-        return found + self._schema_problems()
+        return found + self.text_problems() + self._schema_problems()
 
     def _schema_problems(self):
         """Columns of the index's own tables that are missing or declared
@@ -499,6 +506,15 @@ class Catalog:
                 f"SELECT id FROM segments WHERE id IN ({marks})", chunk))
         return found
 
+    def segment_checksums(self, segment_ids):
+        """{segment id: the SHA-256 its commit recorded} for those of
+        ``segment_ids`` that a committed segment has."""
+        found = {}
+        for marks, chunk in _in_chunks(segment_ids):
+            found.update((int(seg_id), checksum) for seg_id, checksum in self._rows(
+                f"SELECT id, checksum FROM segments WHERE id IN ({marks})", chunk))
+        return found
+
     def meta_value(self, name):
         rows = self._rows("SELECT value FROM meta WHERE name = ?", (name,))
         return None if not rows else _meta_values([(name, rows[0][0])], self.path)[name]
@@ -548,8 +564,39 @@ class Catalog:
         return row is not None
 
     def query(self, sql, params=()):
-        """All rows of one read-only statement, as tuples."""
-        return self.conn.execute(sql, params).fetchall()
+        """All rows of one read-only statement, as tuples. Text that is not
+        valid UTF-8 (a damaged catalog) is a CorruptIndexError naming the
+        first such row, not SQLite's decoding error."""
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+        found = self.text_problems(limit=1)
+        where = found[0] if found else "a text value does not decode"
+        raise CorruptIndexError(
+            f"{self.path}: {where}; the catalog is damaged: run `sobolev-index verify INDEX` "
+            "(verify()) and restore it from a backup")
+
+    def text_problems(self, limit=None):
+        """The rows whose key, label, fields, segment file name or meta
+        value is not valid UTF-8, as messages (at most ``limit``)."""
+        found = []
+        for table, column in (("documents", "key"), ("documents", "label"),
+                              ("documents", "fields"), ("segments", "file"), ("meta", "value")):
+            try:
+                cursor = self.conn.execute(
+                    f"SELECT rowid, CAST({column} AS BLOB) FROM {table} WHERE {column} IS NOT NULL")
+                for rowid, raw in cursor:
+                    try:
+                        bytes(raw).decode("utf-8")
+                    except UnicodeDecodeError:
+                        found.append(f"table {table}, row {rowid}: {column} is not valid UTF-8 text")
+                        if limit is not None and len(found) >= limit:
+                            return found
+            except sqlite3.DatabaseError as exc:
+                found.append(f"table {table} cannot be read: {exc}")
+        return found
 
     # -------------------------------------------------------------- writing
     def transaction(self):
@@ -676,12 +723,6 @@ def _meta_values(rows, path):
             raise CorruptIndexError(f"{path}: the meta value {name} is {value!r}, which is not "
                                     "JSON; restore the catalog from a backup") from None
     return meta
-
-
-def _text(raw):
-    if raw is None or isinstance(raw, str):
-        return raw
-    return bytes(raw).decode("utf-8", "replace")
 
 
 def _storable(values):

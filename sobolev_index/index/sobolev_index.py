@@ -65,12 +65,15 @@ class SobolevIndex(SearchMixin, ExplainMixin):
     delete merged-away files while a reader loads a snapshot.
     """
 
-    def __init__(self, path, mode, catalog, lock):
+    def __init__(self, path, mode, catalog, lock, check=False):
         self.path = path
         self.mode = mode
         self._catalog = catalog
         self._lock = lock
         self._closed = False
+        # check=True: every segment is hashed when first loaded (see open).
+        self._check = check
+        self._hashed = frozenset()
         try:
             self._load()
         except BaseException:
@@ -166,21 +169,32 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         return cls.open(path, mode="a")
 
     @classmethod
-    def open(cls, path, mode="r", timeout=None):
+    def open(cls, path, mode="r", timeout=None, check=False):
         """Open an index for reading (``"r"``) or writing (``"a"``).
 
         A second writer raises :class:`IndexLockedError`, at once or after
         ``timeout`` seconds.
+
+        Opening checks the graph file against its checksum (it reads the
+        whole file anyway), and the segment files against the catalog's
+        list: files no commit lists get a warning. ``check=True`` also
+        hashes every segment file, as :meth:`verify` does (which checks
+        much more besides), and a reader's :meth:`refresh` then hashes the
+        segments it has not seen: this reads the whole index, so it costs
+        about as much as reading it from disk. A damaged file is a
+        :class:`CorruptIndexError` naming it.
         """
         if mode not in ("r", "a"):
             raise ValueError(f"mode is {mode!r}; expected 'r' (read) or 'a' (append/write)")
+        if not isinstance(check, bool):
+            raise ValueError(f"check is {check!r}; expected True or False")
         path = _index_directory(path)
         if mode == "a":
             _check_writable_format(path)
-        return cls._opened(path, mode, timeout)
+        return cls._opened(path, mode, timeout, check)
 
     @classmethod
-    def _opened(cls, path, mode, timeout):
+    def _opened(cls, path, mode, timeout, check=False):
         lock = storage.WriterLock(path, timeout) if mode == "a" else None
         try:
             catalog = Catalog(path, readonly=(mode == "r"))
@@ -188,7 +202,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             if lock is not None:
                 lock.release()
             raise
-        return cls(path, mode, catalog, lock)
+        return cls(path, mode, catalog, lock, check)
 
     @classmethod
     def upgrade(cls, path, timeout=None):
@@ -246,6 +260,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
 
     # -------------------------------------------------------------- loading
     def _load(self):
+        opening = not hasattr(self, "_segments")
         if self.mode == "a":
             self._remove_leftovers()
             # Above every file in segments/ and lost+found/: a new segment
@@ -257,11 +272,12 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         fresh = self.mode == "r" and hasattr(self, "_segments")
         catalog = Catalog(self.path, readonly=True) if fresh else self._catalog
         try:
-            state = self._read_snapshot(catalog)
+            state = self._read_snapshot(catalog, unlisted=opening)
         except BaseException:
             if fresh:
                 catalog.close()
             raise
+        unlisted = state.pop("_unlisted", None)
         for name, value in state.items():
             setattr(self, name, value)
         self._eta_cache = {}
@@ -269,15 +285,24 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             old, self._catalog = self._catalog, catalog
             old.close()
         self._changed()
+        if unlisted:
+            self._warn_unlisted(unlisted)
 
-    def _read_snapshot(self, catalog):
+    def _read_snapshot(self, catalog, unlisted=False):
+        """The state of the catalog's latest commit (see _state_of); with
+        ``unlisted``, its ``_unlisted`` entry names the segment files that
+        no commit lists (see _unlisted_files)."""
         missing = None
         for _ in range(SNAPSHOT_RETRIES):
             try:
                 # Pinned: no writer deletes a segment file between our reading
                 # the catalog and opening the files it names.
                 with storage.files_pinned(self.path):
-                    return self._state_of(catalog.heads())
+                    heads = catalog.heads()
+                    state = self._state_of(heads)
+                    if unlisted:
+                        state["_unlisted"] = self._unlisted_files(heads)
+                    return state
             except FileNotFoundError as exc:
                 # Only where no pin could be held (a read-only copy): a newer
                 # snapshot no longer refers to a merged-away file.
@@ -289,6 +314,48 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             "restore it from a backup"
         )
 
+    def _unlisted_files(self, heads):
+        """Segment files in ``segments/`` that no commit lists (see
+        storage.stray_files), called while the files are pinned (no writer
+        deletes one meanwhile).
+
+        A writer holds the writer lock: its snapshot ``heads`` is the
+        latest commit, and no other writer can be at work. A reader looks
+        again at those its snapshot does not list, in the latest commit,
+        read while commits are paused (storage.commits_paused): a writer
+        renames a new segment file into place only while it holds
+        ``commit.lock`` (a SegmentClaim) and until its commit has landed or
+        the file is removed, so a commit under way is never taken for a
+        lost one."""
+        committed = [row["file"] for row in heads.segments]
+        retired = heads.meta.get("retired_files")
+        retired = [name for name in retired if isinstance(name, str)] \
+            if isinstance(retired, list) else []
+        unlisted = storage.stray_files(self.path, committed, retired)[1]
+        if not unlisted or self.mode == "a":
+            return unlisted
+        with storage.commits_paused(self.path):
+            latest = Catalog(self.path, readonly=True)
+            try:
+                committed, retired = latest.latest_files()
+            finally:
+                latest.close()
+            # Listed after the commit was read: a merged-away file forgotten
+            # by a later commit is gone from the folder by then.
+            still = storage.stray_files(self.path, committed, retired)[1]
+        return [name for name in unlisted if name in still]
+
+    def _warn_unlisted(self, names):
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        files = "1 segment file" if len(names) == 1 else f"{len(names)} segment files"
+        warnings.warn(
+            f"{self.path}: {files} in segments/ that no commit of the catalog lists ({shown}): "
+            "a writer was killed before its commit, or the catalog lost commits (a deleted "
+            "catalog.sqlite-wal), and then they hold acknowledged documents. "
+            f"`sobolev-index verify --repair {self.path}` (verify(repair=True)) moves them to "
+            f"{storage.LOST_DIR}/; `sobolev-index recover` (recover()) adds their documents "
+            "back", UserWarning, stacklevel=6)
+
     def _state_of(self, heads):
         """The attributes of a loaded committed state, read but not yet set:
         the meta values, the graph, and each segment's arrays
@@ -299,7 +366,14 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         p, roots, eta = checked_heads(self.path, meta, heads.roots)
         state = {"p": p, "roots": roots, "eta": eta, "_meta": meta}
         if not hasattr(self, "graph"):
-            graph, trees = storage.read_graph(self.path, len(roots))
+            # Hashed at every open: the whole file is read here anyway, and
+            # damage in it would give wrong distances without an error.
+            expected = meta.get("graph_checksum")
+            if expected is not None and not isinstance(expected, str):
+                raise CorruptIndexError(
+                    f"{self.path}: the catalog's meta value graph_checksum is {expected!r}, not "
+                    "a SHA-256; run verify() and restore the catalog from a backup")
+            graph, trees = storage.read_graph(self.path, len(roots), expected)
             if [t.root for t in trees] != roots.tolist():
                 raise CorruptIndexError(
                     f"{self.path}: graph.h5 has trees for roots {[t.root for t in trees]} "
@@ -308,11 +382,21 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             # in each of them, and it then stays in the cache.
             state.update(graph=graph, trees=trees, _edge_weight=np.concatenate(
                 [t.length for t in trees]).astype(np.float64))
-        segments = []
+        segments, hashed = [], set()
         for row in heads.segments:
-            # Checksums are for verify(): hashing every file would make opening
-            # cost as much as reading the whole index.
-            data = storage.read_segment(self.path, row["file"], len(roots))
+            # Segments are hashed by verify(), by a merge or an export (which
+            # read them whole) and with check=True: hashing every file at
+            # each open would cost as much as reading the whole index.
+            checksum = None
+            if self._check and row["file"] not in self._hashed:
+                checksum = row["checksum"]
+                if not isinstance(checksum, str):
+                    raise CorruptIndexError(
+                        f"{self.path}: the catalog records {checksum!r} as the checksum of "
+                        f"segment {row['file']}, not a SHA-256; run verify() and restore the "
+                        "catalog from a backup")
+            data = storage.read_segment(self.path, row["file"], len(roots), checksum)
+            hashed.add(row["file"])
             if data.rows != row["rows"] or len(data.doc_ids) != data.rows:
                 raise CorruptIndexError(
                     f"segment {row['file']} has {data.rows} rows but the catalog says "
@@ -329,6 +413,8 @@ class SobolevIndex(SearchMixin, ExplainMixin):
                     "run verify() and restore the catalog from a backup")
             segment.live[row] = False
         state.update(_segments=segments, _segment_by_id=by_id)
+        if self._check:
+            state["_hashed"] = frozenset(hashed)
         return state
 
     def _changed(self):
@@ -791,6 +877,18 @@ class SobolevIndex(SearchMixin, ExplainMixin):
 
     def _merge(self, segments):
         """Replace ``segments`` by one segment of their live rows (doc-id order)."""
+        # The merged rows get a new file and checksum: a damaged file must
+        # stop the merge, or its damage would pass into a segment that
+        # verify() finds in order.
+        checksums = self._catalog.segment_checksums([s.id for s in segments])
+        for segment in segments:
+            if segment.id in checksums:  # else the check against the catalog below fails
+                try:
+                    storage.check_segment_checksum(self.path, segment.file, checksums[segment.id])
+                except FileNotFoundError:
+                    raise CorruptIndexError(
+                        f"segment file {segment.file} is missing although the catalog lists it; "
+                        "nothing was merged; run verify() and restore it from a backup") from None
         parts = []
         for segment in segments:
             # The features are rebuilt from the measures: checked first.

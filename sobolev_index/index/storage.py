@@ -11,7 +11,8 @@ Layout of an index directory::
     lost+found/         segment files no commit lists, moved here by verify(repair=True)
     write.lock          flock()ed by the one writer
     commit.lock         flock()ed by the writer from a new segment's rename to
-                        its commit, and shared by verify() while it lists files
+                        its commit, and shared by verify() and an opening
+                        reader while they list files no commit refers to
     readers.lock        flock()ed, shared, by readers while they load a snapshot,
                         and exclusively by a writer while it deletes segment files
 
@@ -88,11 +89,27 @@ def require_new_directory(path):
 
 
 def file_checksum(path):
+    """The SHA-256 of the file at ``path``, as hex text."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def checksum_error(path, expected, found, what="file"):
+    """The CorruptIndexError of a ``what`` at ``path`` whose SHA-256 is
+    ``found`` where its commit recorded ``expected``."""
+    return CorruptIndexError(
+        f"{what} {path} fails its checksum: the catalog records sha256 {short_digest(expected)}, "
+        f"the file has {short_digest(found)}; it changed after it was written. Run `sobolev-index "
+        "verify INDEX` (verify()) for a full report, and restore the file from a backup")
+
+
+def short_digest(digest):
+    """A checksum as messages show it: its first 16 hex digits (any other
+    value as its repr)."""
+    return f"{digest[:16]}..." if isinstance(digest, str) and len(digest) > 16 else repr(digest)
 
 
 def fsync_path(path, directory=False):
@@ -182,11 +199,11 @@ def _megabytes(n):
 class SegmentClaim:
     """A writer's exclusive flock on ``commit.lock``, taken just before a
     new segment file gets its final name and released once the commit that
-    lists it has succeeded or failed. ``verify()`` in another process holds
-    the lock shared while it lists the files no commit refers to (see
-    commits_paused), so it never mistakes a commit in progress for a file
-    no commit will ever list. The lock is on a file of its own: HDF5 locks
-    the segment files themselves when it opens them."""
+    lists it has succeeded or failed. ``verify()`` and a reader's open in
+    another process hold the lock shared while they list the files no
+    commit refers to (see commits_paused), so they never mistake a commit
+    in progress for a file no commit will ever list. The lock is on a file
+    of its own: HDF5 locks the segment files themselves when it opens them."""
 
     def __init__(self, index_path=None):
         self._fd = None
@@ -329,9 +346,17 @@ def write_graph(index_path, graph, trees):
     return file_checksum(os.path.join(index_path, GRAPH_FILE))
 
 
-def read_graph(index_path, n_roots):
+def read_graph(index_path, n_roots, checksum=None):
+    """The graph and its first ``n_roots`` trees. With ``checksum`` (the
+    SHA-256 recorded when the file was written), the file is hashed first,
+    so that damage is found before HDF5 parses the file: a flipped bit in
+    an array would otherwise pass as a different graph."""
     path = os.path.join(index_path, GRAPH_FILE)
     try:
+        if checksum is not None:
+            found = file_checksum(path)
+            if found != checksum:
+                raise checksum_error(path, checksum, found, "graph file")
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") != FORMAT_NAME:
                 raise CorruptIndexError(f"{path} is not a sobolev-index graph file")
@@ -443,11 +468,8 @@ def write_segment(index_path, segment_id, data):
 def read_segment(index_path, name, n_roots, checksum=None):
     """Load a segment's arrays; with ``checksum``, verify the file first."""
     path = os.path.join(index_path, SEGMENT_DIR, check_segment_name(name))
-    if checksum is not None and file_checksum(path) != checksum:
-        raise CorruptIndexError(
-            f"segment {path} fails its checksum: the file changed after it was committed; "
-            "restore it from a backup"
-        )
+    if checksum is not None:
+        check_segment_checksum(index_path, name, checksum)
     def load(dataset):
         # Contiguous datasets are memory-mapped: opening costs no reads, and
         # the page cache is shared between processes searching one index.
@@ -491,6 +513,15 @@ def read_segment(index_path, name, n_roots, checksum=None):
             raise FileNotFoundError(errno.ENOENT, "segment file is gone", path) from None
         raise CorruptIndexError(f"segment {path} is unreadable ({exc})") from None
     return data
+
+
+def check_segment_checksum(index_path, name, checksum):
+    """CorruptIndexError unless the segment file ``name`` has the SHA-256
+    ``checksum`` its commit recorded (FileNotFoundError if it is gone)."""
+    path = os.path.join(index_path, SEGMENT_DIR, check_segment_name(name))
+    found = file_checksum(path)
+    if found != checksum:
+        raise checksum_error(path, checksum, found, "segment")
 
 
 def stray_files(index_path, committed_files, retired_files=()):

@@ -130,12 +130,17 @@ def export_header(index, kind):
 
 class StoredMeasures:
     """The stored measures of the index's committed segments, read from
-    their files (memory-mapped) as a document first needs them."""
+    their files (memory-mapped) as a document first needs them. An export
+    reads every segment whole, so each file is checked against its
+    checksum first: a damaged one is a CorruptIndexError, not a copy of
+    the damage."""
 
     def __init__(self, index):
         self.path = index.path
         self.n_roots = len(index.roots)
-        self.files = dict(index.catalog.query("SELECT id, file FROM segments"))
+        rows = index.catalog.query("SELECT id, file, checksum FROM segments")
+        self.files = {seg_id: file for seg_id, file, _ in rows}
+        self.checksums = {seg_id: checksum for seg_id, _, checksum in rows}
         self.loaded = {}
 
     def measure(self, doc_id, segment_id, row):
@@ -146,7 +151,8 @@ class StoredMeasures:
                     f"{self.path}: document {doc_id} is in segment {segment_id}, which the "
                     "catalog does not list; run verify() and restore from a backup")
             try:
-                data = storage.read_segment(self.path, self.files[segment_id], self.n_roots)
+                data = storage.read_segment(self.path, self.files[segment_id], self.n_roots,
+                                            self.checksums[segment_id])
             except FileNotFoundError:
                 raise SobolevIndexError(
                     f"{self.path}: segment file {self.files[segment_id]} is gone: a writer "
