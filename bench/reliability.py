@@ -65,6 +65,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import machine_facts, positive_int  # noqa: E402
+from reliability_checks import kind_checked_open  # noqa: E402
 
 SCRIPT = os.path.abspath(__file__)
 BENCH_DIR = os.path.dirname(SCRIPT)
@@ -2662,8 +2663,10 @@ def kind_lost_wal(run):
     expected = ("the segment files the lost commits wrote are never deleted; verify() is not ok, "
                 "with a problem line and an 'unlisted' entry (file, documents) for each; "
                 "verify(repair=True) moves them to INDEX/lost+found/ and lists them under "
-                "'moved'; then verify ok")
-    ok = ["kept, reported, moved to lost+found"]
+                "'moved'; then verify ok; opening warns of them (UnlistedSegmentsWarning); "
+                "recover() brings back every acknowledged document of the lost commits (key, "
+                "measure) and verify stays ok")
+    ok = ["kept, reported, moved to lost+found, recovered"]
     rows = {
         "copy": run.row("lost-wal-copy", "lost-wal", "Lost catalog log (copy without -wal)",
                         "a writer commits 1-5 batches (kept in catalog.sqlite-wal, not yet "
@@ -2703,12 +2706,39 @@ def kind_lost_wal(run):
                     dst = copy_index(src, os.path.join(base, "dst"), without=("-wal", "-shm"))
                 finally:
                     writer.close()
-            outcome, detail = _lost_wal_checks(dst, variant == "add")
+            first = 2000 if variant == "kill" else 1000
+            lost = {key: measure for b in range(k)
+                    for key, measure in zip(batch_keys(first + b, 6),
+                                            batch_measures(first + b, 60, 6))}
+            outcome, detail = _lost_wal_checks(dst, variant == "add", lost)
             rows[variant].add(outcome, f"{k} batches lost from the log: {detail}")
     finish_rows(run, rows.values(), started)
 
 
-def _lost_wal_checks(path, add_first):
+def _recovered(writer, lost):
+    """Failures of ``writer.recover()`` to bring back the documents ``lost``
+    ({key: (nodes, masses)}, as they were added)."""
+    report = writer.recover()
+    failures = []
+    missing = sorted(key for key in lost if key not in writer)
+    if missing:
+        failures.append((1, f"recover() left {len(missing)} acknowledged document(s) out: "
+                            f"{missing[:5]} (report: {len(report['restored'])} restored, "
+                            f"{report['skipped'][:2]}, {report['unreadable'][:1]})"))
+    for key, (nodes, masses) in lost.items():
+        if key in writer:
+            got = writer.get(key)
+            want = np.zeros(writer.graph.n_nodes)
+            np.add.at(want, np.asarray(nodes), np.asarray(masses, dtype=float))
+            have = np.zeros(writer.graph.n_nodes)
+            np.add.at(have, np.asarray(got["nodes"]), np.asarray(got["masses"], dtype=float))
+            if not np.allclose(have / have.sum(), want / want.sum(), rtol=1e-12, atol=1e-15):
+                failures.append((1, f"document {key!r} came back with another measure"))
+                break
+    return failures
+
+
+def _lost_wal_checks(path, add_first, lost):
     """The checks of a lost log on ``path``; (outcome, detail), the most
     severe failure first."""
     import h5py
@@ -2727,7 +2757,15 @@ def _lost_wal_checks(path, add_first):
     failures = []
     live = None
     try:
-        with SobolevIndex.open(path) as reader:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            reader = SobolevIndex.open(path)
+        warned = [w for w in caught if w.category.__name__ == "UnlistedSegmentsWarning"]
+        files = "1 segment file" if len(unlisted) == 1 else f"{len(unlisted)} segment files"
+        if len(warned) != 1 or f"{files} in segments/" not in str(warned[0].message):
+            failures.append((4, f"open did not warn of the unlisted files ({len(warned)} "
+                                "warnings)"))
+        with reader:
             live = len(reader)
             report = reader.verify()
         if report["ok"]:
@@ -2741,7 +2779,10 @@ def _lost_wal_checks(path, add_first):
     except Exception as exc:
         failures.append((2, f"a reader failed: {describe(exc)}"))
     try:
-        with SobolevIndex.open(path, "a") as writer:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the reader above checked the warning
+            writer = SobolevIndex.open(path, "a")
+        with writer:
             if add_first:
                 n = writer.graph.n_nodes
                 keys = writer.add(batch_measures(5000, n, 6), keys=batch_keys(5000, 6))
@@ -2764,6 +2805,10 @@ def _lost_wal_checks(path, add_first):
             expected_live = (live or 0) + (len(keys) if add_first else 0)
             if live is not None and len(writer) != expected_live:
                 failures.append((2, f"{len(writer)} live documents, expected {expected_live}"))
+            failures += _recovered(writer, lost)
+            after = writer.verify()
+            if not after["ok"]:
+                failures.append((3, f"verify not ok after recover: {after['problems'][:2]}"))
         if add_first:
             with SobolevIndex.open(path) as reader:
                 if not all(key in reader for key in keys):
@@ -2771,7 +2816,8 @@ def _lost_wal_checks(path, add_first):
     except Exception as exc:
         failures.append((2, f"a writer failed: {describe(exc)} at {where_raised(exc)}"))
     if not failures:
-        return "kept, reported, moved to lost+found", f"{len(unlisted)} file(s)"
+        return ("kept, reported, moved to lost+found, recovered",
+                f"{len(unlisted)} file(s), {len(lost)} document(s)")
     failures.sort()
     labels = {1: "acknowledged data deleted", 2: "error", 3: "not moved to lost+found",
               4: "not reported (verify ok)", 5: "report incomplete"}
@@ -2824,6 +2870,7 @@ KINDS = {
     "malicious-name": kind_malicious_names,
     "lost-wal": kind_lost_wal,
     "sql-timeout": kind_sql,
+    "checked-open": kind_checked_open,
 }
 # Row ids (and other names) that select a kind with --only.
 KIND_ALIASES = {"truncate": "byteflip", "missing": "byteflip", "missing-file": "byteflip"}

@@ -271,7 +271,7 @@ def _key_offsets(catalog_file):
 
 
 def kind_checked_open(run):
-    """Damage that opening, merging and exporting must catch (issue 28)."""
+    """Damage that opening, merging and exporting must catch."""
     never = "no other exception than CorruptIndexError, no crash"
     rows = {
         "graph-open": run.row(

@@ -166,13 +166,25 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="sobolev-index")
-def main():
+@click.option("--check", is_flag=True,
+              help="Hash every segment file of an index when a command opens it, and refuse a "
+                   "damaged one (graph.h5 is always checked). Reads the whole index first.")
+@click.pass_context
+def main(ctx, check):
     """Exact nearest-neighbour search for bags of words and points under
     Sobolev transport.
 
     Start with `sobolev-index quickstart DIR`, which builds an index from
     Python's own documentation and shows every command at work.
     """
+    ctx.obj = {"check": check}
+
+
+def _check_segments():
+    """Whether --check was given (before the command)."""
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    return bool(root is not None and isinstance(root.obj, dict) and root.obj.get("check"))
 
 
 # ------------------------------------------------------------------ helpers
@@ -240,15 +252,33 @@ def _table(headers, rows):
     return "\n".join(lines)
 
 
-def _open(path, mode="r", timeout=None):
-    from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
+def _open(path, mode="r", timeout=None, quiet_unlisted=False):
+    """The index at ``path``; unlisted segment files found at open are one
+    ``warning:`` line (none with ``quiet_unlisted``: the command deals with
+    them)."""
+    from ..errors import (
+        CorruptIndexError,
+        NotAnIndexError,
+        UnlistedSegmentsWarning,
+        UnsupportedFormatError,
+    )
     from ..index import SobolevIndex
 
     _refuse_sharded(path)
     if mode == "a":
         _refuse_shard_writes(path)
     try:
-        return SobolevIndex.open(path, mode=mode, timeout=timeout)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UnlistedSegmentsWarning)
+            opened = SobolevIndex.open(path, mode=mode, timeout=timeout,
+                                       check=_check_segments())
+        for warning in caught:
+            if issubclass(warning.category, UnlistedSegmentsWarning) and not quiet_unlisted:
+                _note(f"warning: {_cli_words(str(warning.message))}")
+            elif not issubclass(warning.category, UnlistedSegmentsWarning):
+                warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                       warning.lineno)
+        return opened
     except CorruptIndexError as exc:
         # Damage found while opening: verify opens the index the same way,
         # so its hint would go in a circle.
@@ -292,6 +322,9 @@ def _open_any(path, mode="r", timeout=None, scheduler=None):
     """A sharded index (see _open_sharded) or an ordinary one."""
     _check_scheduler(path, scheduler)
     if _sharded(path):
+        if _check_segments():
+            raise click.UsageError(f"--check opens a single index; {path} is a sharded index: "
+                                   f"check its shards with `sobolev-index verify {path}`")
         return _open_sharded(path, mode, timeout, scheduler)
     return _open(path, mode, timeout)
 
@@ -931,6 +964,53 @@ def verify(index, repair, as_json, wait):
                 click.echo(f"  segment not in the catalog: {entry['file']} ({held}), moved to "
                            f"{entry['moved_to']}")
     if not report["ok"]:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("index", type=click.Path())
+@click.option("--dry-run", is_flag=True,
+              help="Report what would be restored; move and add nothing.")
+@_json_option
+@_wait_option
+def recover(index, dry_run, as_json, wait):
+    """Add again the documents of segment files no commit lists.
+
+    After the catalog lost commits (a deleted catalog.sqlite-wal), their
+    segment files stay in INDEX/segments/ (open warns) or were moved to
+    INDEX/lost+found/ by verify --repair. This moves the first kind there,
+    then adds each document of lost+found/ whose key is not live, as a new
+    document; a key that is live is left out, and the files are kept.
+    A write killed before its commit leaves such a file too: its documents,
+    never acknowledged, are restored as well. Lists each key restored or
+    left out, and why.
+    """
+    if _sharded(index):
+        raise click.ClickException(
+            f"{index} is a sharded index; recover works on one index at a time, and a "
+            "document restored into a shard directly would bypass the sharded index's routing "
+            "(hint: verify the sharded index; restore a shard from a backup)")
+    _refuse_shard_writes(index)
+    with _open(index, "a", timeout=wait, quiet_unlisted=True) as opened:
+        report = opened.recover(dry_run=dry_run)
+        report["documents"] = len(opened)
+    if as_json:
+        _echo_json(report)
+        return
+    verb = "would restore" if dry_run else "restored"
+    for entry in report["restored"]:
+        click.echo(f"{verb} {entry['key']} (id {entry['id']} in {entry['file']})")
+    for entry in report["skipped"]:
+        what = entry["key"] if entry["key"] is not None else f"document id {entry['id']}"
+        click.echo(f"left out {what} ({entry['file']}): {entry['reason']}")
+    for entry in report["unreadable"]:
+        click.echo(f"could not read {entry['file']}: {_cli_words(entry['reason'])}")
+    if report["moved"]:
+        click.echo(f"moved {len(report['moved'])} unlisted segment file(s) to lost+found/")
+    click.echo(f"{verb} {len(report['restored']):,} document(s), left out "
+               f"{len(report['skipped']):,}, from {len(report['files'])} file(s); "
+               f"{report['documents']:,} in the index")
+    if report["unreadable"]:
         sys.exit(1)
 
 

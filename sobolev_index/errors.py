@@ -25,6 +25,12 @@ class AssumptionWarning(UserWarning):
     """Lengths were perturbed to make shortest paths from a root unique."""
 
 
+class UnlistedSegmentsWarning(UserWarning):
+    """Segment files that no commit lists are in ``INDEX/segments/``: a
+    writer died before its commit, or the catalog lost commits (see
+    :meth:`SobolevIndex.recover`)."""
+
+
 class SkippedDocumentsWarning(RuntimeWarning):
     """Documents without a known word were skipped (``skip_empty``); the
     report of the call lists them."""

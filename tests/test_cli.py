@@ -41,7 +41,7 @@ def test_version_and_help_list_every_command():
 
     expected = {"build", "add", "search", "get", "delete", "compact", "verify", "upgrade", "info",
                 "distance", "gram", "knn-graph", "duplicates", "explain", "export", "sql",
-                "quickstart", "serve", "shard", "vectors"}
+                "quickstart", "serve", "shard", "vectors", "recover"}
     assert set(main.commands) == expected
     for command in expected:
         assert command in out

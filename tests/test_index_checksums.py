@@ -176,6 +176,21 @@ def test_open_with_check_hashes_every_segment(path, monkeypatch):
         SobolevIndex.open(path, check="yes")
 
 
+def test_check_before_a_command_hashes_every_segment(path):
+    from click.testing import CliRunner
+
+    from sobolev_index.cli import main
+
+    runner = CliRunner()
+    assert runner.invoke(main, ["--check", "info", path]).exit_code == 0
+    _flip_a_mass(path, 3)
+    plain = runner.invoke(main, ["info", path])
+    assert plain.exit_code == 0, plain.output
+    checked = runner.invoke(main, ["--check", "info", path])
+    assert checked.exit_code == 1 and "000003.h5 fails its checksum" in checked.output
+    assert "Traceback" not in checked.output
+
+
 def test_a_checking_reader_hashes_only_new_segments_on_refresh(path, monkeypatch):
     hashed = []
     real = storage.file_checksum
@@ -242,7 +257,7 @@ def test_open_warns_of_segment_files_no_commit_lists(path):
     segments = os.path.join(path, "segments")
     for i in (11, 12):
         shutil.copy(_segment(path, 1), os.path.join(segments, storage.segment_name(i)))
-    expected = r"2 segment files .*\(000011\.h5, 000012\.h5\).*sobolev-index verify --repair"
+    expected = r"2 segment files .*\(000011\.h5, 000012\.h5\).*sobolev-index recover .*--dry-run"
     with pytest.warns(UserWarning, match=expected):
         reader = SobolevIndex.open(path)
     with reader, warnings.catch_warnings():
@@ -347,7 +362,7 @@ def test_readers_opening_next_to_a_busy_writer_are_never_warned(path):
     from _support.processes import child_env, child_script
 
     writer = subprocess.Popen(
-        [sys.executable, child_script("concurrent_writer.py"), path, "100", "4", "5"],
+        [sys.executable, child_script("concurrent_writer.py"), path, "100", "8", "5"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=child_env(**{BATCH_MAX_ENV: 1}))
     opens = 0

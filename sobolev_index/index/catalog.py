@@ -329,6 +329,32 @@ class Catalog:
                                       self._text(label, doc_id, "label"))
         return found
 
+    def records_by_id(self, doc_ids):
+        """{doc id: (key, label, fields as JSON text or None)} for
+        ``doc_ids`` (live or tombstoned): what a segment keeps of each of
+        its documents."""
+        found = {}
+        for marks, chunk in _in_chunks(doc_ids):
+            for doc_id, key, label, fields in self._rows(
+                    "SELECT id, CAST(key AS BLOB), CAST(label AS BLOB), CAST(fields AS BLOB) "
+                    f"FROM documents WHERE id IN ({marks})", chunk):
+                found[int(doc_id)] = (self._text(key, doc_id, "key"),
+                                      self._text(label, doc_id, "label"),
+                                      self._text(fields, doc_id, "fields"))
+        return found
+
+    def checkpoint(self):
+        """Copy every commit of the log into the database file, without
+        waiting for readers; whether all of them got there. A writer
+        deletes files that only the log's commits stopped using after this
+        succeeds: a log lost afterwards (a copy of the directory without
+        it) then still leaves a catalog whose files exist."""
+        try:
+            busy, log, done = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error:
+            return False  # a full disk, say: the files wait for a later writer
+        return busy == 0 and log == done
+
     def live_ids_and_keys(self):
         """[(doc id, key)] of the live documents, in id order."""
         return [(int(doc_id), self._text(key, doc_id, "key")) for doc_id, key in self._text_rows(

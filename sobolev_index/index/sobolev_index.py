@@ -25,6 +25,7 @@ from ..errors import (
     NotAnIndexError,
     OlderFormatError,
     SobolevIndexError,
+    UnlistedSegmentsWarning,
 )
 from ..graph import Graph
 from ..measures import MeasureBatch, as_measure_batch, checked_batch
@@ -32,6 +33,7 @@ from . import inverted, storage
 from .catalog import Catalog, checked_heads
 from .csr import gather_rows, stack_rows
 from .explain import ExplainMixin
+from .recover import recover_lost
 from .search import SearchMixin, SearchResult
 from .segment import Segment
 from .verify import VERIFY_SAMPLE, verify_index, verify_path
@@ -352,9 +354,9 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             f"{self.path}: {files} in segments/ that no commit of the catalog lists ({shown}): "
             "a writer was killed before its commit, or the catalog lost commits (a deleted "
             "catalog.sqlite-wal), and then they hold acknowledged documents. "
-            f"`sobolev-index verify --repair {self.path}` (verify(repair=True)) moves them to "
-            f"{storage.LOST_DIR}/; `sobolev-index recover` (recover()) adds their documents "
-            "back", UserWarning, stacklevel=6)
+            f"`sobolev-index recover {self.path}` (recover()) moves them to "
+            f"{storage.LOST_DIR}/ and adds back their documents whose keys are not live "
+            "(--dry-run lists them first)", UnlistedSegmentsWarning, stacklevel=6)
 
     def _state_of(self, heads):
         """The attributes of a loaded committed state, read but not yet set:
@@ -436,6 +438,10 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         committed = self._catalog.segment_files()
         retired = self._catalog.retired_files()
         removable, _ = storage.stray_files(self.path, committed, retired)
+        if not self._catalog.checkpoint():
+            # Until the log's commits are in the database file, the files
+            # they retired are still those of an older commit.
+            removable = [name for name in removable if name.startswith(storage.TMP_PREFIX)]
         storage.remove_files(self.path, removable)
         self._forget_retired(retired)
 
@@ -714,6 +720,8 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             doc_ids=doc_ids, indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,
             row_scale=batch.row_scale,
             features=[tree.feature_arrays_of_batch(batch) for tree in self.trees],
+            records=[storage.segment_record(keys[i], labels[i], fields_json[i])
+                     for i in range(n)],
         )
         data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight,
                                        self.p, self.trees)
@@ -910,6 +918,8 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         new_segment = None
         if len(doc_ids):
             data = _concat_rows(parts, order, self.trees)
+            kept = self._catalog.records_by_id(data.doc_ids.tolist())
+            data.records = [storage.segment_record(*kept[int(i)]) for i in data.doc_ids]
             data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight,
                                            self.p, self.trees)
             nnz = data.nnz
@@ -948,11 +958,42 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         # Only now that nothing refers to them; files not removed (readers
         # kept the pin, or an unlink failed) stay retired for a later writer.
         try:
-            storage.remove_files(self.path, [s.file for s in segments])
-            self._forget_retired(retired)
+            if self._catalog.checkpoint():
+                storage.remove_files(self.path, [s.file for s in segments])
+                self._forget_retired(retired)
         except OSError as exc:
             warnings.warn(f"could not remove merged segment files: {exc}", RuntimeWarning,
                           stacklevel=3)
+
+    def recover(self, dry_run=False):
+        """Add again the documents of segment files no commit lists
+        (writers only).
+
+        A catalog that lost commits (its ``catalog.sqlite-wal`` deleted, or
+        a copy made without it) no longer lists their segment files, and
+        their documents drop out of the index. This moves such files from
+        ``INDEX/segments/`` to ``INDEX/lost+found/`` (as
+        ``verify(repair=True)`` does), then adds each document of
+        ``lost+found/`` whose key is not live, under its key, label and
+        fields, as a new document with a new id. A key that is live is left
+        out (the live document wins); where a key is in several files, the
+        document with the highest id is the one restored. Segments written
+        before segments kept keys have no key to restore a document under:
+        those documents are left out. A writer killed between writing a
+        segment and committing it leaves such a file too: its documents,
+        never acknowledged, are restored as well. Files that cannot be read
+        are reported. Nothing in ``lost+found/`` is changed or removed.
+
+        With ``dry_run``, nothing is moved or added: the report says what
+        would be.
+
+        Returns a dict: ``restored`` and ``skipped`` (lists of ``key``,
+        ``id`` (the document's id in its file), ``file`` and, for those
+        left out, ``reason``), ``unreadable`` (``file``, ``reason``),
+        ``files`` (read), ``moved`` (from segments/) and ``dry_run``.
+        """
+        self._check_writable()
+        return recover_lost(self, dry_run=bool(dry_run))
 
     # ---------------------------------------------------------------- verify
     @classmethod

@@ -59,6 +59,8 @@ PIN_FILE = "readers.lock"
 COMMIT_LOCK = "commit.lock"
 TMP_PREFIX = "tmp-"
 LOST_DIR = "lost+found"
+# The dataset of a segment file with each row's key, label and fields.
+RECORDS = "stored/records"
 
 
 def utc_now():
@@ -400,6 +402,10 @@ class SegmentData:
     inverted: dict = None
     # The segment file's format version (what write_segment writes).
     version: int = FORMAT_VERSION
+    # One JSON object per row: the document's key, label and fields, kept
+    # beside its measure so that a segment the catalog lost can be added
+    # again (see recover.py). Written when given; no search reads it.
+    records: list = None
 
     @property
     def rows(self):
@@ -410,6 +416,14 @@ class SegmentData:
         """Nonzero features over all roots: known while the segment is
         written (format 3 does not store the features)."""
         return int(sum(len(f[1]) for f in self.features))
+
+
+def segment_record(key, label, fields_json):
+    """A row's entry of ``stored/records``: its key, label and fields (JSON
+    text or None) as one JSON object."""
+    return json.dumps({"key": key, "label": label,
+                       "fields": None if fields_json is None else json.loads(fields_json)},
+                      ensure_ascii=False, separators=(",", ":"))
 
 
 def segment_name(segment_id):
@@ -443,7 +457,9 @@ def write_segment(index_path, segment_id, data):
     name = segment_name(segment_id)
     arrays = [data.doc_ids, data.indptr, data.nodes, data.masses, data.row_scale] + \
         list((data.inverted or {}).values())
-    expected = sum(np.asarray(a).nbytes for a in arrays) + (1 << 16)
+    records = None if data.records is None else np.array(list(data.records), dtype=object)
+    expected = sum(np.asarray(a).nbytes for a in arrays) + (1 << 16) + \
+        (0 if records is None else sum(4 * len(r) + 16 for r in records))
     claim = []
     with _durable_h5(directory, name, expected, claim) as f:
         f.attrs["segment"] = segment_id
@@ -455,6 +471,8 @@ def write_segment(index_path, segment_id, data):
         f.create_dataset("measures/row_scale", data=data.row_scale)
         for array, values in (data.inverted or {}).items():
             f.create_dataset(f"inverted/{array}", data=values)
+        if records is not None:
+            f.create_dataset(RECORDS, data=records, dtype=h5py.string_dtype("utf-8"))
     final = os.path.join(directory, name)
     try:
         return name, file_checksum(final), os.path.getsize(final), claim[0]

@@ -60,6 +60,6 @@ def regular_file(path):
         try:
             yield copy
         except Exception as exc:
-            raise _named_as_given(exc, copy, given)
+            raise _named_as_given(exc, copy, given)  # noqa: B904 (the same exception, renamed)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

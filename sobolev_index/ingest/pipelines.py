@@ -25,8 +25,8 @@ from .pointindex import (
 from .recipes import DEFAULT_DIAGRAM_WEIGHTS, DEFAULT_RECIPE, recipe_info
 from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
-__all__ = ["build_from_files", "read_files", "ReadFiles", "add_files", "query_measures", "index_details", "read_keys",
-           "read_documents"]
+__all__ = ["build_from_files", "read_files", "ReadFiles", "add_files", "query_measures",
+           "index_details", "read_keys", "read_documents"]
 
 
 def _corpus(files, corpus_format, encoding, columns, plain="text"):
