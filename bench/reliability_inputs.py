@@ -126,6 +126,8 @@ PIPE_CASES = [
                            "--silent"], "stop.txt", True),
     ("gram --keys-file", ["gram", "{INDEX}", "{OUT}", "--keys-file", "{IN}", "--json"],
      "keys.txt", False),
+    ("build --from-export", ["build", "{NEW}", "--from-export", "{IN}", "--graph-from",
+                             "{INDEX}", "--json", "--silent"], "export.jsonl", True),
     ("build --points --diagrams (.npy)", ["build", "{NEW}", "--points", "{IN}", "--diagrams",
                                           "--json", "--silent"], "diagram.npy", True),
 ]
@@ -226,6 +228,10 @@ def kind_pipes(run):
     inputs = _write_inputs(folder, run.seed)
     template = os.path.join(folder, "template")
     _build_text_index(run, template, inputs)
+    inputs["export.jsonl"] = os.path.join(folder, "export.jsonl")
+    status, _, err, _ = run.cli(["export", template, inputs["export.jsonl"], "--silent"])
+    if status != 0:
+        raise RuntimeError(f"could not export the text index: {err[-400:]}")
     cases = run.subset(PIPE_CASES, 3)
     rounds = max(1, min(3, run.trials // 10))
     seq = 0

@@ -119,6 +119,22 @@ def test_a_diagram_array_from_a_pipe_is_read(tmp_path):
     assert len(from_pipe) == 3
 
 
+def test_an_export_from_a_pipe_is_imported(tmp_path):
+    # The import refused anything but a regular file ("does not exist").
+    from sobolev_index.ingest.export import build_from_export, export_index
+
+    index = small_text_index(tmp_path)
+    with SobolevIndex.open(index) as source:
+        export_index(source, str(tmp_path / "x.jsonl"))
+        keys = sorted(source.ids_and_keys()[1])
+    fifo, _ = _fifo_with(tmp_path, "piped.jsonl", (tmp_path / "x.jsonl").read_bytes())
+    copy, _ = _within(lambda: build_from_export(str(tmp_path / "copy"), fifo, graph_from=index))
+    try:
+        assert sorted(copy.ids_and_keys()[1]) == keys
+    finally:
+        copy.close()
+
+
 def test_add_from_a_pipe_nobody_writes_does_not_hold_the_write_lock(tmp_path):
     # The add used to open the index for writing and then wait on the pipe,
     # so every other writer got IndexLockedError until someone wrote to it.

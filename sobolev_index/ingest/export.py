@@ -412,11 +412,12 @@ def _open_export(path):
             return contextlib.nullcontext(sys.stdin)
         return contextlib.closing(_Unclosed(io.TextIOWrapper(raw, encoding="utf-8",
                                                               errors="strict", newline="")))
-    if not os.path.isfile(path):
-        if os.path.isdir(path):
-            raise ValueError(f"export file {path} is a directory; expected a file written by "
-                             "`sobolev-index export`")
+    if os.path.isdir(path):
+        raise ValueError(f"export file {path} is a directory; expected a file written by "
+                         "`sobolev-index export`")
+    if not os.path.exists(path):
         raise ValueError(f"export file {path} does not exist")
+    # A pipe or FIFO is read once, as a file is.
     return open(path, encoding="utf-8", errors="strict", newline="")
 
 
