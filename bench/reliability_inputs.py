@@ -159,7 +159,7 @@ def _run_case(run, folder, template, inputs, case, through_pipe, seq):
         "{VEC}", inputs["vectors.vec"]).replace("{OUT}", out_file) for a in argv]
     status, out, err, seconds = run.cli(args, timeout=120)
     # Paths differ between the two runs; nothing else may.
-    out = out.replace(work, "$RUN").replace(given, "$IN")
+    out = out.replace(given, "$IN").replace(work, "$RUN")
     result = {"status": status, "out": _comparable(out),
               "error": err.strip().splitlines()[-1:] if status else []}
     if os.path.exists(out_file):
