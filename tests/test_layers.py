@@ -68,7 +68,7 @@ INGEST_KINDS = {
     "text": {"text", "embeddings", "corpus", "documents", "learn", "words", "stdlib_corpus",
              "quickstart"},
     "points": {"pointsets", "pointindex"},
-    "shared": {"__init__", "fill", "parsing", "recipes"},
+    "shared": {"__init__", "fill", "inputs", "parsing", "recipes"},
     "over both kinds": {"pipelines", "export"},
 }
 PIPELINE_KINDS = {"text", "points"}
