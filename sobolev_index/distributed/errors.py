@@ -4,15 +4,23 @@ from ..errors import SobolevIndexError
 
 
 class ShardError(SobolevIndexError):
-    """A shard of a sharded index cannot be opened, or does not agree with
-    the manifest (another graph, roots or eta). ``shard`` is its number,
-    ``path`` its directory and ``cause`` the error it raised (or None)."""
+    """A shard of a sharded index cannot be opened, does not agree with the
+    manifest (another graph, roots or eta), or did not answer on Dask
+    within the index's ``task_timeout``. ``shard`` is its number (the
+    first, when several are named), ``shards`` all the shard numbers the
+    error names, ``path`` the first one's directory and ``cause`` the error
+    it raised (or None; a ``TimeoutError`` when the shards did not answer
+    in time). ``may_have_run`` says, for a write that got no answer,
+    whether its task may have run (True), did not (False), or does not
+    apply (None)."""
 
-    def __init__(self, message, shard, path, cause=None):
+    def __init__(self, message, shard, path, cause=None, shards=None, may_have_run=None):
         super().__init__(message)
         self.shard = shard
+        self.shards = [shard] if shards is None else list(shards)
         self.path = path
         self.cause = cause
+        self.may_have_run = may_have_run
 
 
 class ShardedWriteError(SobolevIndexError):

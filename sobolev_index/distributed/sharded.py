@@ -87,13 +87,16 @@ class ShardedIndex:
 
     With ``client=None`` the shards are opened in this process and searched
     on threads; with a ``dask.distributed.Client`` each shard is opened on a
-    worker and stays there, and the work goes to it as tasks.
+    worker and stays there, and the work goes to it as tasks. On Dask every
+    operation waits at most ``task_timeout`` seconds (see :meth:`open`) and
+    then raises :class:`ShardError`: it never hangs when workers die.
     """
 
-    def __init__(self, path, mode, manifest, placement, lock, client, next_id):
+    def __init__(self, path, mode, manifest, placement, lock, client, next_id, task_timeout):
         self.path = path
         self.mode = mode
         self.client = client
+        self.task_timeout = task_timeout
         self._manifest = manifest
         self._placement = placement
         self._lock = lock
@@ -111,7 +114,7 @@ class ShardedIndex:
     # ------------------------------------------------------------ lifecycle
     @classmethod
     def create(cls, path, graph, roots=None, eta=None, p=1, shards=2, on_violation="raise",
-               seed=0, client=None):
+               seed=0, client=None, task_timeout=tasks.TASK_SECONDS):
         """Create a sharded index of ``shards`` shards at ``path`` (a new or
         empty directory) and open it for writing.
 
@@ -121,7 +124,7 @@ class ShardedIndex:
         :meth:`SobolevIndex.create_like` from it, so every shard holds the
         same graph file to the byte (trees copied, not rebuilt: where
         shortest paths tie, every shard breaks the ties as the first did,
-        whatever the seed). ``client``: see :meth:`open`.
+        whatever the seed). ``client`` and ``task_timeout``: see :meth:`open`.
         """
         if not isinstance(graph, Graph):
             raise TypeError(f"graph is {type(graph).__name__}; expected a sobolev_index.Graph")
@@ -131,10 +134,11 @@ class ShardedIndex:
             return SobolevIndex.create(shard_path, graph, roots=roots, eta=eta, p=p,
                                        on_violation=on_violation, seed=seed)
 
-        return cls._create(path, shards, first, client)
+        return cls._create(path, shards, first, client, task_timeout)
 
     @classmethod
-    def create_like(cls, path, source, shards=2, client=None):
+    def create_like(cls, path, source, shards=2, client=None,
+                    task_timeout=tasks.TASK_SECONDS):
         """Create an empty sharded index of ``shards`` shards at ``path`` with
         the graph, shortest-path trees, roots, eta and p of ``source`` (an
         open :class:`SobolevIndex`, or the path of one), and open it for
@@ -145,20 +149,21 @@ class ShardedIndex:
         with the documents."""
         if isinstance(source, SobolevIndex):
             return cls._create(path, shards, lambda p: SobolevIndex.create_like(p, source),
-                               client)
+                               client, task_timeout)
         if not isinstance(source, (str, os.PathLike)):
             raise TypeError(f"source is {type(source).__name__}; expected an open SobolevIndex "
                             "or the path of one")
         with SobolevIndex.open(source, mode="r") as opened:
             return cls._create(path, shards, lambda p: SobolevIndex.create_like(p, opened),
-                               client)
+                               client, task_timeout)
 
     @classmethod
-    def _create(cls, path, shards, make_first, client):
+    def _create(cls, path, shards, make_first, client, task_timeout):
         """The sharded index at ``path``: shard 0 from ``make_first(its
         path)`` (an open SobolevIndex), shards 1..S-1 like it."""
         if isinstance(shards, bool) or not isinstance(shards, (int, np.integer)) or shards < 1:
             raise ValueError(f"shards is {shards!r}; expected a number of shards >= 1")
+        task_timeout = _checked_task_timeout(task_timeout)
         shards = int(shards)
         path = os.fspath(path)
         storage.require_new_directory(path)
@@ -191,10 +196,10 @@ class ShardedIndex:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return cls.open(path, mode="a", client=client)
+        return cls.open(path, mode="a", client=client, task_timeout=task_timeout)
 
     @classmethod
-    def open(cls, path, mode="r", client=None, timeout=None):
+    def open(cls, path, mode="r", client=None, timeout=None, task_timeout=tasks.TASK_SECONDS):
         """Open a sharded index for reading (``"r"``) or writing (``"a"``).
 
         ``client``: None opens the shards in this process; a
@@ -204,11 +209,27 @@ class ShardedIndex:
         writer holds ``write.lock`` of the sharded index (waiting up to
         ``timeout`` seconds) and, on the workers, each shard's.
 
+        ``task_timeout`` (seconds, default 600; only on Dask): how long one
+        operation (opening, a search, a write, ``len``, ...) waits for the
+        shards' tasks. Workers that die are replaced by Dask (a nanny
+        restarts them, or new ones join): the shards are opened again on
+        them and the tasks run again, so a search still returns the exact
+        answer if that happens in time. Past the bound, the tasks not
+        answered are cancelled and the call raises :class:`ShardError`
+        naming the shards (``shards``) and why: no workers left, workers
+        that died and were not replaced in time, or tasks still running. A
+        write that got no answer from some shards then asks them what they
+        committed, within another ``task_timeout``, and raises
+        :class:`ShardedWriteError` (see :meth:`add`). The default is far
+        above the time of any batch on a working cluster, and finite.
+
         Raises :class:`ShardError` naming the first shard that cannot be
-        opened, or whose graph, roots or eta differ from the manifest's.
+        opened (or did not open in time), or whose graph, roots or eta
+        differ from the manifest's.
         """
         if mode not in ("r", "a"):
             raise ValueError(f"mode is {mode!r}; expected 'r' (read) or 'a' (append/write)")
+        task_timeout = _checked_task_timeout(task_timeout)
         path = os.fspath(path)
         manifest = read_manifest(path)
         lock = storage.WriterLock(path, timeout) if mode == "a" else None
@@ -218,15 +239,21 @@ class ShardedIndex:
             if client is None:
                 placement = tasks.LocalShards(paths, mode)
             else:
-                placement = tasks.DaskShards(client, paths, mode)
-            failed = placement.open()
-            described = {}
-            if not failed:
-                described = placement.map(tasks.describe, {i: () for i in range(len(paths))})
-                failed = {i: exc for i, exc in described.items() if isinstance(exc, Exception)}
+                placement = tasks.DaskShards(client, paths, mode, task_timeout)
+            with placement.bounded():
+                failed = placement.open()
+                described = {}
+                if not failed:
+                    described = placement.map(tasks.describe,
+                                              {i: () for i in range(len(paths))})
+                    failed = {i: exc for i, exc in described.items()
+                              if isinstance(exc, Exception)}
             if failed:
                 i = min(failed)
                 exc = failed[i]
+                if isinstance(exc, ShardError):  # no answer in time: names every such shard
+                    add_note(exc, f"(opening the sharded index {path})")
+                    raise exc
                 others = f" (and {len(failed) - 1} other shard(s))" if len(failed) > 1 else ""
                 raise ShardError(f"shard {i} of {path} ({paths[i]}) cannot be opened{others}: "
                                  f"{exc}", i, paths[i], exc) from exc
@@ -236,7 +263,7 @@ class ShardedIndex:
             next_id = max(described[i]["next_id"] for i in range(len(paths)))
             # Inside the try: a failure here releases the shards and the
             # lock too.
-            opened = cls(path, mode, manifest, placement, lock, client, next_id)
+            opened = cls(path, mode, manifest, placement, lock, client, next_id, task_timeout)
         except BaseException:
             if placement is not None:
                 placement.close()
@@ -291,9 +318,11 @@ class ShardedIndex:
     def refresh(self):
         """Move every shard to its latest commit (readers)."""
         self._check_open()
-        self._raise_failed(self._placement.map(tasks.refresh, self._every_shard()), "refresh")
-        described = self._raise_failed(
-            self._placement.map(tasks.describe, self._every_shard()), "refresh")
+        with self._placement.bounded():
+            self._raise_failed(self._placement.map(tasks.refresh, self._every_shard()),
+                               "refresh")
+            described = self._raise_failed(
+                self._placement.map(tasks.describe, self._every_shard()), "refresh")
         self._next_id = max(d["next_id"] for d in described.values())
 
     # ---------------------------------------------------------------- checks
@@ -453,6 +482,33 @@ class ShardedIndex:
 
     def _write(self, measures, keys, labels, fields, upsert, ids):
         self._check_writable()
+        # The checks against the shards and the write share one bound; the
+        # question of what a failed part committed has its own (_settle).
+        with self._placement.bounded():
+            keys, batch, labels, ids, parts, results = self._write_parts(
+                measures, keys, labels, fields, upsert, ids)
+        if not parts:
+            return keys
+        n = len(keys)
+        failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
+        if failed:
+            # The failed shards, at their latest commit, say which of the
+            # part's keys are live with this batch's ids and measures.
+            done = {j for i, js in parts.items() if i not in failed for j in js}
+            found, unknown = self._settle(failed, parts, keys, tasks.committed_part, lambda i: (
+                _rows_of(batch, parts[i]), [keys[j] for j in parts[i]],
+                [labels[j] for j in parts[i]], ids[parts[i]]), "committed its part", "committed")
+            done |= found
+            if failed:
+                raise _write_error("upsert" if upsert else "add",
+                                   [keys[j] for j in sorted(done)], failed, n,
+                                   self.shard_paths, unknown)
+        return keys
+
+    def _write_parts(self, measures, keys, labels, fields, upsert, ids):
+        """The checks of a write and the write of each shard's part: (keys,
+        batch, labels, ids, parts, {shard: its result or error}); parts is
+        empty for an empty batch."""
         batch = measures if isinstance(measures, MeasureBatch) else as_measure_batch(
             measures, n_nodes=self.n_nodes)
         n = len(batch)
@@ -476,7 +532,7 @@ class ShardedIndex:
                     raise DuplicateKeyError(
                         f"key {key!r} is already in the index; use upsert() to replace it")
         if n == 0:
-            return []
+            return [], batch, labels, ids, {}, {}
         parts = self._by_shard(keys)
         # Taken whatever happens next: a part that fails leaves its ids
         # unused, and no id is given twice.
@@ -485,19 +541,7 @@ class ShardedIndex:
             i: (_rows_of(batch, js), [keys[j] for j in js], [labels[j] for j in js],
                 [fields[j] for j in js], upsert, ids[js])
             for i, js in parts.items()}, pinned=True)
-        failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
-        if failed:
-            # The failed shards, at their latest commit, say which of the
-            # part's keys are live with this batch's ids and measures.
-            done = {j for i, js in parts.items() if i not in failed for j in js}
-            done |= self._settle(failed, parts, keys, tasks.committed_part, lambda i: (
-                _rows_of(batch, parts[i]), [keys[j] for j in parts[i]],
-                [labels[j] for j in parts[i]], ids[parts[i]]), "committed its part", "committed")
-            if failed:
-                raise _write_error("upsert" if upsert else "add",
-                                   [keys[j] for j in sorted(done)], failed, n,
-                                   self.shard_paths)
-        return keys
+        return keys, batch, labels, ids, parts, results
 
     def _settle(self, failed, parts, keys, task, args_of, what, done_word):
         """After the parts of the ``failed`` shards ({shard: error}) of a write
@@ -507,21 +551,23 @@ class ShardedIndex:
         failed shard is asked, at its latest commit, ``task(shard,
         *args_of(i))``: which of its part's keys (``parts[i]``, positions)
         it wrote. A shard that wrote its whole part leaves ``failed``; one
-        that cannot be asked stays in it, with a note saying so."""
+        that cannot be asked stays in it, with a note saying so. Returns
+        (positions written, the shards that could not be asked)."""
         checked = self._placement.map(task, {i: args_of(i) for i in failed}, pinned=True)
-        done = set()
+        done, unknown = set(), set()
         for i in list(failed):
             found = checked[i]
             if isinstance(found, Exception):
                 add_note(failed[i], f"(whether shard {i} {what} could not be checked: "
                                     f"{found!r}; taken as not {done_word})")
+                unknown.add(i)
                 continue
             found = set(found)
             mine = [j for j in parts[i] if keys[j] in found]
             done.update(mine)
             if len(mine) == len(parts[i]):
                 del failed[i]  # done in full: its error came after the commit
-        return done
+        return done, unknown
 
     def _checked_keys(self, keys, ids):
         """The batch's keys, checked as a single index checks them; without
@@ -576,21 +622,22 @@ class ShardedIndex:
                 "deleted")
         keys = list(dict.fromkeys(keys))
         parts = self._by_shard(keys)
-        results = self._placement.map(tasks.delete, {
-            i: ([keys[j] for j in js],) for i, js in parts.items()}, pinned=True)
+        with self._placement.bounded():
+            results = self._placement.map(tasks.delete, {
+                i: ([keys[j] for j in js],) for i, js in parts.items()}, pinned=True)
         failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
         count = sum(result[0] for i, result in results.items() if i not in failed)
         if failed:
             # Keys a failed shard no longer has were deleted.
             done = {j for i, js in parts.items() if i not in failed for j in js}
-            gone = self._settle(failed, parts, keys, tasks.deleted_part,
-                                lambda i: ([keys[j] for j in parts[i]],), "deleted its keys",
-                                "deleted")
+            gone, unknown = self._settle(failed, parts, keys, tasks.deleted_part,
+                                         lambda i: ([keys[j] for j in parts[i]],),
+                                         "deleted its keys", "deleted")
             count += len(gone)
             done |= gone
             if failed:
                 raise _write_error("delete", [keys[j] for j in sorted(done)], failed,
-                                   len(keys), self.shard_paths)
+                                   len(keys), self.shard_paths, unknown)
         return count
 
     def compact(self):
@@ -669,6 +716,10 @@ class ShardedIndex:
         (``search``), the ``merge`` and the ``total``.
         """
         self._check_open()
+        with self._placement.bounded():
+            return self._search(queries, k, p, roots, where, n_threads, radius, limit, stats)
+
+    def _search(self, queries, k, p, roots, where, n_threads, radius, limit, stats):
         started = time.perf_counter()
         p = self.p if p is None else check_p(p)
         # Checked here, before any shard is asked, as a single index checks
@@ -699,9 +750,11 @@ class ShardedIndex:
             found = self._placement.map_in_turn(tasks.search_in_turn, args_of, int(k))
             # A shard whose group's task failed for want of a worker, or
             # went where a writer's shard is not, is asked again on its own,
-            # where the scheduler says it is now; bad input is not.
+            # where the scheduler says it is now; bad input is not, nor a
+            # shard that did not answer in time (the time is up).
             again = {i: args_of[i] for i, f in found.items()
-                     if isinstance(f, Exception) and not isinstance(f, _INPUT_ERRORS)}
+                     if isinstance(f, Exception) and not isinstance(f, _INPUT_ERRORS)
+                     and not isinstance(f, ShardError)}
             if again:
                 found.update(self._placement.map(tasks.search, again, pinned=True))
         else:
@@ -713,7 +766,7 @@ class ShardedIndex:
         absent = set.intersection(*[f[5] for f in found])
         if absent:
             warnings.warn(f"no live document has the label {', '.join(sorted(map(repr, absent)))}",
-                          UserWarning, stacklevel=2)
+                          UserWarning, stacklevel=3)
         if radius is None:
             # As a single index: min(k, live documents) columns whatever
             # ``where`` admits, padded with inf (each shard reports its own
@@ -898,6 +951,16 @@ class ShardedIndex:
 
 
 # --------------------------------------------------------------------- helpers
+def _checked_task_timeout(value):
+    """``task_timeout`` as a float: a finite number of seconds > 0 (every
+    wait on Dask is bounded; there is no 'wait for ever')."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"task_timeout is {value!r}; expected a number of seconds > 0 "
+                         f"(finite; the default is {tasks.TASK_SECONDS:g})")
+    return float(value)
+
+
 def _check_where(where):
     """``where`` as a single index accepts it (the same messages): a shard
     with none of the wanted labels does not search, so does not check it."""
@@ -978,15 +1041,25 @@ def _rows_of(batch, rows):
                         row_scale=batch.row_scale[rows])
 
 
-def _write_error(what, committed, failed, n, paths):
+def _write_error(what, committed, failed, n, paths, unknown=()):
+    """The ShardedWriteError of a write whose parts in ``failed`` ({shard:
+    error}) failed; ``unknown``: the failed shards whose part may have been
+    written (its task may have run, and the shard could not be asked)."""
     reasons = "; ".join(f"shard {i} ({paths[i]}): {exc!r}" for i, exc in sorted(failed.items()))
     shown = ", ".join(map(repr, committed[:KEYS_SHOWN]))
     if len(committed) > KEYS_SHOWN:
         shown += f", ... ({len(committed)} in all; see .committed)"
     done = "deleted" if what == "delete" else "committed"
+    unknown = sorted(i for i in unknown if i in failed
+                     and getattr(failed[i], "may_have_run", None) is not False)
+    others = "the others were not"
+    if unknown:
+        others += (f", except that the part(s) of shard(s) {', '.join(map(str, unknown))} may "
+                   f"have been {done} too: their tasks may have run and the shards could not be "
+                   "asked (check with existing_keys() once the cluster answers)")
     return ShardedWriteError(
         f"{what} of {n} key(s) failed in {len(failed)} shard(s) and is not atomic across "
-        f"shards: {len(committed)} key(s) were {done}: [{shown}]; the others were not. "
+        f"shards: {len(committed)} key(s) were {done}: [{shown}]; {others}. "
         f"Errors: {reasons}", committed, failed)
 
 
