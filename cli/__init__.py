@@ -310,8 +310,12 @@ def _open_sharded(path, mode="r", timeout=None, scheduler=None):
     from ..distributed.files import connect
 
     client = connect(scheduler) if scheduler else None
+    ctx = click.get_current_context(silent=True)
+    task_timeout = ctx.meta.get("task_timeout") if ctx is not None else None
+    bound = {} if task_timeout is None else {"task_timeout": task_timeout}
     try:
-        with ShardedIndex.open(path, mode=mode, client=client, timeout=timeout) as opened:
+        with ShardedIndex.open(path, mode=mode, client=client, timeout=timeout,
+                               **bound) as opened:
             yield opened
     finally:
         if client is not None:
@@ -381,11 +385,27 @@ _roots_option = click.option("--roots", "roots", default=None, metavar="0,1,..",
                              help="Root positions to slice over (default: all).")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _silent_option = click.option("--silent", is_flag=True, help="No progress bars or notes.")
-_scheduler_option = click.option(
-    "--scheduler", default=None, metavar="ADDRESS",
-    help="For a sharded index: run it on the Dask scheduler at ADDRESS (e.g. "
-         "tcp://host:8786), its shards opened on the workers (default: in this process, on "
-         "threads).")
+def _remember_task_timeout(ctx, param, value):
+    if value is not None:
+        if value <= 0:
+            raise click.BadParameter(f"{value:g} is not a number of seconds > 0", ctx, param)
+        ctx.meta["task_timeout"] = value
+    return value
+
+
+def _scheduler_option(command):
+    """--scheduler and --task-timeout, for the commands that open a sharded
+    index (the timeout reaches _open_sharded through the context)."""
+    command = click.option(
+        "--task-timeout", type=SECONDS, default=None, metavar="SECONDS", expose_value=False,
+        callback=_remember_task_timeout,
+        help="With --scheduler: how long each step waits for the shards' Dask tasks before it "
+             "fails with an error naming them (default: 600).")(command)
+    return click.option(
+        "--scheduler", default=None, metavar="ADDRESS",
+        help="For a sharded index: run it on the Dask scheduler at ADDRESS (e.g. "
+             "tcp://host:8786), its shards opened on the workers (default: in this process, on "
+             "threads).")(command)
 _wait_option = click.option(
     "--wait", "wait", type=SECONDS, default=None, metavar="SECONDS",
     help="If another process is writing to INDEX, wait up to SECONDS for it (default: fail "

@@ -310,6 +310,26 @@ def test_an_unreachable_scheduler_is_one_error(built, monkeypatch):
     assert result.output.startswith("Error: no Dask scheduler answered at tcp://127.0.0.1:9")
 
 
+def test_task_timeout_reaches_the_sharded_index(built, monkeypatch):
+    from sobolev_index.distributed import ShardedIndex
+
+    _, split, _, _, _ = built
+    seen = []
+    real = ShardedIndex.open.__func__
+
+    def recording(cls, *args, **kwargs):
+        seen.append(kwargs.get("task_timeout"))
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(ShardedIndex, "open", classmethod(recording))
+    want = search_json(split, *text_args(TEXTS[:1]))
+    assert search_json(split, *text_args(TEXTS[:1]), "--task-timeout", "7.5") == want
+    assert seen == [None, 7.5]
+    for bad in ("0", "-1", "nan"):
+        result = run("search", split, *text_args(TEXTS[:1]), "--task-timeout", bad, ok=False)
+        assert result.exit_code == 2 and "--task-timeout" in result.output, result.output
+
+
 # -------------------------------------------------------------------- verify
 def test_verify_checks_every_shard(writable):
     _, split, _ = writable
