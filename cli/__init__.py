@@ -322,28 +322,29 @@ def _open_sharded(path, mode="r", timeout=None, scheduler=None):
             client.close()
 
 
-def _open_any(path, mode="r", timeout=None, scheduler=None):
-    """A sharded index (see _open_sharded) or an ordinary one."""
+def _open_any(path, mode="r", timeout=None, scheduler=None, quiet_unlisted=False):
+    """A sharded index (see _open_sharded) or an ordinary one (see _open)."""
     _check_scheduler(path, scheduler)
     if _sharded(path):
         if _check_segments():
             raise click.UsageError(f"--check opens a single index; {path} is a sharded index: "
                                    f"check its shards with `sobolev-index verify {path}`")
         return _open_sharded(path, mode, timeout, scheduler)
-    return _open(path, mode, timeout)
+    return _open(path, mode, timeout, quiet_unlisted)
 
 
 @contextlib.contextmanager
-def _settings_of(index, sharded):
-    """What holds ``index``'s build settings (kind, text settings): itself,
-    or for a sharded index its first shard, opened for reading here."""
-    if not sharded:
-        yield index
-        return
-    from ..distributed.files import first_shard
+def _settings_reader(path, sharded):
+    """What holds the build settings (kind, text settings) of the index at
+    ``path``, opened for reading in this process: the index, or shard 0 of
+    a sharded index (every shard has them). Unlisted segment files are not
+    reported here: the command's own open does that."""
+    if sharded:
+        from ..distributed.manifest import read_manifest
 
-    with first_shard(index) as shard:
-        yield shard
+        path = os.path.join(path, read_manifest(path)["shards"][0])
+    with _open(path, quiet_unlisted=True) as opened:
+        yield opened
 
 
 def _refuse_sharded(path):
@@ -642,10 +643,19 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
     progress = _progress(silent)
     learned = False
     # The input is read before the write lock is taken: a pipe whose writer
-    # is slow or never comes must not keep other writers out.
-    with _open_any(index) as reader, _settings_of(reader, sharded) as settings:
-        files_read = read_files(settings, files, corpus_format=corpus_format, encoding=encoding,
-                                columns=columns(key_column, text_column, label_column))
+    # is slow or never comes must not keep other writers out. What would
+    # refuse the write comes first, so that no input is read in vain.
+    _check_scheduler(index, scheduler)
+    if not sharded:
+        _refuse_shard_writes(index)
+    with warnings.catch_warnings(record=True) as read_warnings:
+        warnings.simplefilter("always")
+        with _settings_reader(index, sharded) as settings:
+            files_read = read_files(settings, files, corpus_format=corpus_format,
+                                    encoding=encoding,
+                                    columns=columns(key_column, text_column, label_column))
+    for w in read_warnings:
+        _note(f"warning: {_cli_words(str(w.message))}", silent)
     with _open_any(index, "a", timeout=wait, scheduler=scheduler) as opened:
         if sharded:
             from ..distributed.files import add_files
@@ -906,7 +916,9 @@ def compact(index, as_json, wait):
     with _open_any(index, "a", timeout=wait) as opened:
         before = opened.info()
         opened.compact()
-    with _open_any(index) as opened:  # after close: the catalog's log is folded in
+    # After close: the catalog's log is folded in. (Any unlisted files were
+    # reported by the first open.)
+    with _open_any(index, quiet_unlisted=True) as opened:
         after = opened.info()
     out = {"segments_before": before["segments"], "segments": after["segments"],
            "deleted_dropped": before["deleted"], "bytes_before": before["bytes"],
@@ -991,19 +1003,24 @@ def verify(index, repair, as_json, wait):
 @click.argument("index", type=click.Path())
 @click.option("--dry-run", is_flag=True,
               help="Report what would be restored; move and add nothing.")
+@click.option("--replace-newer", is_flag=True,
+              help="Where a key is live but its lost version was added later, replace the live "
+                   "document with the lost one (default: keep the live one, and say so).")
 @_json_option
 @_wait_option
-def recover(index, dry_run, as_json, wait):
+def recover(index, dry_run, replace_newer, as_json, wait):
     """Add again the documents of segment files no commit lists.
 
     After the catalog lost commits (a deleted catalog.sqlite-wal), their
     segment files stay in INDEX/segments/ (open warns) or were moved to
     INDEX/lost+found/ by verify --repair. This moves the first kind there,
     then adds each document of lost+found/ whose key is not live, as a new
-    document; a key that is live is left out, and the files are kept.
-    A write killed before its commit leaves such a file too: its documents,
-    never acknowledged, are restored as well. Lists each key restored or
-    left out, and why.
+    document. Left out: documents the catalog still has (or deleted since),
+    live keys (unless --replace-newer and the lost version is newer), older
+    versions. The files read then move to lost+found/recovered/; nothing is
+    removed. A write killed before its commit leaves such a file too: its
+    documents, never acknowledged, are restored as well. Lists each key
+    restored or left out, and why.
     """
     if _sharded(index):
         raise click.ClickException(
@@ -1012,14 +1029,15 @@ def recover(index, dry_run, as_json, wait):
             "(hint: verify the sharded index; restore a shard from a backup)")
     _refuse_shard_writes(index)
     with _open(index, "a", timeout=wait, quiet_unlisted=True) as opened:
-        report = opened.recover(dry_run=dry_run)
+        report = opened.recover(dry_run=dry_run, replace_newer=replace_newer)
         report["documents"] = len(opened)
     if as_json:
         _echo_json(report)
         return
     verb = "would restore" if dry_run else "restored"
     for entry in report["restored"]:
-        click.echo(f"{verb} {entry['key']} (id {entry['id']} in {entry['file']})")
+        how = ", replacing the live one" if entry["replaced"] else ""
+        click.echo(f"{verb} {entry['key']} (id {entry['id']} in {entry['file']}{how})")
     for entry in report["skipped"]:
         what = entry["key"] if entry["key"] is not None else f"document id {entry['id']}"
         click.echo(f"left out {what} ({entry['file']}): {entry['reason']}")

@@ -135,6 +135,23 @@ def test_an_export_from_a_pipe_is_imported(tmp_path):
         copy.close()
 
 
+def _wait_until_blocked_on_a_pipe(child, seconds=60):
+    """Return once ``child`` waits in the kernel to open a FIFO (Linux's
+    /proc/PID/wchan names the wait: wait_for_partner, or fifo_open in older
+    kernels; elsewhere, after a few seconds)."""
+    wchan = f"/proc/{child.pid}/wchan"
+    if not os.path.exists(wchan):
+        time.sleep(5)
+        return
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and child.poll() is None:
+        with open(wchan) as handle:
+            if handle.read().strip() in ("wait_for_partner", "fifo_open"):
+                return
+        time.sleep(0.05)
+    pytest.fail(f"the add did not reach the pipe within {seconds} s")
+
+
 def test_add_from_a_pipe_nobody_writes_does_not_hold_the_write_lock(tmp_path):
     # The add used to open the index for writing and then wait on the pipe,
     # so every other writer got IndexLockedError until someone wrote to it.
@@ -145,7 +162,7 @@ def test_add_from_a_pipe_nobody_writes_does_not_hold_the_write_lock(tmp_path):
                              env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              cwd=str(tmp_path))
     try:
-        time.sleep(3)  # the child has started and waits on the pipe
+        _wait_until_blocked_on_a_pipe(child)
         assert child.poll() is None, child.communicate()
         try:
             writer = SobolevIndex.open(index, "a", timeout=5)

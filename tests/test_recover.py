@@ -108,8 +108,9 @@ def test_recover_after_a_lost_wal_restores_every_acknowledged_document(index_pat
         assert sorted(e["key"] for e in report["restored"]) == sorted(
             _batch_keys(0, 7) + _batch_keys(1, 5))
         assert report["unreadable"] == [] and len(report["moved"]) == 3
-        # b0-1 is in two files: the upsert's version, the higher id, wins.
-        assert [(e["key"], e["reason"]) for e in report["skipped"]] == []
+        # b0-1 is in two files: the upsert's version, added last, wins.
+        assert [(e["key"], e["reason"]) for e in report["skipped"]] == [
+            ("b0-1", "an older version of a key restored from another file")]
         assert len(idx) == 22
         upserted = idx.get("b0-1")
         assert upserted["label"] == "upserted" and upserted["fields"] == {"n": 99}
@@ -121,11 +122,103 @@ def test_recover_after_a_lost_wal_restores_every_acknowledged_document(index_pat
         hits = idx.search(_docs(100, 1), k=1)
         assert hits.keys[0][0] == "b0-0" and hits.distances[0][0] == pytest.approx(0, abs=1e-12)
     assert SobolevIndex.verify_path(index_path)["ok"]
-    # The files stay; a second recover finds every key live.
+    # The files are kept aside, and a second recover reads none of them:
+    # a document deleted in between stays deleted.
+    lost = os.path.join(index_path, storage.LOST_DIR)
+    assert sorted(os.listdir(os.path.join(lost, "recovered"))) == sorted(
+        os.path.basename(name) for name in report["files"])
     with SobolevIndex.open(index_path, "a") as idx:
+        idx.delete(["b1-0"])
         again = idx.recover()
-    assert again["restored"] == [] and len(again["skipped"]) == 12
-    assert len(os.listdir(os.path.join(index_path, storage.LOST_DIR))) == 3
+        assert "b1-0" not in idx
+    assert again["restored"] == again["skipped"] == again["files"] == []
+
+
+def test_a_document_the_catalog_still_has_is_left_out(index_path):
+    # A merge killed after its file got its name but before its commit
+    # leaves a file of documents the catalog still lists; one deleted since
+    # must not come back.
+    with SobolevIndex.open(index_path, "a") as idx:
+        idx.add(_docs(2, 4), keys=[f"x{i}" for i in range(4)])
+        listed = set(os.listdir(os.path.join(index_path, "segments")))
+        idx.compact()
+    merged = (set(os.listdir(os.path.join(index_path, "segments"))) - listed).pop()
+    with SobolevIndex.open(index_path, "a") as idx:
+        idx.delete(["a3"])
+    # The merged file, as if its commit had never landed.
+    os.makedirs(os.path.join(index_path, storage.LOST_DIR))
+    import shutil
+
+    shutil.copy(os.path.join(index_path, "segments", merged),
+                os.path.join(index_path, storage.LOST_DIR, merged))
+    with SobolevIndex.open(index_path, "a") as idx:
+        report = idx.recover()
+        assert report["restored"] == [] and "a3" not in idx and len(idx) == 13
+    reasons = {e["key"]: e["reason"] for e in report["skipped"]}
+    assert reasons["a3"] == "deleted since (the catalog keeps its tombstone)"
+    assert reasons["x0"] == "the catalog has this document" and len(reasons) == 14
+
+
+def test_a_lost_upsert_of_a_live_key_is_named_and_restored_on_request(index_path):
+    # a1 was live before the lost commits; its upsert was acknowledged, then
+    # lost with the log: the live, older version must not win in silence.
+    code = f"""
+import os, numpy as np
+from _support.measures import random_measures
+from sobolev_index import SobolevIndex
+idx = SobolevIndex.open({index_path!r}, "a")
+idx.upsert(random_measures(np.random.default_rng(400), {N}, 1), keys=["a1"], labels=["new"])
+print("acknowledged", flush=True)
+os._exit(0)
+"""
+    done = run_python(code)
+    assert done.returncode == 0 and "acknowledged" in done.stdout, done.stderr
+    _lose_the_wal(index_path)
+    with SobolevIndex.open(index_path, "a") as idx:
+        assert idx.get("a1")["label"] is None
+        dry = idx.recover(dry_run=True)
+        assert dry["restored"] == [] and "the lost version is newer" in dry["skipped"][0]["reason"]
+        report = idx.recover(replace_newer=True)
+        assert [(e["key"], e["replaced"]) for e in report["restored"]] == [("a1", True)]
+        doc = idx.get("a1")
+        assert doc["label"] == "new" and len(idx) == 10
+        np.testing.assert_allclose(_dense(doc["nodes"], doc["masses"]),
+                                   _dense(*_docs(400, 1)[0]), rtol=1e-12, atol=1e-15)
+
+
+def test_fields_that_utf8_cannot_encode_are_kept_in_the_records(index_path):
+    # A field may hold a lone surrogate (the catalog keeps it as a JSON
+    # escape); the segment's records must too, in add and in every merge.
+    with SobolevIndex.open(index_path, "a") as idx:
+        idx.add(_docs(3, 2), keys=["s0", "s1"], fields=[{"x": "\udcff"}, None])
+        idx.compact()
+        assert idx.get("s0")["fields"] == {"x": "\udcff"}
+
+
+def test_merged_files_go_once_a_reader_moves_past_the_merge(index_path):
+    # A merge deletes its files only once its commit is copied out of the
+    # log; a reader's snapshot holds that copy back, but only until it
+    # refreshes past the merge.
+    segments = os.path.join(index_path, "segments")
+    reader = SobolevIndex.open(index_path)
+    try:
+        with SobolevIndex.open(index_path, "a") as idx:
+            for r in range(4):
+                idx.add(_docs(10 + r, 2), keys=[f"r{r}-0", f"r{r}-1"])
+                idx.compact()
+                reader.refresh()
+                assert len(reader) == 12 + 2 * r
+            # Kept: the live segment, and at most the files of the last
+            # merge (the reader refreshed after it, but no commit since).
+            assert len(os.listdir(segments)) <= 3, sorted(os.listdir(segments))
+            idx.add(_docs(20, 1), keys=["last"])
+            reader.refresh()
+            idx.add(_docs(21, 1), keys=["after"])
+            live = set(idx._catalog.segment_files())
+            assert set(os.listdir(segments)) == live
+    finally:
+        reader.close()
+    assert SobolevIndex.verify_path(index_path)["ok"]
 
 
 def test_a_lost_wal_after_a_compaction_loses_nothing(index_path):

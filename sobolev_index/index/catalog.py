@@ -330,30 +330,43 @@ class Catalog:
         return found
 
     def records_by_id(self, doc_ids):
-        """{doc id: (key, label, fields as JSON text or None)} for
+        """{doc id: (key, label, fields as JSON text or None, added_at)} for
         ``doc_ids`` (live or tombstoned): what a segment keeps of each of
         its documents."""
         found = {}
         for marks, chunk in _in_chunks(doc_ids):
-            for doc_id, key, label, fields in self._rows(
-                    "SELECT id, CAST(key AS BLOB), CAST(label AS BLOB), CAST(fields AS BLOB) "
-                    f"FROM documents WHERE id IN ({marks})", chunk):
+            for doc_id, key, label, fields, added in self._rows(
+                    "SELECT id, CAST(key AS BLOB), CAST(label AS BLOB), CAST(fields AS BLOB), "
+                    f"added_at FROM documents WHERE id IN ({marks})", chunk):
                 found[int(doc_id)] = (self._text(key, doc_id, "key"),
                                       self._text(label, doc_id, "label"),
-                                      self._text(fields, doc_id, "fields"))
+                                      self._text(fields, doc_id, "fields"), added)
+        return found
+
+    def documents_of(self, doc_ids):
+        """{doc id: (key, deleted, added_at)} for those of ``doc_ids`` the
+        catalog has, live or tombstoned."""
+        found = {}
+        for marks, chunk in _in_chunks(doc_ids):
+            for doc_id, key, deleted, added in self._rows(
+                    "SELECT id, CAST(key AS BLOB), deleted, added_at FROM documents "
+                    f"WHERE id IN ({marks})", chunk):
+                found[int(doc_id)] = (self._text(key, doc_id, "key"), bool(deleted), added)
         return found
 
     def checkpoint(self):
-        """Copy every commit of the log into the database file, without
-        waiting for readers; whether all of them got there. A writer
-        deletes files that only the log's commits stopped using after this
-        succeeds: a log lost afterwards (a copy of the directory without
-        it) then still leaves a catalog whose files exist."""
+        """Copy the commits of the log into the database file, without
+        waiting for readers (a reader's snapshot holds back the commits
+        after it): (frames in the log, frames copied), or None when the
+        checkpoint failed (a full disk, say). A writer deletes the files a
+        commit stopped using once that commit's frames are copied: a log
+        lost afterwards (a copy of the directory without it) then still
+        leaves a catalog whose files exist."""
         try:
-            busy, log, done = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            _, log, done = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error:
-            return False  # a full disk, say: the files wait for a later writer
-        return busy == 0 and log == done
+            return None
+        return int(log), int(done)
 
     def live_ids_and_keys(self):
         """[(doc id, key)] of the live documents, in id order."""

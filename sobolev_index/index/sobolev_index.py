@@ -438,7 +438,8 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         committed = self._catalog.segment_files()
         retired = self._catalog.retired_files()
         removable, _ = storage.stray_files(self.path, committed, retired)
-        if not self._catalog.checkpoint():
+        state = self._catalog.checkpoint()
+        if state is None or state[0] != state[1]:
             # Until the log's commits are in the database file, the files
             # they retired are still those of an older commit.
             removable = [name for name in removable if name.startswith(storage.TMP_PREFIX)]
@@ -715,12 +716,15 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         if n == 0:
             return []
 
+        # The time the documents are recorded as added, in the catalog and
+        # in the segment's records.
+        now = storage.utc_now()
         # int64 indptr, int32 indices, float64 data: the arrays the segment stores.
         data = storage.SegmentData(
             doc_ids=doc_ids, indptr=batch.indptr, nodes=batch.nodes, masses=batch.masses,
             row_scale=batch.row_scale,
             features=[tree.feature_arrays_of_batch(batch) for tree in self.trees],
-            records=[storage.segment_record(keys[i], labels[i], fields_json[i])
+            records=[storage.segment_record(keys[i], labels[i], fields_json[i], now)
                      for i in range(n)],
         )
         data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight,
@@ -736,7 +740,6 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             # Searched from here on as a reader would: mapped from the file,
             # not held in this process's memory.
             data = storage.read_segment(self.path, file, len(self.roots))
-            now = storage.utc_now()
             segment_row = {"id": segment_id, "file": file, "rows": n, "nnz": nnz,
                            "bytes": nbytes, "checksum": checksum, "created_at": now}
             sizes = np.diff(batch.indptr)
@@ -765,6 +768,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         except Exception as exc:  # the batch is committed; a merge can wait
             warnings.warn(f"segments were not merged ({exc}); the next add or compact() retries",
                           RuntimeWarning, stacklevel=3)
+        self._delete_retired()
         return keys
 
     def _after_failed_commit(self, segment_id, files, landed_if_gone=()):
@@ -918,7 +922,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         new_segment = None
         if len(doc_ids):
             data = _concat_rows(parts, order, self.trees)
-            kept = self._catalog.records_by_id(data.doc_ids.tolist())
+            kept = self._catalog.records_by_id(data.doc_ids.tolist())  # with added_at
             data.records = [storage.segment_record(*kept[int(i)]) for i in data.doc_ids]
             data.inverted = inverted.build(data.features, self.graph.n_nodes, self._edge_weight,
                                            self.p, self.trees)
@@ -955,17 +959,49 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             self._segment_by_id[new_segment.id] = new_segment
         self._segments = keep
         self._changed()
-        # Only now that nothing refers to them; files not removed (readers
-        # kept the pin, or an unlink failed) stay retired for a later writer.
+        self._delete_retired([segment.file for segment in segments])
+
+    def _delete_retired(self, merged=()):
+        """Delete the files merges replaced, once SQLite has copied the
+        commit that retired them from its log into catalog.sqlite: until
+        then a lost log (catalog.sqlite-wal deleted, or a copy made without
+        it) would bring back a commit that lists them. ``merged``: the files
+        of the merge just committed, whose commit ends the log now. The
+        checkpoint waits for no reader, and a reader's snapshot holds back
+        the commits after it: files whose commit is not copied yet stay
+        retired, and a later commit tries again (files retired by another
+        process's merges wait for a log copied to its end). Files not
+        removed (readers kept the pin, or an unlink failed) stay retired
+        too."""
+        retired = self._catalog.retired_files()
+        if not retired:
+            self._retire_marks = []
+            return
+        state = self._catalog.checkpoint()
+        if state is None:
+            return
+        log, done = state
+        marks = getattr(self, "_retire_marks", [])
+        if merged:
+            marks.append((list(merged), log))
+        # A log shorter than a mark was started again, which SQLite does
+        # only once every frame of the old one was copied.
+        safe = {name for files, mark in marks if log < mark or done >= mark for name in files}
+        if log == done:
+            safe |= set(retired)
+        self._retire_marks = [(files, mark) for files, mark in marks
+                              if not set(files) <= safe]
+        doomed = [name for name in retired if name in safe]
+        if not doomed:
+            return
         try:
-            if self._catalog.checkpoint():
-                storage.remove_files(self.path, [s.file for s in segments])
-                self._forget_retired(retired)
+            storage.remove_files(self.path, doomed)
+            self._forget_retired(retired)
         except OSError as exc:
             warnings.warn(f"could not remove merged segment files: {exc}", RuntimeWarning,
                           stacklevel=3)
 
-    def recover(self, dry_run=False):
+    def recover(self, dry_run=False, replace_newer=False):
         """Add again the documents of segment files no commit lists
         (writers only).
 
@@ -973,27 +1009,36 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         a copy made without it) no longer lists their segment files, and
         their documents drop out of the index. This moves such files from
         ``INDEX/segments/`` to ``INDEX/lost+found/`` (as
-        ``verify(repair=True)`` does), then adds each document of
-        ``lost+found/`` whose key is not live, under its key, label and
-        fields, as a new document with a new id. A key that is live is left
-        out (the live document wins); where a key is in several files, the
-        document with the highest id is the one restored. Segments written
-        before segments kept keys have no key to restore a document under:
-        those documents are left out. A writer killed between writing a
-        segment and committing it leaves such a file too: its documents,
-        never acknowledged, are restored as well. Files that cannot be read
-        are reported. Nothing in ``lost+found/`` is changed or removed.
+        ``verify(repair=True)`` does), then adds each document of the
+        segment files in ``lost+found/`` under its key, label and fields,
+        as a new document with a new id, except:
+
+        - a document the catalog still has (its id with its key, live or
+          deleted since) is left out;
+        - a key that is live is left out, unless the lost version was added
+          later than the live one and ``replace_newer`` is true (it then
+          replaces it, as :meth:`upsert` does);
+        - where a key is in several lost files, the version added last
+          wins;
+        - a document of a segment written before segments kept keys has no
+          key to restore it under: it is reported by id.
+
+        A writer killed between writing a segment and committing it leaves
+        such a file too: its documents, never acknowledged, are restored as
+        well. Files that cannot be read are reported. The files read then
+        move to ``lost+found/recovered/``, so that a later recovery does not
+        bring back documents deleted in between; nothing is removed.
 
         With ``dry_run``, nothing is moved or added: the report says what
         would be.
 
-        Returns a dict: ``restored`` and ``skipped`` (lists of ``key``,
-        ``id`` (the document's id in its file), ``file`` and, for those
-        left out, ``reason``), ``unreadable`` (``file``, ``reason``),
+        Returns a dict: ``restored`` (``key``, ``id`` (the document's id in
+        its file), ``file``, ``replaced``), ``skipped`` (``key``, ``id``,
+        ``file``, ``reason``), ``unreadable`` (``file``, ``reason``),
         ``files`` (read), ``moved`` (from segments/) and ``dry_run``.
         """
         self._check_writable()
-        return recover_lost(self, dry_run=bool(dry_run))
+        return recover_lost(self, dry_run=bool(dry_run), replace_newer=bool(replace_newer))
 
     # ---------------------------------------------------------------- verify
     @classmethod

@@ -418,12 +418,14 @@ class SegmentData:
         return int(sum(len(f[1]) for f in self.features))
 
 
-def segment_record(key, label, fields_json):
-    """A row's entry of ``stored/records``: its key, label and fields (JSON
-    text or None) as one JSON object."""
+def segment_record(key, label, fields_json, added_at):
+    """A row's entry of ``stored/records``: its key, label, fields (JSON
+    text or None) and the time it was added, as one JSON object. ASCII
+    JSON: a field may hold a lone surrogate (as the JSON escape the catalog
+    keeps), which UTF-8 cannot encode."""
     return json.dumps({"key": key, "label": label,
-                       "fields": None if fields_json is None else json.loads(fields_json)},
-                      ensure_ascii=False, separators=(",", ":"))
+                       "fields": None if fields_json is None else json.loads(fields_json),
+                       "added_at": added_at}, ensure_ascii=True, separators=(",", ":"))
 
 
 def segment_name(segment_id):
