@@ -600,8 +600,9 @@ class DaskShards:
                 return {i: self._timed_out(range(n), why="the scheduler did not answer")
                         for i in range(n)}
             if not workers:
-                raise RuntimeError("the Dask cluster has no workers; start some before "
-                                   "opening a sharded index on it")
+                raise ShardError("the Dask cluster has no workers; start some before "
+                                 "opening a sharded index on it", 0, None,
+                                 shards=list(range(n)))
             self.futures = [self._open_task(i, workers[i % len(workers)]) for i in range(n)]
             while True:
                 waiting = [i for i, future in enumerate(self.futures) if not future.done()]

@@ -57,6 +57,11 @@ MAX_ID = 2 ** 63 - 1
 SNAPSHOT_RETRIES = 5
 
 
+# Seconds an opening reader waits for a commit under way before it looks
+# for segment files no commit lists (it skips the look after that).
+COMMIT_PAUSE_WAIT = 5.0
+
+
 class SobolevIndex(SearchMixin, ExplainMixin):
     """A persistent exact k-nearest-neighbour index of measures under S_p.
 
@@ -336,7 +341,12 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         unlisted = storage.stray_files(self.path, committed, retired)[1]
         if not unlisted or self.mode == "a":
             return unlisted
-        with storage.commits_paused(self.path):
+        with storage.commits_paused(self.path, wait=COMMIT_PAUSE_WAIT) as paused:
+            if not paused:
+                # A writer stopped between a segment's rename and its
+                # commit: this open does not wait for it, and says nothing
+                # rather than take its file for a lost one.
+                return []
             latest = Catalog(self.path, readonly=True)
             try:
                 committed, retired = latest.latest_files()

@@ -229,13 +229,14 @@ class SegmentClaim:
 
 
 @contextlib.contextmanager
-def commits_paused(index_path):
+def commits_paused(index_path, wait=None):
     """Hold ``commit.lock`` shared: no segment file is between its rename
     and its commit meanwhile (see SegmentClaim). Where the lock file can be
     neither opened nor made (a read-only copy), no writer can be at work
-    either, and nothing is held."""
-    with _flocked(os.path.join(index_path, COMMIT_LOCK)):
-        yield
+    either, and nothing is held. With ``wait`` (seconds), yields False if
+    a commit still holds the lock after that long (True once held)."""
+    with _flocked(os.path.join(index_path, COMMIT_LOCK), wait=wait) as held:
+        yield held
 
 
 def _no_space(exc, directory, name, expected_bytes):

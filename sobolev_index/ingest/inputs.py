@@ -55,8 +55,14 @@ def regular_file(path):
     folder = tempfile.mkdtemp(prefix="sobolev-index-input-")
     copy = os.path.join(folder, os.path.basename(given.rstrip("/")) or "input")
     try:
-        with open(given, "rb") as source, open(copy, "xb") as target:
-            shutil.copyfileobj(source, target, _CHUNK)
+        try:
+            with open(given, "rb") as source, open(copy, "xb") as target:
+                shutil.copyfileobj(source, target, _CHUNK)
+        except OSError as exc:
+            # Name both places: a full temporary folder is not the index's disk.
+            raise OSError(exc.errno, f"{given} is a pipe, read into a temporary copy in "
+                                     f"{tempfile.gettempdir()} (set TMPDIR for another "
+                                     f"folder), which failed: {exc.strerror}") from None
         try:
             yield copy
         except Exception as exc:
