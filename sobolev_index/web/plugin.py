@@ -19,6 +19,20 @@ databases are left alone. Per index, at the database's route:
   ``sobolev_knn(key, k[, p])`` (``index.sql``), reported with their own
   error messages.
 
+SQL on a catalog is held to the limits of ``sobolev-index sql``
+(``index.sql``): only SQLite's core, date, math and JSON functions, ours
+and Datasette's ``escape_fts`` may be called (plus the plugin setting
+``allow_sql_functions``), no ATTACH, SQLite's limits (``SQL_LIMITS``; a
+value may have at most ``max_sql_value_bytes`` bytes), and the S_p
+functions stop at the statement's time limit (``sql_time_limit_ms``, or
+the smaller one Datasette gives a facet) and after ``max_sql_work`` units
+of work. Plugin settings, in Datasette's metadata
+(``{"plugins": {"sobolev_index": {...}}}``), per database or for all:
+``max_sql_work`` (default ``index.sql.DEFAULT_MAX_WORK``; null: no limit),
+``max_sql_value_bytes`` (default ``index.sql.MAX_VALUE_BYTES``) and
+``allow_sql_functions`` (a list of names, for functions other plugins
+register).
+
 The plugin only reads: the index is opened with mode "r", every request
 runs on one snapshot of it (the latest commit when the request starts),
 and the snapshot is let go while no request is in flight
@@ -28,6 +42,7 @@ have moved past the functions' snapshot: a key added since then gives
 NULL, as a key that is not live does.
 """
 import asyncio
+import contextvars
 import html
 import inspect
 import json
@@ -46,7 +61,20 @@ from datasette.utils import tilde_decode
 from datasette.utils.asgi import Response
 
 from ..errors import NotAnIndexError, SobolevIndexError
-from ..index.sql import register_functions
+from ..index.sql import (
+    ALLOWED_FUNCTIONS,
+    DEFAULT_MAX_WORK,
+    MAX_VALUE_BYTES,
+    StatementGuard,
+    apply_limits,
+    check_max_value_bytes,
+    check_max_work,
+    function_authorizer,
+    limits_message,
+    refused_message,
+    register_functions,
+    sql_limits,
+)
 from . import pages, templates
 from .pages import MAX_K, WebInputError, json_value, parse_k, parse_p
 from .state import IndexUnavailableError, ServedIndex, index_of_catalog
@@ -67,6 +95,12 @@ _POINT_KINDS = ("clouds", "diagrams")
 _FUNCTION_FAILED = "user-defined function raised exception"
 # Bytes a multipart form may add around its point-set file.
 _FORM_SLACK = 64 << 10
+# Functions Datasette registers on every connection and its pages call
+# (escape_fts, for a table's full-text search).
+DATASETTE_FUNCTIONS = frozenset({"escape_fts"})
+# The time limit (ms) of the statement Database.execute is running in this
+# task: Datasette's sql_time_limit_ms, or the smaller one it gives a facet.
+_TIME_LIMIT_MS = contextvars.ContextVar("sobolev_time_limit_ms", default=None)
 
 
 def register():
@@ -91,14 +125,18 @@ class CatalogDatabase(Database):
     pending), read-only even when Datasette asks for a writer; with
     ``is_mutable=False`` (``serve --immutable``) they are ``immutable``. An
     error raised in an S_p function is reported with its own message, not
-    SQLite's "user-defined function raised exception".
+    SQLite's "user-defined function raised exception", and so are a
+    function refused by name and a value over the length limit. Each
+    statement starts its connection's :class:`StatementGuard` with its
+    time limit and the plugin's ``max_sql_work``.
     """
 
     def __init__(self, ds, path, is_mutable=True):
         super().__init__(ds, path=path, is_mutable=is_mutable)
-        # The errors the S_p functions raised on each connection, newest
-        # last: connections are per thread, so a query sees only its own.
-        self.function_errors = {}
+        # The StatementGuard of each connection (its S_p functions' limits
+        # and errors): connections are per thread, so a query sees only
+        # its own.
+        self.guards = {}
         # This thread's (connection, epoch of the index it was made for).
         self._local = threading.local()
 
@@ -111,8 +149,12 @@ class CatalogDatabase(Database):
         self._all_file_connections.append(conn)
         return conn
 
-    def errors_of(self, conn):
-        return self.function_errors.setdefault(id(conn), [])
+    def guard_of(self, conn):
+        """The :class:`StatementGuard` of the connection ``conn``."""
+        guard = self.guards.get(id(conn))
+        if guard is None:
+            guard = self.guards[id(conn)] = StatementGuard()
+        return guard
 
     def _connection(self):
         """This thread's connection, made again when the index was opened
@@ -125,7 +167,7 @@ class CatalogDatabase(Database):
             return held[0]
         if held is not None:
             self._local.held = None
-            self.function_errors.pop(id(held[0]), None)
+            self.guards.pop(id(held[0]), None)
             if held[0] in self._all_file_connections:
                 self._all_file_connections.remove(held[0])
             held[0].close()
@@ -134,25 +176,97 @@ class CatalogDatabase(Database):
         self._local.held = (conn, epoch)
         return conn
 
+    async def execute(self, sql, params=None, truncate=False, custom_time_limit=None,
+                      **kwargs):
+        # Datasette's time limit for this statement, as it computes it, for
+        # the S_p functions (execute_fn runs it).
+        limit = self.ds.sql_time_limit_ms
+        if custom_time_limit and custom_time_limit < limit:
+            limit = custom_time_limit
+        token = _TIME_LIMIT_MS.set(limit)
+        try:
+            return await super().execute(sql, params=params, truncate=truncate,
+                                         custom_time_limit=custom_time_limit, **kwargs)
+        finally:
+            _TIME_LIMIT_MS.reset(token)
+
     async def execute_fn(self, fn):
         # As Datasette's own (one connection per thread of its executor),
-        # with connections made again for a reopened index, and the S_p
-        # functions' errors put in place of SQLite's message.
+        # with connections made again for a reopened index, the S_p
+        # functions held to the statement's limits, and their errors (and
+        # the limits') put in place of SQLite's message.
+        limit_ms = _TIME_LIMIT_MS.get()
+        if limit_ms is None:
+            limit_ms = self.ds.sql_time_limit_ms
+        settings = sql_settings(self.ds, self.name)
+
         def in_thread():
             conn = self._connection()
-            errors = self.errors_of(conn)
-            errors.clear()
+            guard = self.guard_of(conn)
+            guard.start(
+                timeout=limit_ms / 1000 if limit_ms else None, max_work=settings["max_sql_work"],
+                time_message=(f"the SQL query ran longer than its time limit ({limit_ms:,} ms) "
+                              "and was stopped in an S_p function; the server's "
+                              "sql_time_limit_ms setting sets the limit"),
+                work_hint="the limit is the sobolev_index plugin setting max_sql_work")
             try:
                 return fn(conn)
-            except sqlite3.OperationalError as exc:
-                if errors and str(exc) == _FUNCTION_FAILED:
-                    raise sqlite3.OperationalError(
-                        f"SQL error in a sobolev function: {errors[-1]}") from None
-                raise
+            except sqlite3.DatabaseError as exc:
+                error = _explained(exc, guard, settings)
+                if error is exc:
+                    raise
+            finally:
+                guard.finish()
+            # Raised outside the handler, so that it does not hold SQLite's
+            # exception, whose traceback holds Datasette's cursor: freed
+            # later by the garbage collector in another thread, a cursor
+            # takes its connection's mutex.
+            raise error
 
         if self.ds.executor is None:
             return in_thread()
         return await asyncio.get_running_loop().run_in_executor(self.ds.executor, in_thread)
+
+
+def _explained(exc, guard, settings):
+    """The error to report for ``exc``, raised by a statement on a
+    catalog connection: the S_p functions' own, or SQLite's with the
+    function it refused or the limit it reached named."""
+    message = str(exc)
+    if message == _FUNCTION_FAILED and guard.stopped is not None:
+        return sqlite3.OperationalError(guard.stopped)
+    if message == _FUNCTION_FAILED and guard.errors:
+        return sqlite3.OperationalError(f"SQL error in a sobolev function: {guard.errors[-1]}")
+    if "not authorized" in message and guard.refused:
+        return sqlite3.OperationalError(refused_message(guard.refused[-1]))
+    explained = limits_message(
+        message, settings["max_sql_value_bytes"],
+        hint="the limit is the sobolev_index plugin setting max_sql_value_bytes")
+    if explained != message:
+        return type(exc)(explained)
+    return exc
+
+
+def sql_settings(datasette, database):
+    """The plugin's SQL settings for ``database``: {"max_sql_work",
+    "max_sql_value_bytes", "allow_sql_functions"}, defaults filled in. A
+    bad value raises a SobolevIndexError naming the setting."""
+    config = datasette.plugin_config(PLUGIN_NAME, database=database) or {}
+    if not isinstance(config, dict):
+        raise SobolevIndexError(f"the {PLUGIN_NAME} plugin's settings are {config!r}; "
+                                "expected an object of settings")
+    try:
+        work = check_max_work(config.get("max_sql_work", DEFAULT_MAX_WORK), "max_sql_work")
+        value = check_max_value_bytes(config.get("max_sql_value_bytes", MAX_VALUE_BYTES),
+                                      "max_sql_value_bytes")
+    except ValueError as exc:
+        raise SobolevIndexError(f"the {PLUGIN_NAME} plugin setting {exc}") from None
+    names = config.get("allow_sql_functions", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise SobolevIndexError(f"the {PLUGIN_NAME} plugin setting allow_sql_functions is "
+                                f"{names!r}; expected a list of function names")
+    return {"max_sql_work": work, "max_sql_value_bytes": value,
+            "allow_sql_functions": frozenset(n.lower() for n in names)}
 
 
 def catalog_database(ds, path, immutable=False):
@@ -196,6 +310,7 @@ def startup(datasette):
     for name, db in list(datasette.databases.items()):
         if index_of_catalog(getattr(db, "path", None)) is None:
             continue
+        sql_settings(datasette, name)  # a bad setting stops the server here
         if not isinstance(db, CatalogDatabase):
             datasette.remove_database(name)
             datasette.add_database(catalog_database(datasette, db.path,
@@ -214,29 +329,44 @@ def prepare_connection(conn, database, datasette):
     if served is None:
         return
     db = datasette.get_database(database)
-    errors = db.errors_of(conn) if isinstance(db, CatalogDatabase) else []
-    register_functions(served.index, _Locking(sqlite_utils.Database(conn), served, errors))
+    # A connection made before startup() put a CatalogDatabase in place has
+    # a guard that is never started: its functions run unlimited, and
+    # SQLite's limits and the list of functions hold all the same.
+    guard = db.guard_of(conn) if isinstance(db, CatalogDatabase) else StatementGuard()
+    settings = sql_settings(datasette, database)
+    apply_limits(conn, sql_limits(settings["max_sql_value_bytes"]))
+    allowed = ALLOWED_FUNCTIONS | DATASETTE_FUNCTIONS | settings["allow_sql_functions"]
+    conn.set_authorizer(function_authorizer(allowed, guard.refused))
+    register_functions(served.index, _Locking(sqlite_utils.Database(conn), served, guard),
+                       guard)
 
 
 class _Locking:
     """The sqlite-utils Database the S_p functions are registered on, each
     function wrapped so that one call holds the index's lock from start to
-    end (and the snapshot does not move during a request: RequestGate),
-    and records what it raised for CatalogDatabase to report."""
+    end (and the snapshot does not move during a request: RequestGate).
 
-    def __init__(self, db, served, errors):
-        self._db, self._served, self._errors = db, served, errors
+    A call waits for the lock in steps of LOCK_POLL seconds and gives up
+    at its statement's deadline (``guard``): meanwhile its thread holds the
+    connection's SQLite mutex, which the thread holding the index may be
+    waiting for (its garbage collection freeing a cursor of this
+    connection), so an unbounded wait could deadlock the two."""
+
+    LOCK_POLL = 0.05
+
+    def __init__(self, db, served, guard):
+        self._db, self._served, self._guard = db, served, guard
 
     def register_function(self, fn, **kwargs):
-        served, errors = self._served, self._errors
+        served, guard, poll = self._served, self._guard, self.LOCK_POLL
 
         def locked(*args):
-            with served.lock:
-                try:
-                    return fn(*args)
-                except Exception as exc:
-                    errors.append(exc)
-                    raise
+            while not served.lock.acquire(timeout=poll):
+                guard.check_time()
+            try:
+                return fn(*args)
+            finally:
+                served.lock.release()
         locked.__signature__ = inspect.signature(fn)
         return self._db.register_function(locked, **kwargs)
 
