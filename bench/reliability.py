@@ -68,6 +68,7 @@ from _common import machine_facts, positive_int  # noqa: E402
 from reliability_checks import kind_checked_open  # noqa: E402
 from reliability_inputs import kind_input_rules, kind_pipes  # noqa: E402
 from reliability_shards import kind_shard_waits  # noqa: E402
+from reliability_sql import kind_sql_limits  # noqa: E402
 
 SCRIPT = os.path.abspath(__file__)
 BENCH_DIR = os.path.dirname(SCRIPT)
@@ -2876,6 +2877,7 @@ KINDS = {
     "pipes": kind_pipes,
     "input-rules": kind_input_rules,
     "dask-kill": kind_shard_waits,
+    "sql-limits": kind_sql_limits,
 }
 # Row ids (and other names) that select a kind with --only.
 KIND_ALIASES = {"truncate": "byteflip", "missing": "byteflip", "missing-file": "byteflip"}

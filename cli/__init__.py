@@ -1397,7 +1397,13 @@ def shard(source, dest, shards, batch_size, silent, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the default).")
 @click.option("--timeout", default=60.0, show_default=True, type=SECONDS,
               metavar="SECONDS", help="Stop a query that runs longer (0: no limit).")
-def sql(index, query, as_csv, as_table, as_json, timeout):
+@click.option("--max-work", type=click.IntRange(0), default=None, metavar="UNITS",
+              help="Work the S_p functions of the query may do, about one unit per document "
+                   "compared (default 20,000,000; 0: no limit).")
+@click.option("--max-value-bytes", type=click.IntRange(1, 1_000_000_000), default=None,
+              metavar="BYTES", help="Largest string or blob the query may read or make "
+                                    "(default 1,048,576).")
+def sql(index, query, as_csv, as_table, as_json, timeout, max_work, max_value_bytes):
     """Run a read-only SQL QUERY on the catalog, with S_p functions.
 
     Tables: documents (id, key, label, fields, deleted, ...), segments,
@@ -1407,13 +1413,16 @@ def sql(index, query, as_csv, as_table, as_json, timeout):
         SELECT key, label, sobolev_distance(key, 'doc-17') AS d FROM documents
         WHERE deleted = 0 ORDER BY d LIMIT 10
     """
-    from ..index.sql import iter_query
+    from ..index.sql import DEFAULT_MAX_WORK, MAX_VALUE_BYTES, iter_query
 
     if as_csv and as_table:
         raise click.UsageError("choose one of --csv and --table")
     with _open(index) as opened:
         # Rows are printed as they come (a table needs them all for its widths).
-        columns, rows = iter_query(opened, query, timeout=timeout or None)
+        columns, rows = iter_query(
+            opened, query, timeout=timeout or None,
+            max_work=DEFAULT_MAX_WORK if max_work is None else (max_work or None),
+            max_value_bytes=max_value_bytes or MAX_VALUE_BYTES)
         if as_table:
             click.echo(_table(columns, list(rows)))
         elif as_csv:

@@ -15,7 +15,12 @@ from . import _note, _silent_option, main
                    "read-only media): SQLite then takes no locks and never looks for changes. "
                    "A change made anyway reads as damage.")
 @_silent_option
-def serve(index, port, host, immutable, silent):
+@click.option("--max-sql-work", type=click.IntRange(1), default=None, metavar="UNITS",
+              help="Work the S_p functions of one SQL query may do (default 20,000,000).")
+@click.option("--max-sql-value-bytes", type=click.IntRange(1, 1_000_000_000), default=None,
+              metavar="BYTES", help="Largest string or blob a SQL query may read or make "
+                                    "(default 1,048,576).")
+def serve(index, port, host, immutable, silent, max_sql_work, max_sql_value_bytes):
     """Serve INDEX read-only with Datasette: a search page, document pages
     with neighbours and explanations, their JSON, and SQL with the S_p
     functions. Prints the search page's URL; Ctrl-C stops.
@@ -32,4 +37,5 @@ def serve(index, port, host, immutable, silent):
         how = "immutable" if immutable else "read-only"
         _note(f"serving {how}; press Ctrl-C to stop", silent)
 
-    run(index, host=host, port=port, on_ready=ready, immutable=immutable)
+    run(index, host=host, port=port, on_ready=ready, immutable=immutable,
+        max_sql_work=max_sql_work, max_sql_value_bytes=max_sql_value_bytes)
