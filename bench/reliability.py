@@ -2091,7 +2091,7 @@ CLI_POINT_LINES = {
     "points of the wrong dimension": '{"key": "bad", "points": [[0.1, 0.2, 0.3]]}',
     "ragged points": '{"key": "bad", "points": [[0.1, 0.2], [0.3]]}',
     "no key": '{"points": [[0.1, 0.2]]}',
-    "a key that is a number": '{"key": 123, "points": [[0.1, 0.2]]}',
+    "a key that is a fraction": '{"key": 1.5, "points": [[0.1, 0.2]]}',
     "an empty key": '{"key": "", "points": [[0.1, 0.2]]}',
     "a key repeated in the file": '{"key": "good-1", "points": [[0.1, 0.2]]}',
     "a key already in the index": '{"key": "c1", "points": [[0.1, 0.2]]}',
