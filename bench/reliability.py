@@ -181,6 +181,11 @@ class Run:
         """Log the rows of a kind that began at ``started`` (time.monotonic())."""
         finish_rows(self, rows, started)
 
+    def env(self):
+        """The environment of a child process that must import the package
+        this run tests (see child_env)."""
+        return child_env()
+
     def cli(self, args, timeout=120, stdin=None):
         """``python -m sobolev_index ARGS`` in the work directory: (status,
         stdout, stderr, seconds)."""

@@ -216,14 +216,7 @@ def child_main(template, workdir):
 class _Child:
     """This module run with ``--child``: specs in, results out, one at a time."""
 
-    def __init__(self, template, workdir):
-        import sobolev_index
-
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(sobolev_index.__file__)))
-        env = dict(os.environ)
-        entries = [package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(entries))
-        env.setdefault("OMP_NUM_THREADS", "1")
+    def __init__(self, template, workdir, env):
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--child", template, workdir],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
@@ -362,7 +355,7 @@ def kind_checked_open(run):
     child = None
     for i, spec in enumerate(specs):
         if child is None:
-            child = _Child(template, work)
+            child = _Child(template, work, run.env())
         results = child.ask(spec)
         if results is None:
             # The child died or stopped answering: the trial costs a fresh one.

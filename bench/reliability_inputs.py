@@ -184,13 +184,8 @@ def _lock_trial(run, folder, template, seq):
     shutil.copytree(template, index)
     fifo = os.path.join(work, "never-written")
     os.mkfifo(fifo)
-    env = dict(os.environ)
-    package = os.path.dirname(os.path.dirname(os.path.abspath(
-        __import__("sobolev_index").__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([package] + [p for p in env.get(
-        "PYTHONPATH", "").split(os.pathsep) if p])
     child = subprocess.Popen([sys.executable, "-m", "sobolev_index", "add", index, fifo],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             env=run.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(2.0)
         if child.poll() is not None:

@@ -151,17 +151,6 @@ def _hashes(path):
 
 
 # -------------------------------------------------------- API and web child
-def _child_env():
-    import sobolev_index
-
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(sobolev_index.__file__)))
-    env = dict(os.environ)
-    paths = [parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    env.setdefault("OMP_NUM_THREADS", "1")
-    return env
-
-
 def _child(index_path, specs_path, start):
     """Run the specs of ``specs_path`` (JSON lines) from number ``start``:
     print ``BEGIN i`` before each and ``RESULT {...}`` after it."""
@@ -233,7 +222,7 @@ def _run_child(run, index_path, specs):
         with tempfile.TemporaryFile() as stderr:
             proc = subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--child", index_path, specs_path,
-                 str(start)], stdout=subprocess.PIPE, stderr=stderr, env=_child_env(), cwd=work)
+                 str(start)], stdout=subprocess.PIPE, stderr=stderr, env=run.env(), cwd=work)
             # The child's start counts towards its first trial's time.
             current, deadline, pending = None, time.monotonic() + TRIAL_TIMEOUT * 2, b""
             try:
