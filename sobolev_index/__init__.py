@@ -37,7 +37,8 @@ _LAZY = {
     "EDGE_KINDS": "graph", "Graph": "graph", "ShortestPathTree": "graph",
     "Explanation": "index", "SearchResult": "index", "SobolevIndex": "index",
     "ShardedIndex": "distributed", "ShardedWriteError": "distributed",
-    "ShardError": "distributed", "shard_index": "distributed",
+    "ShardError": "distributed", "shard_index": "distributed", "open_index": "distributed",
+    "IndexBase": "index",
 }
 
 
@@ -69,6 +70,7 @@ __all__ = [
     "CorruptIndexError",
     "DuplicateKeyError",
     "Explanation",
+    "IndexBase",
     "IndexLockedError",
     "KeyNotFoundError",
     "NotAnIndexError",
@@ -87,6 +89,7 @@ __all__ = [
     "ShortestPathTree",
     "SobolevFeatures",
     "SobolevIndexError",
+    "open_index",
     "pairwise_sobolev",
     "shard_index",
     "sobolev_distance",

@@ -67,7 +67,7 @@ SUBPACKAGE_LAYERS = {
 INGEST_KINDS = {
     "text": {"text", "embeddings", "corpus", "documents", "learn", "words", "stdlib_corpus",
              "quickstart"},
-    "points": {"pointsets", "pointindex"},
+    "points": {"pointsets", "pointfiles", "pointindex"},
     "shared": {"__init__", "fill", "inputs", "parsing", "recipes"},
     "over both kinds": {"pipelines", "export"},
 }

@@ -405,7 +405,7 @@ def test_a_bad_radius_per_query_is_refused_by_name(built, radius, match):
 def test_the_checks_a_sharded_index_shares():
     """checked_search_args checks the values before the queries are known;
     radius_for_queries their number once they are."""
-    from sobolev_index.index.search import checked_search_args, radius_for_queries
+    from sobolev_index.index.arguments import checked_search_args, radius_for_queries
 
     k, radius = checked_search_args(None, [0.5, math.inf, 10 ** 400], 3)
     assert k is None and radius.dtype == np.float64

@@ -10,7 +10,7 @@ import pytest
 from test_radius import built  # noqa: F401  (the fixture: 259 live documents, 3 copies)
 
 from sobolev_index import SobolevIndex
-from sobolev_index.index.search import SearchResult
+from sobolev_index.index.results import SearchResult
 
 
 def _check_ids(index, result, what="", one_root=False):

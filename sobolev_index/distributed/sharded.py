@@ -27,21 +27,27 @@ from ..errors import (
     add_note,
 )
 from ..graph import Graph, normalise_eta
-from ..index import SearchResult, SobolevIndex, storage
-from ..index.search import (
-    KNN_GRAPH_BATCH,
+from ..index import SobolevIndex, storage
+from ..index.arguments import (
     check_positive,
-    checked_search_args,
-    knn_graph_of,
-    radius_for_queries,
-    root_positions,
-)
-from ..index.sobolev_index import (
     check_room,
-    check_text,
+    check_where,
     checked_column,
     checked_ids,
+    checked_keys,
+    checked_search_args,
     json_fields,
+    keys_to_delete,
+    radius_for_queries,
+)
+from ..index.base import IndexBase
+from ..index.results import (
+    SearchResult,
+    admitted,
+    merge_hits,
+    own_key_first,
+    padded,
+    summed_stats,
 )
 from ..measures import MeasureBatch, as_measure_batch
 from . import shards as tasks
@@ -62,12 +68,9 @@ GRAM_CHUNK = 4096
 KEYS_SHOWN = 50
 # Errors a shard raises for the search's arguments: the same on a rerun.
 _INPUT_ERRORS = (ValueError, TypeError, KeyError)
-# The counts of SearchResult.stats summed over the shards.
-_COUNTS = ("segments", "rows", "bounded", "refined", "rows_read", "blocks", "blocks_scored",
-           "exact")
 
 
-class ShardedIndex:
+class ShardedIndex(IndexBase):
     """An exact k-NN index of measures under S_p split over S shards.
 
     Create one with :meth:`create`, open one with :meth:`open`. Each shard
@@ -91,6 +94,9 @@ class ShardedIndex:
     operation waits at most ``task_timeout`` seconds (see :meth:`open`) and
     then raises :class:`ShardError`: it never hangs when workers die.
     """
+
+    kind = "sharded index"
+    _mismatch = (SobolevIndexError, "a writer changed the index meanwhile, or run verify()")
 
     def __init__(self, path, mode, manifest, placement, lock, client, next_id, task_timeout):
         self.path = path
@@ -272,28 +278,12 @@ class ShardedIndex:
             raise
         return opened
 
-    def close(self):
-        if getattr(self, "_closed", True):
-            return
-        self._closed = True
+    def _release(self):
         try:
             self._placement.close()
         finally:
             if self._lock is not None:
                 self._lock.release()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         state = "closed" if self._closed else self.mode
@@ -304,10 +294,6 @@ class ShardedIndex:
     def shards(self):
         """The number of shards."""
         return len(self.shard_paths)
-
-    @property
-    def writable(self):
-        return not self._closed and self.mode == "a"
 
     def shard_of(self, key):
         """The shard number that holds (or would hold) ``key``."""
@@ -326,16 +312,6 @@ class ShardedIndex:
         self._next_id = max(d["next_id"] for d in described.values())
 
     # ---------------------------------------------------------------- checks
-    def _check_open(self):
-        if self._closed:
-            raise SobolevIndexError(f"the sharded index at {self.path} is closed")
-
-    def _check_writable(self):
-        self._check_open()
-        if self.mode != "a":
-            raise SobolevIndexError(f"the sharded index at {self.path} is open for reading; "
-                                    "open it with mode='a' to change it")
-
     def _every_shard(self, *args):
         return {i: args for i in range(self.shards)}
 
@@ -367,10 +343,6 @@ class ShardedIndex:
         return isinstance(key, str) and bool(
             self._placement.run(route(key, self.shards), tasks.contains, key))
 
-    def __iter__(self):
-        """The live keys, in insertion order."""
-        return iter(self.keys_in_order())
-
     def existing_keys(self, keys):
         """The set of those of ``keys`` that are live documents."""
         self._check_open()
@@ -382,10 +354,6 @@ class ShardedIndex:
             tasks.call, {i: ("existing_keys", [keys[j] for j in js]) for i, js in parts.items()}),
             "existing_keys")
         return set().union(*found.values()) if found else set()
-
-    def keys_in_order(self):
-        """The live keys in insertion order (over all shards)."""
-        return self.ids_and_keys()[1]
 
     def ids_and_keys(self):
         """(ids, keys) of the live documents of every shard in id order (see
@@ -518,7 +486,7 @@ class ShardedIndex:
         else:
             ids = checked_ids(ids, n, self._next_id)
         generated = keys is None
-        keys = self._checked_keys(keys, ids)
+        keys = checked_keys(keys, ids, self.existing_keys)
         # The checks a single index makes, here before any shard writes.
         labels = checked_column("labels", labels, n, str)
         fields = checked_column("fields", fields, n, dict)
@@ -569,35 +537,6 @@ class ShardedIndex:
                 del failed[i]  # done in full: its error came after the commit
         return done, unknown
 
-    def _checked_keys(self, keys, ids):
-        """The batch's keys, checked as a single index checks them; without
-        keys, ``doc-N`` from the documents' ids, made unique."""
-        n = len(ids)
-        if keys is None:
-            keys = [f"doc-{doc_id}" for doc_id in ids.tolist()]
-            taken = self.existing_keys(keys)
-            for i, doc_id in enumerate(ids.tolist()):
-                suffix = 1
-                while keys[i] in taken:  # a user chose this key already
-                    keys[i], suffix = f"doc-{doc_id}.{suffix}", suffix + 1
-                    taken |= self.existing_keys([keys[i]])
-        else:
-            if isinstance(keys, str):
-                raise TypeError("keys must be a list of str, not one str")
-            keys = list(keys)
-            if len(keys) != n:
-                raise ValueError(f"{len(keys)} keys were given for {n} measures; expected one each")
-            for i, key in enumerate(keys):
-                if not isinstance(key, str) or not key:
-                    raise ValueError(f"key {i} is {key!r}; keys must be non-empty str")
-                check_text(f"key {i}", key)
-        seen = set()
-        for key in keys:
-            if key in seen:
-                raise DuplicateKeyError(f"key {key!r} appears twice in this batch")
-            seen.add(key)
-        return keys
-
     def delete(self, keys):
         """Delete documents by key; returns the count. Every key is looked up
         first (one missing: nothing is deleted); then each shard deletes its
@@ -605,15 +544,7 @@ class ShardedIndex:
         some shards raises :class:`ShardedWriteError` listing the keys that
         were deleted."""
         self._check_writable()
-        if isinstance(keys, str):
-            keys = [keys]
-        try:
-            keys = list(keys)
-        except TypeError:
-            raise TypeError(f"keys is {keys!r}; expected a key (str) or a list of keys") from None
-        for key in keys:
-            if not isinstance(key, str):
-                raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        keys = keys_to_delete(keys)
         live = self.existing_keys(keys)
         missing = [k for k in keys if k not in live]
         if missing:
@@ -738,7 +669,7 @@ class ShardedIndex:
             raise InvalidMeasureError("no queries were given")
         if radius is not None:
             radius = radius_for_queries(radius, n_queries)
-        _check_where(where)
+        check_where(where)
         self._root_positions(roots)
         kwargs = {"k": k, "p": p, "roots": roots, "n_threads": n_threads, "radius": radius,
                   "limit": limit, "stats": stats}
@@ -763,7 +694,7 @@ class ShardedIndex:
         searched = time.perf_counter()
         found = [found[i] for i in range(self.shards)]
 
-        absent = set.intersection(*[f[5] for f in found])
+        absent = set.intersection(*[f.absent for f in found])
         if absent:
             warnings.warn(f"no live document has the label {', '.join(sorted(map(repr, absent)))}",
                           UserWarning, stacklevel=3)
@@ -771,19 +702,20 @@ class ShardedIndex:
             # As a single index: min(k, live documents) columns whatever
             # ``where`` admits, padded with inf (each shard reports its own
             # live count, also when nothing in it is in scope).
-            width = min(int(k), sum(f[6] for f in found))
+            width = min(int(k), sum(f.live for f in found))
         else:
             width = limit
-        keys, distances, labels, ids, scores, truncated = self._merge(found, n_queries, width)
+        keys, distances, labels, ids, scores, truncated = merge_hits(found, n_queries, width)
         if query_keys is not None:
             self._own_key_first(query_keys, stored, where, keys, distances, labels, ids,
                                 width)
         if radius is None:
             # Padded with inf, as a single index's.
-            distances, scores = (_padded(rows, width) for rows in (distances, scores))
+            distances, scores = (padded(rows, width) for rows in (distances, scores))
         else:
-            truncated = [bool(t or any(f[3][q] for f in found)) for q, t in enumerate(truncated)]
-        totals = _summed_stats(found, n_queries, stats)
+            truncated = [bool(t or any(f.truncated[q] for f in found))
+                         for q, t in enumerate(truncated)]
+        totals = summed_stats(found, n_queries, stats)
         if stats:
             totals["seconds"] = {"search": searched - started,
                                  "merge": time.perf_counter() - searched,
@@ -816,69 +748,15 @@ class ShardedIndex:
                 if isinstance(key, str) and route(key, self.shards) == i]
         return dict(where, keys=mine)
 
-    def _merge(self, found, n_queries, width):
-        """Per query, the shards' hits merged: keys, distances, labels, ids
-        (lists) and whether more than ``width`` hits were found (``width``
-        None: no cut); by score (the distance, or its p-th power, see
-        SearchResult), ties by document id, as a single index orders them."""
-        keys, distances, labels, out_ids, out_scores, truncated = [], [], [], [], [], []
-        for q in range(n_queries):
-            dist = np.concatenate([np.asarray(f[0][q], dtype=np.float64)[:len(f[1][q])]
-                                   for f in found])
-            ids = np.concatenate([np.asarray(f[7][q], dtype=np.int64) for f in found])
-            scores = np.concatenate([np.asarray(f[8][q], dtype=np.float64)[:len(f[1][q])]
-                                     for f in found])
-            key_of = [key for f in found for key in f[1][q]]
-            label_of = [label for f in found for label in f[2][q]]
-            order = np.lexsort((ids, scores))
-            cut = len(order) if width is None else min(width, len(order))
-            keys.append([key_of[j] for j in order[:cut]])
-            labels.append([label_of[j] for j in order[:cut]])
-            out_ids.append(ids[order[:cut]].tolist())
-            distances.append(dist[order[:cut]])
-            out_scores.append(scores[order[:cut]])
-            truncated.append(cut < len(order))
-        return keys, distances, labels, out_ids, out_scores, truncated
-
     def _own_key_first(self, query_keys, stored, where, keys, distances, labels, ids, width):
-        """As :meth:`SobolevIndex.search`: a stored key used as a query comes
-        first among the documents at distance 0 from it, if ``where``
-        admits it."""
-        for q, key in enumerate(query_keys):
-            if not keys[q] or distances[q][0] != 0.0:
-                continue
+        """results.own_key_first, with the stored keys' labels and ids
+        (``stored``, from their shards) and ``where`` deciding whether a
+        stored key may be returned."""
+        def stored_of(q, key):
             label, doc_id = stored[q][2], stored[q][3]
-            if key in keys[q]:
-                j = keys[q].index(key)
-                del keys[q][j], labels[q][j], ids[q][j]
-            else:
-                if not _admitted(key, label, where) or distances[q][len(keys[q]) - 1] != 0.0:
-                    continue
-                if width is not None and len(keys[q]) == width:
-                    keys[q].pop()
-                    labels[q].pop()
-                    ids[q].pop()
-            keys[q].insert(0, key)
-            labels[q].insert(0, label)
-            ids[q].insert(0, doc_id)
+            return (label, doc_id) if admitted(key, label, where) else None
 
-
-    # ----------------------------------------------------- the k-NN graph
-    def knn_graph(self, k, p=None, include_self=False, roots=None, batch=KNN_GRAPH_BATCH,
-                  n_threads=None, progress=None):
-        """The exact k-nearest-neighbour graph of the live documents of every
-        shard, as :meth:`SobolevIndex.knn_graph` returns it for a single
-        index holding them: a ``scipy.sparse.csr_matrix`` (N x N), rows and
-        columns in the order of :meth:`keys_in_order`, each row's entries
-        in increasing distance (ties in insertion order), duplicates as
-        explicit zeros. Computed by :meth:`search` with the documents
-        themselves as queries, ``batch`` at a time, every shard against
-        every shard; ``progress(done, total)`` after each batch."""
-        self._check_open()
-        p = self.p if p is None else check_p(p)
-        return knn_graph_of(self, k, p, include_self, roots, batch, n_threads, progress,
-                            SobolevIndexError,
-                            "a writer changed the index meanwhile, or run verify()")
+        own_key_first(query_keys, keys, distances, labels, ids, width, stored_of)
 
     # ------------------------------------------------------- Gram matrices
     def distance_matrix(self, keys=None, p=None, roots=None, t=None, power=False,
@@ -944,12 +822,6 @@ class ShardedIndex:
         return {"path": os.path.abspath(path), "shape": list(array.shape),
                 "chunks": [int(chunk), int(chunk)]}
 
-    def _root_positions(self, roots):
-        """Positions into ``self.roots`` (all by default), checked as a
-        single index checks them."""
-        return root_positions(roots, len(self.roots))
-
-
 # --------------------------------------------------------------------- helpers
 def _checked_task_timeout(value):
     """``task_timeout`` as a float: a finite number of seconds > 0 (every
@@ -959,18 +831,6 @@ def _checked_task_timeout(value):
         raise ValueError(f"task_timeout is {value!r}; expected a number of seconds > 0 "
                          f"(finite; the default is {tasks.TASK_SECONDS:g})")
     return float(value)
-
-
-def _check_where(where):
-    """``where`` as a single index accepts it (the same messages): a shard
-    with none of the wanted labels does not search, so does not check it."""
-    if where is None:
-        return
-    if not isinstance(where, dict) or not set(where) <= {"label", "keys"}:
-        raise ValueError(f"where is {where!r}; expected a dict with 'label' (a value or list) "
-                         "and/or 'keys' (a list of keys)")
-    if isinstance(where.get("keys"), str):
-        raise ValueError(f"where['keys'] is the str {where['keys']!r}; expected a list of keys")
 
 
 def _check_agrees(i, path, described, expected, whose):
@@ -985,14 +845,6 @@ def _check_agrees(i, path, described, expected, whose):
                 f"shard {i} ({path}) has {name.replace('_', ' ')} {got}, but {whose} has "
                 f"{want}: the shard belongs to another index; restore it from a backup",
                 i, path)
-
-
-def _padded(rows, width):
-    """Rows of different lengths as one array, ``width`` wide, padded with inf."""
-    out = np.full((len(rows), width), np.inf)
-    for q, row in enumerate(rows):
-        out[q, :len(row)] = row
-    return out
 
 
 def _listed(bad):
@@ -1063,39 +915,3 @@ def _write_error(what, committed, failed, n, paths, unknown=()):
         f"Errors: {reasons}", committed, failed)
 
 
-def _admitted(key, label, where):
-    """Whether ``where`` admits the document ``key`` with ``label``."""
-    if not where:
-        return True
-    if "keys" in where and key not in set(where["keys"]):
-        return False
-    if "label" in where:
-        wanted = where["label"]
-        wanted = set(wanted) if isinstance(wanted, (list, tuple, set, frozenset)) else {wanted}
-        return label in wanted
-    return True
-
-
-def _summed_stats(found, n_queries, per_query):
-    """The shards' SearchResult.stats counts, summed (per query too)."""
-    totals = {name: 0 for name in _COUNTS}
-    queries = [None] * n_queries if per_query else None
-    for f in found:
-        stats = f[4]
-        if not stats:
-            continue
-        for name in _COUNTS:
-            totals[name] += int(stats.get(name, 0))
-        if per_query and "queries" in stats:
-            for q, one in enumerate(stats["queries"]):
-                if queries[q] is None:
-                    queries[q] = {name: 0 for name in _COUNTS}
-                    queries[q]["seconds"] = {}
-                for name in _COUNTS:
-                    queries[q][name] += one.get(name, 0)
-                for name, value in one.get("seconds", {}).items():
-                    queries[q]["seconds"][name] = queries[q]["seconds"].get(name, 0.0) + value
-    if per_query:
-        totals["queries"] = [q if q is not None else dict({name: 0 for name in _COUNTS},
-                                                           seconds={}) for q in queries]
-    return totals

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import IndexLockedError, add_note
 from ..index import SobolevIndex
+from ..index.results import ShardHits
 from .errors import ShardError, ShardMovedError
 
 # How long, by default, one operation of a sharded index on Dask (opening
@@ -162,10 +163,8 @@ def describe_index(index):
 
 
 def search(shard, queries, kwargs, n_queries):
-    """``index.search(queries, **kwargs)`` as plain data: (distances, keys,
-    labels, truncated, stats, absent, live, ids, scores), ``live`` the shard's count of
-    live documents (a k-NN answer is min(k, live documents over all
-    shards) wide, whatever ``where`` admits). With ``where={"label": ...}``, only
+    """``index.search(queries, **kwargs)`` as plain data, a
+    :class:`~sobolev_index.index.results.ShardHits`. With ``where={"label": ...}``, only
     the wanted labels this shard has are searched for (none: nothing is
     searched), and ``absent`` is the set of the others: a single index warns
     of labels no document has, and the sharded index warns once, of those
@@ -181,12 +180,11 @@ def search(shard, queries, kwargs, n_queries):
             present = index.catalog.live_rows_with_labels(wanted)[2]
             absent = wanted - set(present)
             if not present:
-                empty = [[] for _ in range(n_queries)]
-                return _nothing_found(n_queries, kwargs) + (absent, len(index), empty, empty)
+                return _nothing_found(n_queries, kwargs, absent, len(index))
             kwargs = dict(kwargs, where=dict(where, label=sorted(present)))
         result = index.search(queries, **kwargs)
-        return (result.distances, result.keys, result.labels, result.truncated, result.stats,
-                absent, len(index), result.ids, result.scores)
+        return ShardHits(result.distances, result.keys, result.labels, result.truncated,
+                         result.stats, absent, len(index), result.ids, result.scores)
 
 
 def search_in_turn(shards, args, k):
@@ -213,19 +211,22 @@ def search_in_turn(shards, args, k):
         if best is None:
             best = [np.zeros(0)] * n_queries
         for q in range(n_queries):
-            hits = np.asarray(found[0][q], dtype=np.float64)[:len(found[1][q])]
+            hits = np.asarray(found.distances[q], dtype=np.float64)[:len(found.keys[q])]
             best[q] = np.sort(np.concatenate([best[q], hits]))[:k]
         bounds = np.array([row[k - 1] if len(row) >= k else np.inf for row in best])
     return out
 
 
-def _nothing_found(n_queries, kwargs):
-    empty = [[] for _ in range(n_queries)]
+def _nothing_found(n_queries, kwargs, absent, live):
+    """The ShardHits of a shard with nothing in scope."""
     if kwargs.get("radius") is None:
         distances = np.zeros((n_queries, 0))
     else:
         distances = [np.zeros(0) for _ in range(n_queries)]
-    return distances, empty, [[] for _ in range(n_queries)], [False] * n_queries, None
+    empty = [[] for _ in range(n_queries)]
+    return ShardHits(distances, empty, [[] for _ in range(n_queries)], [False] * n_queries,
+                     None, absent, live, [[] for _ in range(n_queries)],
+                     [[] for _ in range(n_queries)])
 
 
 def stored_measures(shard, keys):

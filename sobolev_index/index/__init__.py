@@ -12,7 +12,9 @@ the SQLite commit point), and ``sql`` the S_p functions for SQL queries.
 Nothing here knows how measures were made (text, points): that is
 ``sobolev_index.ingest``, one layer up.
 """
+from .base import IndexBase
 from .explain import Explanation
-from .sobolev_index import SearchResult, SobolevIndex
+from .results import SearchResult
+from .sobolev_index import SobolevIndex
 
-__all__ = ["Explanation", "SearchResult", "SobolevIndex"]
+__all__ = ["Explanation", "IndexBase", "SearchResult", "SobolevIndex"]

@@ -7,9 +7,7 @@ part of the index once, and only once, a transaction here refers to it
 through :meth:`Catalog.transaction`, in the same commit as meta values.
 """
 import datetime as _dt
-import errno
 import json
-import math
 import os
 import re
 import sqlite3
@@ -18,8 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 import sqlite_utils
 
-from ..distances import check_p
-from ..errors import CorruptIndexError, DiskFullError, NotAnIndexError, UnsupportedFormatError
+from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
+from .catalog_sql import (
+    Transaction,
+    end_read,
+    in_chunks,
+    label_conditions,
+    meta_values,
+    storable,
+    text_chunks,
+)
 from .storage import (
     CATALOG,
     FORMAT_NAME,
@@ -61,10 +67,6 @@ def _for_fromisoformat(value):
         value = value[:fraction.start(1)] + fraction.group(1).ljust(6, "0") + \
             value[fraction.end(1):]
     return value
-
-
-# SQLite's result code for a full disk (sqlite3.SQLITE_FULL from Python 3.11 on).
-_SQLITE_FULL = 13
 
 
 @dataclass
@@ -282,7 +284,7 @@ class Catalog:
             conn.execute("COMMIT")
         conn.execute("BEGIN")
         try:
-            meta = _meta_values(conn.execute("SELECT name, value FROM meta"), self.path)
+            meta = meta_values(conn.execute("SELECT name, value FROM meta"), self.path)
             roots = conn.execute("SELECT node, eta FROM roots ORDER BY position").fetchall()
             cursor = conn.execute(
                 "SELECT id, file, rows, nnz, bytes, checksum, created_at FROM segments ORDER BY id"
@@ -293,11 +295,11 @@ class Catalog:
                 check_segment_name(row["file"], f"the catalog's segment {row['id']}")
             extra = more(conn)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            _end(conn)
+            end_read(conn)
             raise CorruptIndexError(
                 f"{self.path} cannot be read ({exc}); restore it from a backup") from None
         except BaseException:
-            _end(conn)
+            end_read(conn)
             raise
         if not self.readonly:
             # A writer's own writes begin their own transactions.
@@ -311,7 +313,7 @@ class Catalog:
     def live_documents(self, keys):
         """{key: (doc id, segment, row)} for those of ``keys`` that are live."""
         found = {}
-        for marks, chunk in _text_chunks(_storable(keys)):
+        for marks, chunk in text_chunks(storable(keys)):
             for doc_id, seg, row, key in self._rows(
                     f"SELECT id, segment, row, CAST(key AS BLOB) FROM documents "
                     f"WHERE deleted = 0 AND key IN ({marks})", chunk):
@@ -321,7 +323,7 @@ class Catalog:
     def documents_by_id(self, doc_ids):
         """{doc id: (key, label)} for ``doc_ids`` (live or tombstoned)."""
         found = {}
-        for marks, chunk in _in_chunks(doc_ids):
+        for marks, chunk in in_chunks(doc_ids):
             for doc_id, key, label in self._rows(
                     "SELECT id, CAST(key AS BLOB), CAST(label AS BLOB) FROM documents "
                     f"WHERE id IN ({marks})", chunk):
@@ -334,7 +336,7 @@ class Catalog:
         ``doc_ids`` (live or tombstoned): what a segment keeps of each of
         its documents."""
         found = {}
-        for marks, chunk in _in_chunks(doc_ids):
+        for marks, chunk in in_chunks(doc_ids):
             for doc_id, key, label, fields, added in self._rows(
                     "SELECT id, CAST(key AS BLOB), CAST(label AS BLOB), CAST(fields AS BLOB), "
                     f"added_at FROM documents WHERE id IN ({marks})", chunk):
@@ -347,7 +349,7 @@ class Catalog:
         """{doc id: (key, deleted, added_at)} for those of ``doc_ids`` the
         catalog has, live or tombstoned."""
         found = {}
-        for marks, chunk in _in_chunks(doc_ids):
+        for marks, chunk in in_chunks(doc_ids):
             for doc_id, key, deleted, added in self._rows(
                     "SELECT id, CAST(key AS BLOB), deleted, added_at FROM documents "
                     f"WHERE id IN ({marks})", chunk):
@@ -379,7 +381,7 @@ class Catalog:
         if labels is None:
             return [key for _, key in self.live_ids_and_keys()]
         out = []
-        for where, params in _label_conditions(labels):
+        for where, params in label_conditions(labels):
             out += self._rows(f"SELECT id, CAST(key AS BLOB) FROM documents WHERE deleted = 0 "
                               f"AND {where}", params)
         return [self._text(key, doc_id, "key") for doc_id, key in sorted(out)]
@@ -389,7 +391,7 @@ class Catalog:
         found, for the live documents with one of ``labels`` (None: no
         label)."""
         parts, present = [], set()
-        for where, params in _label_conditions(labels):
+        for where, params in label_conditions(labels):
             parts.append(np.asarray(self._rows(
                 f"SELECT segment, row FROM documents WHERE deleted = 0 AND {where}", params),
                 dtype=np.int64).reshape(-1, 2))
@@ -540,7 +542,7 @@ class Catalog:
     def existing_segments(self, segment_ids):
         """Those of ``segment_ids`` that a committed segment has."""
         found = set()
-        for marks, chunk in _in_chunks(segment_ids):
+        for marks, chunk in in_chunks(segment_ids):
             found.update(row[0] for row in self.conn.execute(
                 f"SELECT id FROM segments WHERE id IN ({marks})", chunk))
         return found
@@ -549,14 +551,14 @@ class Catalog:
         """{segment id: the SHA-256 its commit recorded} for those of
         ``segment_ids`` that a committed segment has."""
         found = {}
-        for marks, chunk in _in_chunks(segment_ids):
+        for marks, chunk in in_chunks(segment_ids):
             found.update((int(seg_id), checksum) for seg_id, checksum in self._rows(
                 f"SELECT id, checksum FROM segments WHERE id IN ({marks})", chunk))
         return found
 
     def meta_value(self, name):
         rows = self._rows("SELECT value FROM meta WHERE name = ?", (name,))
-        return None if not rows else _meta_values([(name, rows[0][0])], self.path)[name]
+        return None if not rows else meta_values([(name, rows[0][0])], self.path)[name]
 
     def content_problems(self):
         """Values the tables hold that no writer writes: a deleted flag
@@ -646,7 +648,7 @@ class Catalog:
         commits together when the block ends, or nothing does if it raises.
         Layers above add their own tables this way.
         """
-        return _Transaction(self)
+        return Transaction(self)
 
     def abandon_transaction(self):
         """Roll back a transaction that an interrupted write left open, if any."""
@@ -700,11 +702,11 @@ class Catalog:
         )
 
     def _tombstone(self, doc_ids):
-        for marks, chunk in _in_chunks(doc_ids):
+        for marks, chunk in in_chunks(doc_ids):
             self.conn.execute(f"UPDATE documents SET deleted = 1 WHERE id IN ({marks})", chunk)
 
     def _delete_in(self, table, column, values):
-        for marks, chunk in _in_chunks(values):
+        for marks, chunk in in_chunks(values):
             self.conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
 
     def _set_meta(self, values):
@@ -714,132 +716,3 @@ class Catalog:
         )
 
 
-def checked_heads(path, meta, roots):
-    """(p, roots, eta) from the catalog, checked: a damaged value is a
-    CorruptIndexError naming it, not whatever float() would raise."""
-    def bad(what):
-        return CorruptIndexError(f"{path}: the catalog's {what}; run verify() and restore the "
-                                 "catalog from a backup")
-
-    p = meta.get("p")
-    try:
-        p = check_p("inf" if p == "inf" else p)
-    except (TypeError, ValueError):
-        raise bad(f"default p is {p!r}, not a number >= 1 or 'inf'") from None
-    for name in ("next_doc_id", "next_segment_id", "n_nodes"):
-        value = meta.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise bad(f"meta value {name} is {value!r}, not a count")
-    if not roots:
-        raise bad("roots table is empty")
-    nodes, eta = [], []
-    for position, (node, weight) in enumerate(roots):
-        if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < meta["n_nodes"]:
-            raise bad(f"root {position} is node {node!r}, not a node of the graph")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) \
-                or not math.isfinite(weight) or weight < 0:
-            raise bad(f"root {position} has weight {weight!r}, not a finite number >= 0")
-        nodes.append(node)
-        eta.append(float(weight))
-    return p, np.asarray(nodes, dtype=np.int64), np.asarray(eta, dtype=np.float64)
-
-
-def _end(conn):
-    """End a read transaction that failed; on a damaged file even that can
-    fail, and the error being raised says more."""
-    try:
-        conn.execute("COMMIT")
-    except sqlite3.Error:
-        pass
-
-
-def _meta_values(rows, path):
-    meta = {}
-    for name, value in rows:
-        try:
-            meta[name] = json.loads(value)
-        except (TypeError, ValueError):
-            raise CorruptIndexError(f"{path}: the meta value {name} is {value!r}, which is not "
-                                    "JSON; restore the catalog from a backup") from None
-    return meta
-
-
-def _storable(values):
-    """Those of ``values`` that SQLite can take as text (a lone surrogate
-    cannot be encoded: no stored key or label equals it)."""
-    out = []
-    for value in values:
-        try:
-            value.encode("utf-8")
-        except (AttributeError, UnicodeEncodeError):
-            continue
-        out.append(value)
-    return out
-
-
-def _label_conditions(labels):
-    """(SQL condition, parameters) pieces that together select the labels
-    ``labels``: IN lists of the text labels, and IS NULL for None."""
-    labels = list(labels)
-    text = sorted(_storable([lab for lab in labels if isinstance(lab, str)]))
-    out = [(f"label IN ({marks})", chunk) for marks, chunk in _text_chunks(text)]
-    if any(lab is None for lab in labels):
-        out.append(("label IS NULL", []))
-    return out
-
-
-def _text_chunks(values, size=500):
-    """Like _in_chunks, for text values."""
-    values = list(values)
-    for start in range(0, len(values), size):
-        chunk = values[start:start + size]
-        yield ",".join("?" * len(chunk)), chunk
-
-
-def _in_chunks(values, size=500):
-    """(placeholders, integers) for ``IN (...)`` over ``values``, ``size``
-    at a time: SQLite limits the parameters of one statement."""
-    values = [int(v) for v in values]
-    for start in range(0, len(values), size):
-        chunk = values[start:start + size]
-        yield ",".join("?" * len(chunk)), chunk
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE on entry; COMMIT on a clean exit, ROLLBACK otherwise."""
-
-    def __init__(self, catalog):
-        self._catalog = catalog
-        self._conn = catalog.conn
-
-    def __enter__(self):
-        self._conn.execute("BEGIN IMMEDIATE")
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            try:
-                self._conn.execute("COMMIT")
-                return False
-            except sqlite3.OperationalError as failed:
-                exc = failed
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.OperationalError) and (
-                getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL
-                or "disk is full" in str(exc)):
-            raise DiskFullError(
-                errno.ENOSPC, f"no space left on the device of {self._catalog.path} while "
-                f"committing ({exc}); this write was not committed") from exc
-        if exc_type is None:
-            raise exc
-        return False
-
-    def execute(self, sql, params=()):
-        return self._conn.execute(sql, params)
-
-    def executemany(self, sql, rows):
-        return self._conn.executemany(sql, rows)
-
-    def set_meta(self, values):
-        self._catalog._set_meta(values)

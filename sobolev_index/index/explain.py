@@ -26,8 +26,8 @@ import numpy as np
 
 from ..distances import check_p
 from ..measures import as_measure_batch
+from .arguments import check_positive
 from .catalog import WORDS_TABLE
-from .search import check_positive
 
 __all__ = ["ExplainMixin", "Explanation"]
 

@@ -30,7 +30,16 @@ from ..errors import CorruptIndexError, InvalidMeasureError
 from ..graph import normalise_eta
 from ..measures import as_measure_batch
 from . import inverted
+from .arguments import (
+    check_positive,
+    check_radius,
+    checked_search_args,
+    radius_for_queries,
+    root_positions,
+)
+from .base import KNN_GRAPH_BATCH
 from .csr import row_range
+from .results import COUNTS, SearchResult, own_key_first
 
 __all__ = ["SearchMixin", "SearchResult"]
 
@@ -47,270 +56,6 @@ SCAN_CACHE_BYTES = 2 ** 30
 SCAN_CHUNK_ROWS = 65_536
 # Held while deciding whether to keep a segment's features and building them.
 _SCAN_CACHE_LOCK = threading.Lock()
-# A k above this is surely a mistake (it exceeds any index's size).
-MAX_K = 2**53
-# Documents per search call of knn_graph: large enough to fill the threads
-# and amortise a call, small enough to report progress often.
-KNN_GRAPH_BATCH = 1024
-# The counts SearchResult.stats holds, per query and summed (see SearchResult).
-_COUNTS = ("segments", "rows", "bounded", "refined", "rows_read", "blocks", "blocks_scored",
-           "exact")
-
-
-def check_positive(name, value):
-    """An integer >= 1 (NumPy integers too, not booleans), or a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} is {value!r}; expected an integer >= 1")
-
-
-class SearchResult:
-    """Results of :meth:`SobolevIndex.search`.
-
-    ``keys[i]`` lists the keys found for query i by ascending distance (ties to
-    the lower document id, which is the earlier document);
-    ``distances[i, j]`` is S_p to ``keys[i][j]``.
-    ``distances`` has min(k, N) columns for N live documents, and inf where
-    fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``,
-    and so does ``ids``: the documents' ids (ints, as ``get(key)["id"]``
-    gives them; ids grow with insertion order). ``scores`` mirrors
-    ``distances``: the values the search ranks by, the p-th powers of the
-    distances for one root at a finite p other than 1 (up to p = 16; a
-    larger p scans and ranks by distance), else the distances themselves.
-    Results are in (score, id) order, apart from a stored key used as a
-    query, which comes first among the documents at distance 0 from it;
-    that is (distance, id) order, except where two p-th powers one rounding
-    apart give the same distance. Merging the results of several
-    searches (of the shards of a sharded index) in the order one search
-    would give needs the scores and ids. ``ids`` and ``scores`` are None in
-    a result built without them.
-
-    A radius search finds a different number of documents per query:
-    ``distances`` is then a list of one 1-D array per query
-    (``distances[i][j]`` is S_p to ``keys[i][j]``), ``radius`` the radius
-    (a float, or with one radius per query a float64 array of them) and
-    ``truncated[i]`` whether more documents than ``limit`` lay within
-    query i's radius (only the ``limit`` nearest are kept). For a k-NN
-    search ``radius`` is None and ``truncated`` all False.
-
-    ``stats`` says how much of the index the search read, summed over the
-    queries: ``rows`` (the documents it could return, per query),
-    ``rows_read`` (rows whose stored values were read in full, after their
-    bounds could not rule them out) and ``exact`` (rows whose distance was
-    computed exactly: the candidates re-ranked), and ``segments``
-    (segments searched), ``bounded`` (rows whose cheapest lower bound was
-    computed), ``refined`` (rows whose tighter group bound was computed),
-    ``blocks`` (blocks of 8,192 rows walked; of 65,536 in a scan) and
-    ``blocks_scored`` (blocks in which a row was read). At p = inf,
-    ``rows_read`` counts every row, since each row's dense values are read
-    for its bound; a search at a finite p > 16 reads and computes every row
-    and bounds none. With ``search(..., stats=True)`` it also holds
-    ``queries``, the same counts for each query, each with ``seconds``: the
-    thread-seconds the search spent on that query walking posting lists
-    (``postings``), on the cheapest bounds (``bounds``), on the rows those
-    let through (``scoring``: group bounds and values from the identity)
-    and on exact values (``exact``); a scan's time is shared evenly among
-    the queries scanned together, as ``scoring``. ``stats["seconds"]`` is
-    then the wall-clock time of the batch's phases: query ``features``,
-    the ``search`` itself, looking up the ``names`` (keys and labels) of
-    the results, and the ``total``.
-    """
-
-    def __init__(self, keys, distances, labels, p, stats=None, radius=None, truncated=None, *,
-                 ids=None, scores=None):
-        self.keys = keys
-        self.distances = distances
-        self.labels = labels
-        self.ids = ids
-        self.scores = scores
-        self.p = p
-        self.stats = stats
-        self.radius = radius
-        self.truncated = [False] * len(keys) if truncated is None else truncated
-
-    def __len__(self):
-        return len(self.keys)
-
-    def __repr__(self):
-        if self.radius is not None:
-            radius = "per query" if np.ndim(self.radius) else self.radius
-            return (f"SearchResult(queries={len(self.keys)}, radius={radius}, "
-                    f"found={sum(len(k) for k in self.keys)}, p={self.p})")
-        return f"SearchResult(queries={len(self.keys)}, k={self.distances.shape[1]}, p={self.p})"
-
-    def to_records(self):
-        """One list of {"key", "distance", "label"} dicts per query."""
-        return [
-            [{"key": key, "distance": float(self.distances[i][j]), "label": label}
-             for j, (key, label) in enumerate(zip(keys, labels))]
-            for i, (keys, labels) in enumerate(zip(self.keys, self.labels))
-        ]
-
-
-def knn_graph_width(k, n, include_self):
-    """Entries per row of a k-NN graph of n documents: k, capped at the
-    documents there are (the others, without ``include_self``), with a
-    UserWarning when it is capped."""
-    want = min(int(k) if include_self else min(int(k), max(n - 1, 0)), n)
-    if n and want < k:
-        others = "documents" if include_self else "other documents"
-        warnings.warn(f"k is {k}, more than the {want:,} {others} there are: each row holds "
-                      f"all {want:,}", UserWarning, stacklevel=4)
-    return want
-
-
-def knn_graph_of(index, k, p, include_self, roots, batch, n_threads, progress, mismatch,
-                 advice):
-    """The exact k-NN graph of ``index`` (anything with ``search`` and
-    ``keys_in_order`` as :class:`SobolevIndex` has them: also a sharded
-    index), as :meth:`SearchMixin.knn_graph` describes it. Each batch of
-    documents is searched for one more neighbour than wanted: the query
-    itself comes first among the documents at distance 0 from it, and is
-    dropped unless ``include_self``. A row with fewer neighbours than the
-    live documents promise raises ``mismatch`` with ``advice``."""
-    import scipy.sparse as sp
-
-    check_positive("k", k)
-    check_positive("batch", batch)
-    keys = index.keys_in_order()
-    n = len(keys)
-    row_of = {key: i for i, key in enumerate(keys)}
-    want = knn_graph_width(k, n, include_self)
-    columns = np.zeros(n * want, dtype=np.int64)
-    values = np.zeros(n * want, dtype=np.float64)
-    for start in range(0, n, int(batch)):
-        chunk = keys[start:start + int(batch)]
-        found = index.search(chunk, k=want + (0 if include_self else 1), p=p, roots=roots,
-                             n_threads=n_threads)
-        for offset, (key, hits) in enumerate(zip(chunk, found.keys)):
-            i = start + offset
-            row = [(row_of[h], float(d)) for h, d in zip(hits, found.distances[offset])
-                   if include_self or h != key][:want]
-            if len(row) != want:
-                raise mismatch(f"{index.path}: a search for {key!r} found {len(row)} neighbours "
-                               f"where {want} live documents were expected; {advice}")
-            columns[i * want:(i + 1) * want] = [c for c, _ in row]
-            values[i * want:(i + 1) * want] = [d for _, d in row]
-        if progress is not None:
-            progress(min(n, start + int(batch)), n)
-    indptr = np.arange(n + 1, dtype=np.int64) * want
-    # Each row's entries stay in increasing distance (ties by insertion
-    # order), the order scikit-learn's precomputed neighbours expect, not
-    # in column order.
-    return sp.csr_matrix((values, columns, indptr), shape=(n, n))
-
-
-def checked_search_args(k, radius, limit):
-    """(k, radius) of a search: k (default 10 without a radius) or radius
-    (with an optional limit), never both; each checked, a ValueError naming
-    the value otherwise. ``k`` comes back None for a radius search, and
-    ``radius`` None for a k-NN search. The radius comes back as
-    check_search_radius returns it: a float, or a float64 array of one
-    radius per query, whose length the caller checks once it knows the
-    number of queries (radius_for_queries)."""
-    if radius is not None:
-        if k is not None:
-            shown = _radius_shown(radius)
-            raise ValueError(f"k is {k!r} and radius is {shown}; give one of them (a "
-                             "radius search takes limit to cap its results)")
-        radius = check_search_radius(radius)
-        if limit is not None:
-            check_positive("limit", limit)
-        return None, radius
-    if limit is not None:
-        raise ValueError(f"limit is {limit!r} without a radius; limit caps a radius "
-                         "search (give k for the k nearest)")
-    k = 10 if k is None else k
-    check_positive("k", k)
-    if k > MAX_K:
-        raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns "
-                         "every live document anyway)")
-    return k, None
-
-
-def check_radius(radius, name="radius"):
-    """The radius as a float >= 0 (inf allowed), or a ValueError naming it
-    (as ``name``)."""
-    if isinstance(radius, bool) or not isinstance(radius, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} is {radius!r}; expected a number >= 0")
-    try:
-        radius = float(radius)
-    except OverflowError:  # an int beyond any float: no finite radius is larger
-        radius = math.inf
-    if not radius >= 0.0:  # also rejects NaN
-        raise ValueError(f"{name} is {radius}; expected a number >= 0 (inf returns every "
-                         "document)")
-    return radius
-
-
-def check_search_radius(radius):
-    """A search's radius: a number, checked by check_radius (a float comes
-    back), or a 1-D list, tuple or array of one radius per query, each a
-    number >= 0 (inf allowed), which comes back as a new float64 array; a
-    ValueError naming the shape or the first bad value otherwise. The
-    number of radii is checked by radius_for_queries."""
-    if not isinstance(radius, (list, tuple, np.ndarray)):
-        return check_radius(radius)
-    try:
-        shape = np.shape(radius)
-    except ValueError:  # a ragged list
-        shape = None
-    if shape is None or len(shape) != 1:
-        raise ValueError(f"radius is {_radius_shown(radius)}, of shape "
-                         f"{'ragged' if shape is None else shape}; expected a number >= 0, "
-                         "or a 1-D list or array of one radius per query")
-    if isinstance(radius, np.ndarray) and radius.dtype.kind in "iuf":
-        out = radius.astype(np.float64)  # a copy: the caller's array may change later
-        bad = np.flatnonzero(~(out >= 0.0))  # also NaN
-        if len(bad):
-            check_radius(out[bad[0]], f"radius[{bad[0]}]")  # raises, naming it
-        return out
-    return np.array([check_radius(r, f"radius[{i}]") for i, r in enumerate(radius)],
-                    dtype=np.float64)
-
-
-def radius_for_queries(radius, n_queries):
-    """``radius`` (as check_search_radius returns it) for ``n_queries``
-    queries: a float as it is, an array only if it holds one radius per
-    query, else a ValueError saying how many were expected."""
-    if isinstance(radius, np.ndarray) and len(radius) != n_queries:
-        raise ValueError(f"radius has {len(radius)} value(s) for {n_queries} queries; expected "
-                         "one radius per query, or a single number for all of them")
-    return radius
-
-
-def _radius_shown(radius):
-    """The radius as an error message names it: short even for many radii."""
-    size = radius.size if isinstance(radius, np.ndarray) else (
-        len(radius) if isinstance(radius, (list, tuple)) else 0)
-    if size > 6:
-        return f"a {type(radius).__name__} of {size} values"
-    return repr(radius)
-
-
-def root_positions(roots, n_roots):
-    """``roots`` (a position into an index's ``n_roots`` roots, a list of
-    them, or None for all) as a list of distinct positions, or a
-    ValueError naming it."""
-    if roots is None:
-        return list(range(n_roots))
-    if isinstance(roots, (int, np.integer)) and not isinstance(roots, bool):
-        roots = [roots]
-    if not isinstance(roots, (list, tuple, np.ndarray)):
-        raise ValueError(f"roots is {roots!r}; expected a root position or a list of them "
-                         f"(this index has {n_roots} root(s))")
-    try:
-        positions = [int(r) for r in roots]
-    except (TypeError, ValueError):
-        positions = []
-    if any(isinstance(r, bool) or not isinstance(r, (int, np.integer)) for r in roots):
-        positions = []  # 0.5 is not position 0, nor True position 1
-    if not positions or any(r < 0 or r >= n_roots for r in positions) \
-            or len(set(positions)) != len(positions):
-        raise ValueError(
-            f"roots is {roots!r}; expected distinct positions in 0..{n_roots - 1} "
-            f"(this index has {n_roots} root(s))"
-        )
-    return positions
 
 
 def _kernel_bound(radius, p, n_roots):
@@ -423,7 +168,7 @@ class SearchMixin:
         ids = [[] for _ in range(n_queries)]
         found_distances = [None] * n_queries
         found_scores = [None] * n_queries
-        counts = {name: np.zeros(n_queries, dtype=np.int64) for name in _COUNTS}
+        counts = {name: np.zeros(n_queries, dtype=np.int64) for name in COUNTS}
         seconds = {name: np.zeros(n_queries) for name in inverted.TIME_NAMES}
         searched_seconds = named_seconds = 0.0
         # A scan (finite p > 16) reads and computes every row.
@@ -440,7 +185,7 @@ class SearchMixin:
                 found, chunk_stats = self._search_chunk(
                     query_features, start, stop, k, p, positions, eta, scope, n_threads,
                     bound=bound[start:stop], timing=stats)
-                for name in _COUNTS:
+                for name in COUNTS:
                     if name in chunk_stats:
                         counts[name][start:stop] = chunk_stats[name]
                 for name in inverted.TIME_NAMES:
@@ -496,11 +241,11 @@ class SearchMixin:
         if isinstance(queries, str) or (isinstance(queries, (list, tuple)) and queries
                                         and isinstance(queries[0], str)):
             self._own_key_first([queries] if isinstance(queries, str) else queries, keys,
-                                distances, labels, ids, scope.masks, width, scores)
-        totals = {name: int(counts[name].sum()) for name in _COUNTS}
+                                distances, labels, ids, scope.masks, width)
+        totals = {name: int(counts[name].sum()) for name in COUNTS}
         if stats:
             totals["queries"] = [
-                dict({name: int(counts[name][q]) for name in _COUNTS},
+                dict({name: int(counts[name][q]) for name in COUNTS},
                      seconds={name: float(seconds[name][q]) for name in inverted.TIME_NAMES})
                 for q in range(n_queries)]
             totals["seconds"] = {"features": featured - started, "search": searched_seconds,
@@ -519,33 +264,18 @@ class SearchMixin:
                 "does not list; run verify() and restore from a backup")
         return named
 
-    def _own_key_first(self, query_keys, keys, distances, labels, ids, masks, width, scores):
-        """A stored document used as the query comes first among the
-        documents at distance 0 from it (duplicates), not after those with
-        lower ids, as long as ``where`` admits it. ``distances[q]`` is
-        query q's row (an array); ``keys``, ``labels`` and ``ids`` move
-        together (the scores at distance 0 are all 0 and stay); ``width``
-        the most results a query may hold (None: no limit)."""
+    def _own_key_first(self, query_keys, keys, distances, labels, ids, masks, width):
+        """results.own_key_first, with ``where``'s row masks deciding
+        whether a stored key may be returned."""
         position = {s.id: i for i, s in enumerate(self._segments)}
-        for q, key in enumerate(query_keys):
-            if not keys[q] or distances[q][0] != 0.0:
-                continue
-            if key in keys[q]:
-                j = keys[q].index(key)
-                label, doc_id = labels[q][j], ids[q][j]
-                del keys[q][j], labels[q][j], ids[q][j]
-            else:
-                doc_id, segment, row = self._locate(key)
-                if not masks[position[segment.id]][row] or distances[q][len(keys[q]) - 1] != 0.0:
-                    continue
-                label = self._documents_named([doc_id])[doc_id][1]
-                if len(keys[q]) == width:
-                    keys[q].pop()
-                    labels[q].pop()
-                    ids[q].pop()
-            keys[q].insert(0, key)
-            labels[q].insert(0, label)
-            ids[q].insert(0, int(doc_id))
+
+        def stored_of(q, key):
+            doc_id, segment, row = self._locate(key)
+            if not masks[position[segment.id]][row]:
+                return None
+            return self._documents_named([doc_id])[doc_id][1], doc_id
+
+        own_key_first(query_keys, keys, distances, labels, ids, width, stored_of)
 
     def _selected_roots(self, roots):
         """The positions of ``roots`` (all by default) and their eta, renormalised."""
@@ -763,11 +493,6 @@ class SearchMixin:
         return difference_distance(self._features_of(a, positions), self._features_of(b, positions),
                                    [self.trees[r] for r in positions], p, eta)
 
-    def keys_in_order(self):
-        """The live keys in insertion order: the row (and column) order of
-        :meth:`knn_graph`."""
-        return list(self)
-
     def neighbours(self, keys, k=None, p=None, roots=None, n_threads=None):
         """The k nearest other documents of stored documents.
 
@@ -799,35 +524,6 @@ class SearchMixin:
             scores[q, :len(kept)] = found.scores[q][kept]
         return SearchResult(out_keys, distances, out_labels, found.p, ids=out_ids,
                             scores=scores)
-
-    def knn_graph(self, k, p=None, include_self=False, roots=None, batch=KNN_GRAPH_BATCH,
-                  n_threads=None, progress=None):
-        """The exact k-nearest-neighbour graph of the live documents.
-
-        Returns a ``scipy.sparse.csr_matrix`` of shape (N, N), rows and
-        columns in the order of :meth:`keys_in_order`: row i holds the S_p
-        distances from document i to its ``k`` nearest other documents
-        (with ``include_self``, document i itself at distance 0 is one of
-        the k). Ties go by insertion order, as in :meth:`search`; documents
-        at distance 0 (duplicates) are stored as explicit zeros, so read
-        the neighbours from the structure, not from nonzero values. Each
-        row's entries are in increasing distance, not in column order
-        (``sklearn.neighbors.sort_graph_by_row_values`` accepts it as it
-        is). With fewer than k other documents a row holds them all, and a
-        UserWarning says so. The
-        result takes 12 to 16 bytes per entry, N x min(k, N) entries: with k
-        near N it is a dense matrix.
-
-        The rows come from :meth:`search` with the documents themselves as
-        queries, ``batch`` of them per call; ``progress(done, total)`` is
-        called after each batch. For ``umap.UMAP(metric="precomputed")`` or
-        ``sklearn.cluster.HDBSCAN(metric="precomputed")``.
-        """
-        self._check_open()
-        p = self.p if p is None else check_p(p)
-        self._selected_roots(roots)  # a bad roots argument fails before any work
-        return knn_graph_of(self, k, p, include_self, roots, batch, n_threads, progress,
-                            CorruptIndexError, "run verify()")
 
     def duplicates(self, radius=0.0, p=None, roots=None, batch=KNN_GRAPH_BATCH, n_threads=None,
                    progress=None):

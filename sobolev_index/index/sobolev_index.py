@@ -7,7 +7,6 @@ upsert, delete, compact and the tiered merges. Queries are executed by
 files are ``storage.py``'s and the commit point ``catalog.py``'s, where the
 on-disk protocol is described.
 """
-import json
 import math
 import os
 import shutil
@@ -24,17 +23,30 @@ from ..errors import (
     KeyNotFoundError,
     NotAnIndexError,
     OlderFormatError,
-    SobolevIndexError,
     UnlistedSegmentsWarning,
 )
 from ..graph import Graph
 from ..measures import MeasureBatch, as_measure_batch, checked_batch
 from . import inverted, storage
-from .catalog import Catalog, checked_heads
+from .arguments import (
+    MAX_ID,
+    check_room,
+    check_sample_size,
+    check_str_keys,
+    checked_column,
+    checked_ids,
+    checked_keys,
+    json_fields,
+    keys_to_delete,
+)
+from .base import IndexBase
+from .catalog import Catalog
+from .catalog_sql import checked_heads
 from .csr import gather_rows, stack_rows
 from .explain import ExplainMixin
 from .recover import recover_lost
-from .search import SearchMixin, SearchResult
+from .results import SearchResult
+from .search import SearchMixin
 from .segment import Segment
 from .verify import VERIFY_SAMPLE, verify_index, verify_path
 
@@ -51,8 +63,6 @@ TIER = 8
 # holding more than half of it is left out of tier merges (two of them
 # would not fit).
 MAX_SEGMENT_NNZ = 2 ** 27
-# Document ids are int64; the next id after the last must fit too.
-MAX_ID = 2 ** 63 - 1
 # How often a reader retries a snapshot whose files a writer just replaced.
 SNAPSHOT_RETRIES = 5
 
@@ -62,7 +72,7 @@ SNAPSHOT_RETRIES = 5
 COMMIT_PAUSE_WAIT = 5.0
 
 
-class SobolevIndex(SearchMixin, ExplainMixin):
+class SobolevIndex(SearchMixin, ExplainMixin, IndexBase):
     """A persistent exact k-nearest-neighbour index of measures under S_p.
 
     Create one with :meth:`create`, open one with :meth:`open`. A writer
@@ -71,6 +81,8 @@ class SobolevIndex(SearchMixin, ExplainMixin):
     :meth:`refresh`); the writer does not wait for them, except briefly to
     delete merged-away files while a reader loads a snapshot.
     """
+
+    _mismatch = (CorruptIndexError, "run verify()")
 
     def __init__(self, path, mode, catalog, lock, check=False):
         self.path = path
@@ -239,27 +251,11 @@ class SobolevIndex(SearchMixin, ExplainMixin):
                     "to_version": storage.FORMAT_VERSION, "segments_rewritten": len(old),
                     "documents": len(index)}
 
-    def close(self):
-        if getattr(self, "_closed", True):
-            return
-        self._closed = True
+    def _release(self):
         if self._catalog is not None:
             self._catalog.close()
         if self._lock is not None:
             self._lock.release()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         state = "closed" if self._closed else self.mode
@@ -471,17 +467,6 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         return segment_id
 
     # ---------------------------------------------------------------- checks
-    def _check_open(self):
-        if self._closed:
-            raise SobolevIndexError(f"the index at {self.path} is closed")
-
-    def _check_writable(self):
-        self._check_open()
-        if self.mode != "a":
-            raise SobolevIndexError(
-                f"the index at {self.path} is open for reading; open it with mode='a' to change it"
-            )
-
     # ------------------------------------------------------------ inspection
     def __len__(self):
         return self._n_live
@@ -514,9 +499,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
     def _locate_many(self, keys):
         """(doc id, segment, row) of each of ``keys``, checked against the
         segment; KeyNotFoundError names the first key that is not live."""
-        for key in keys:
-            if not isinstance(key, str):
-                raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        check_str_keys(keys)
         found = self._catalog.live_documents(keys)
         out = []
         for key in keys:
@@ -652,10 +635,6 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         self._check_open()
         return self._catalog
 
-    @property
-    def writable(self):
-        return not self._closed and self.mode == "a"
-
     # --------------------------------------------------------------- writing
     def add(self, measures, keys=None, labels=None, fields=None, ids=None):
         """Add a batch of measures; all or nothing. Returns their keys.
@@ -710,7 +689,8 @@ class SobolevIndex(SearchMixin, ExplainMixin):
             doc_ids = np.arange(next_doc, next_doc + n, dtype=np.int64)
         else:
             doc_ids = checked_ids(ids, n, next_doc)
-        keys = self._checked_keys(keys, n, doc_ids)
+        keys = checked_keys(keys, doc_ids,
+                            lambda some: self._catalog.live_documents(some))
         labels = checked_column("labels", labels, n, str)
         fields_json = [None if f is None else json_fields(f, i)
                        for i, f in enumerate(checked_column("fields", fields, n, dict))]
@@ -802,44 +782,10 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         else:
             storage.remove_uncommitted(self.path, files)
 
-    def _checked_keys(self, keys, n, doc_ids):
-        if keys is None:
-            keys = [f"doc-{doc_id}" for doc_id in doc_ids.tolist()]
-            taken = set(self._catalog.live_documents(keys))
-            for i, doc_id in enumerate(doc_ids.tolist()):
-                suffix = 1
-                while keys[i] in taken:  # a user chose this key already
-                    keys[i], suffix = f"doc-{doc_id}.{suffix}", suffix + 1
-                    taken |= set(self._catalog.live_documents([keys[i]]))
-        else:
-            if isinstance(keys, str):
-                raise TypeError("keys must be a list of str, not one str")
-            keys = list(keys)
-            if len(keys) != n:
-                raise ValueError(f"{len(keys)} keys were given for {n} measures; expected one each")
-            for i, key in enumerate(keys):
-                if not isinstance(key, str) or not key:
-                    raise ValueError(f"key {i} is {key!r}; keys must be non-empty str")
-                check_text(f"key {i}", key)
-        seen = set()
-        for key in keys:
-            if key in seen:
-                raise DuplicateKeyError(f"key {key!r} appears twice in this batch")
-            seen.add(key)
-        return keys
-
     def delete(self, keys):
         """Delete documents by key (tombstones, one transaction). Returns the count."""
         self._check_writable()
-        if isinstance(keys, str):
-            keys = [keys]
-        try:
-            keys = list(keys)
-        except TypeError:
-            raise TypeError(f"keys is {keys!r}; expected a key (str) or a list of keys") from None
-        for key in keys:
-            if not isinstance(key, str):
-                raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        keys = keys_to_delete(keys)
         found = self._catalog.live_documents(keys)
         missing = [k for k in keys if k not in found]
         if missing:
@@ -1059,7 +1005,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         or catalog) gets a report rather than an exception. ``repair=True``
         takes the writer lock (waiting up to ``timeout`` seconds)."""
         path = _index_directory(path)
-        sample = _check_sample_size(sample)
+        sample = check_sample_size(sample)
         return verify_path(path, repair=bool(repair), sample=sample, seed=seed, timeout=timeout)
 
     def verify(self, repair=False, sample=VERIFY_SAMPLE, seed=0):
@@ -1087,7 +1033,7 @@ class SobolevIndex(SearchMixin, ExplainMixin):
         connection of its own, and keeps its snapshot.
         """
         self._check_open()
-        sample = _check_sample_size(sample)
+        sample = check_sample_size(sample)
         if repair:
             self._check_writable()
         if self.writable:
@@ -1132,12 +1078,6 @@ def _check_writable_format(path):
             "with SobolevIndex.upgrade(path), or open it with mode='r' to read it as it is")
 
 
-def _check_sample_size(sample):
-    if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 1:
-        raise ValueError(f"sample is {sample!r}; expected an integer >= 1")
-    return int(sample)
-
-
 def _tier(rows):
     return int(math.log(max(rows, 1), TIER))
 
@@ -1180,88 +1120,3 @@ def _concat_rows(parts, order, trees):
         features=[tree.feature_arrays_of_batch(batch) for tree in trees])
 
 
-def check_room(next_doc, n):
-    """ValueError unless n more ids from ``next_doc`` on leave the next id
-    below MAX_ID (int64)."""
-    if next_doc + n > MAX_ID - 1:
-        raise ValueError(f"the index's next id is {next_doc}: {n} more documents would take "
-                         f"ids beyond {MAX_ID - 2}, the largest an id may be")
-
-
-def checked_ids(ids, n, next_doc):
-    """``ids`` of a batch of n as int64, or a ValueError naming the bad value:
-    n integers (Python or NumPy), strictly increasing, the first at least
-    ``next_doc``, the last below MAX_ID - 1 (the next id must still fit)."""
-    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__len__"):
-        raise ValueError(f"ids is {ids!r:.60}; expected a list of {n} document ids")
-    try:
-        values = np.asarray(ids)
-    except (TypeError, ValueError):  # ragged
-        values = np.asarray(ids, dtype=object)
-    if values.ndim != 1 or len(values) != n:
-        shape = len(values) if values.ndim == 1 else f"an array of shape {values.shape} of"
-        raise ValueError(f"{shape} ids were given for {n} measures; expected one each")
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    if not isinstance(ids, np.ndarray):
-        for i, value in enumerate(ids):  # NumPy would read True as 1
-            if isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"id {i} is {value!r}; expected an integer")
-    if values.dtype.kind in "iu":
-        lowest, biggest = int(values.min()), int(values.max())
-    else:
-        for i, value in enumerate(values.tolist()):
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"id {i} is {value!r}; expected an integer")
-        values = np.array([int(v) for v in values.tolist()], dtype=object)
-        lowest, biggest = min(values.tolist()), max(values.tolist())
-    if biggest >= MAX_ID - 1:
-        raise ValueError(f"id {biggest} is too large; expected ids below {MAX_ID - 1}")
-    if lowest < next_doc:
-        raise ValueError(f"id {lowest} is below the index's next id {next_doc}; ids must be "
-                         "new and rising (see next_id)")
-    values = values.astype(np.int64)
-    falls = np.flatnonzero(np.diff(values) <= 0)
-    if len(falls):
-        j = int(falls[0])
-        raise ValueError(f"ids {int(values[j])} and {int(values[j + 1])} (places {j} and "
-                         f"{j + 1}) do not rise; expected strictly increasing ids")
-    return values
-
-
-def checked_column(name, values, n, kind):
-    if values is None:
-        return [None] * n
-    if isinstance(values, (str, dict)):
-        raise TypeError(f"{name} must be a list with one entry per measure")
-    values = list(values)
-    if len(values) != n:
-        raise ValueError(f"{len(values)} {name} were given for {n} measures; expected one each")
-    for i, value in enumerate(values):
-        if value is not None and not isinstance(value, kind):
-            raise ValueError(f"{name}[{i}] is {value!r}; expected {kind.__name__} or None")
-        if isinstance(value, str):
-            check_text(f"{name}[{i}]", value)
-    return values
-
-
-def check_text(name, text):
-    """ValueError unless ``text`` can be stored as UTF-8 (a lone surrogate,
-    say from a JSON escape, cannot)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"{name} is {text!r}, which holds {text[exc.start]!r} at position "
-                         f"{exc.start}, a lone surrogate that UTF-8 cannot store") from None
-
-
-def json_fields(fields, i):
-    try:
-        # NaN and infinity are not JSON: get() and export would print
-        # non-standard text, so they are refused as the CLI refuses them.
-        text = json.dumps(fields, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"fields[{i}] cannot be stored as JSON ({exc})") from None
-    except RecursionError:
-        raise ValueError(f"fields[{i}] is nested too deeply to store as JSON") from None
-    return text

@@ -22,7 +22,8 @@ import numpy as np
 from ..errors import CorruptIndexError
 from ..measures import as_measure_batch, normalising_factors
 from . import storage
-from .catalog import Catalog, checked_heads
+from .catalog import Catalog
+from .catalog_sql import checked_heads
 from .csr import gather_rows
 from .segment import Segment
 

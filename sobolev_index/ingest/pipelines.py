@@ -7,9 +7,16 @@ command line, a script) never asks which kind an index is. This module sits
 above the text pipeline (:mod:`~sobolev_index.ingest.documents`) and the
 point pipeline (:mod:`~sobolev_index.ingest.pointindex`), which do not know
 each other.
+
+A sharded index (:class:`~sobolev_index.distributed.ShardedIndex`) is
+routed here too: ``read_files``, ``add_files``, ``query_measures`` and
+``index_details`` hand it to :mod:`sobolev_index.distributed.files`, which
+reads with its first shard's settings, so a caller need not ask which kind
+of index it holds either.
 """
 import json
 import os
+import sys
 
 from .corpus import Columns
 from .documents import add_documents, build_index, read_corpus, text_info, text_measures
@@ -27,6 +34,18 @@ from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
 __all__ = ["build_from_files", "read_files", "ReadFiles", "add_files", "query_measures",
            "index_details", "read_keys", "read_documents"]
+
+
+def _sharded_files(index):
+    """:mod:`sobolev_index.distributed.files` when ``index`` is a sharded
+    index, else None. (A sharded index exists only once its module is
+    imported, so an ordinary call imports nothing of the distributed layer.)"""
+    sharded = sys.modules.get("sobolev_index.distributed.sharded")
+    if sharded is None or not isinstance(index, sharded.ShardedIndex):
+        return None
+    from ..distributed import files
+
+    return files
 
 
 def _corpus(files, corpus_format, encoding, columns, plain="text"):
@@ -153,7 +172,12 @@ def read_files(index, files, *, corpus_format="auto", encoding=DEFAULT_ENCODING,
     :func:`add_files` as its ``files``. Reading first lets a caller hold
     the write lock only while it writes: a pipe whose writer is slow, or
     never comes, then blocks no other writer (the command line's ``add``
-    does this)."""
+    does this). A sharded index reads them with its first shard."""
+    sharded = _sharded_files(index)
+    if sharded is not None:
+        with sharded.first_shard(index) as shard:
+            return read_files(shard, files, corpus_format=corpus_format, encoding=encoding,
+                              columns=columns)
     kind = index_kind(index)
     check_encoding(encoding)
     if kind in POINT_KINDS:
@@ -184,7 +208,24 @@ def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=Fa
 
     ``files`` may also be what :func:`read_files` read (then
     ``corpus_format``, ``encoding`` and ``columns`` were applied there).
+
+    A sharded index adds them through its shards (see
+    :func:`sobolev_index.distributed.files.add_files`): words it does not
+    know are ignored, and ``vectors`` is refused, since every shard's words
+    table would have to change at once.
     """
+    sharded = _sharded_files(index)
+    if sharded is not None:
+        if vectors is not None:
+            raise ValueError(
+                f"vectors is {vectors!r}, but new words cannot get nodes in a sharded index "
+                "(every shard's words table would have to change at once); words it does not "
+                "know are ignored: leave vectors out")
+        return sharded.add_files(index, files, corpus_format=corpus_format,
+                                 skip_empty=skip_empty, batch_size=batch_size, upsert=upsert,
+                                 store_text=store_text, progress=progress,
+                                 skip_existing=skip_existing, encoding=encoding,
+                                 columns=columns)
     if isinstance(files, ReadFiles):
         read = files
         kind = index_kind(index)
@@ -216,7 +257,12 @@ def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto"
     pattern. Returns
     (measures, names): a name is the query's text, or its point set's key.
     Texts on an index not built from text raise :class:`~sobolev_index.errors.CorpusError`.
+    A sharded index reads them with its first shard's settings and words.
     """
+    sharded = _sharded_files(index)
+    if sharded is not None:
+        return sharded.query_measures(index, texts, files, vectors, corpus_format, encoding,
+                                      columns)
     kind = index_kind(index)
     texts = list(texts)
     pointsets = []
@@ -240,7 +286,11 @@ def index_details(index):
     """:meth:`SobolevIndex.info` with what a build recorded: the recipe's
     choices (``recipe``, None for an index built without one) and, for a
     text index, the word count, weighting, tokenizer and vector file
-    (``words`` is None for other indexes)."""
+    (``words`` is None for other indexes). For a sharded index, the
+    recipe and text settings are its first shard's (every shard's)."""
+    sharded = _sharded_files(index)
+    if sharded is not None:
+        return sharded.sharded_details(index)
     return {**index.info(), "recipe": recipe_info(index), **text_info(index)}
 
 

@@ -30,17 +30,37 @@ Rescale data that really is that large.
 """
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import CorpusError, PointsFileError
-from ..measures import TOTAL_MAX, TOTAL_MIN
-from .fill import FIELDS_MAX_DEPTH, check_fields_depth, check_storable, describe_json, key_text, label_text
-from .inputs import regular_file
-from .parsing import is_number
+from .fill import (
+    FIELDS_MAX_DEPTH,
+    check_fields_depth,
+    check_storable,
+    describe_json,
+    key_text,
+    label_text,
+)
+from .pointfiles import (
+    COORDINATE_MAX,
+    COORDINATE_RANGE,
+    DuplicateName,
+    check_source,
+    check_total,
+    check_utf8,
+    first_too_large,
+    is_real,
+    json_points,
+    json_weights,
+    lines_of,
+    npy_diagram,
+    source_name,
+    text_diagram,
+    unique_names,
+)
 
 __all__ = [
     "COORDINATE_MAX",
@@ -53,24 +73,6 @@ __all__ = [
 
 DIAGRAM_WEIGHTS = ("uniform", "persistence")
 DIAGRAM_COORDINATES = ("birth_death", "birth_persistence")
-# Header names recognised for the dimension column of a diagram file.
-DIMENSION_NAMES = ("dimension", "dim", "homology_dimension")
-# Numbers as json.loads returns them; bool is excluded on purpose, because
-# isinstance(True, int) would let `true` pass as the coordinate 1.
-_JSON_NUMBER = (int, float)
-# The largest coordinate (in absolute value) a point may have: squares of
-# differences of such coordinates, summed over many dimensions, stay finite
-# in float64 (see the module's docstring).
-COORDINATE_MAX = 1e150
-_COORDINATE_RANGE = (f"between {-COORDINATE_MAX:g} and {COORDINATE_MAX:g} (larger ones would "
-                     "overflow when squared to find the nearest node; rescale the points)")
-
-
-def _first_too_large(array):
-    """Index (a tuple) of the first value of ``array`` beyond COORDINATE_MAX
-    in absolute value, or None."""
-    big = np.argwhere(np.abs(array) > COORDINATE_MAX)
-    return tuple(int(i) for i in big[0]) if len(big) else None
 
 
 # ---------------------------------------------------------------- record type
@@ -111,7 +113,7 @@ class PointSet:
     def __post_init__(self):
         if not isinstance(self.key, str) or not self.key:
             raise ValueError(f"key is {self.key!r}; expected a non-empty str")
-        _check_utf8(self.key, "key", self.key)
+        check_utf8(self.key, "key", self.key)
         points = np.ascontiguousarray(self.points, dtype=np.float64)
         if points.ndim != 2 or points.shape[0] < 1 or points.shape[1] < 1:
             raise ValueError(
@@ -121,10 +123,10 @@ class PointSet:
         if not np.isfinite(points).all():
             row = int(np.flatnonzero(~np.isfinite(points).all(axis=1))[0])
             raise ValueError(f"point set {self.key!r} has a non-finite coordinate in row {row}")
-        big = _first_too_large(points)
+        big = first_too_large(points)
         if big is not None:
             raise ValueError(f"point set {self.key!r} has the coordinate {points[big]:g} in row "
-                             f"{big[0]}; expected coordinates {_COORDINATE_RANGE}")
+                             f"{big[0]}; expected coordinates {COORDINATE_RANGE}")
         n = points.shape[0]
         if self.weights is None:
             weights = np.full(n, 1.0 / n)
@@ -142,7 +144,7 @@ class PointSet:
         if self.label is not None and not isinstance(self.label, str):
             raise ValueError(f"point set {self.key!r} has label {self.label!r}; expected a str or None")
         if self.label is not None:
-            _check_utf8(self.label, "label", self.key)
+            check_utf8(self.label, "label", self.key)
         if self.fields is None:
             self.fields = {}
         elif not isinstance(self.fields, dict):
@@ -157,187 +159,6 @@ class PointSet:
     def dim(self):
         """Dimension d of the points."""
         return self.points.shape[1]
-
-
-# ------------------------------------------------------------- shared helpers
-_describe = describe_json
-
-
-def _check_utf8(text, what, key):
-    """ValueError for a key or label with a lone surrogate, which the
-    index's catalog cannot store (the readers say so earlier, with the file
-    and line)."""
-    try:
-        check_storable(text, what, f"point set {key!r}")
-    except CorpusError as exc:
-        raise ValueError(str(exc)) from None
-
-
-def _source_name(source):
-    if source == "-":
-        return "<stdin>"
-    if isinstance(source, (str, os.PathLike)):
-        return os.fspath(source)
-    name = getattr(source, "name", None)
-    return name if isinstance(name, str) else "<stream>"
-
-
-def _check_source(source):
-    """Fail at call time, not at the first next(), for a missing file."""
-    if isinstance(source, (str, os.PathLike)):
-        if source == "-":
-            return
-        if not os.path.exists(source):
-            raise FileNotFoundError(2, "No such file or directory", os.fspath(source))
-        if os.path.isdir(source):
-            raise IsADirectoryError(21, "Is a directory", os.fspath(source))
-    elif not hasattr(source, "__iter__"):
-        raise TypeError(
-            f"source is {type(source).__name__}; expected a path, '-' for stdin, or a file object"
-        )
-
-
-def _decoded_lines(handle, name):
-    """(line number, text) pairs; decoding per line so that a bad byte is
-    reported on its own line instead of somewhere in a buffer."""
-    for number, line in enumerate(handle, 1):
-        if isinstance(line, bytes):
-            try:
-                line = line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise PointsFileError(
-                    f"{name} line {number}: byte {exc.start + 1} is not UTF-8; expected UTF-8 text"
-                ) from None
-        if number == 1:
-            line = line.removeprefix("\ufeff")  # editors on Windows add a BOM
-        yield number, line
-
-
-def _lines_of(source):
-    """Generator of (number, text) for a path, '-' or an open file object.
-
-    Files opened here are closed when the generator finishes or is closed;
-    streams given by the caller are left open.
-    """
-    name = _source_name(source)
-    if source == "-":
-        # Looked up at read time so that a replaced sys.stdin is honoured.
-        stream = getattr(sys.stdin, "buffer", sys.stdin)
-        yield from _decoded_lines(stream, name)
-    elif isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as handle:
-            yield from _decoded_lines(handle, name)
-    else:
-        yield from _decoded_lines(source, name)
-
-
-# ---------------------------------------------------------- point cloud JSONL
-class _DuplicateName(Exception):
-    pass
-
-
-def _unique_names(pairs):
-    # json.loads would silently keep the last of two equal names, which hides
-    # a broken export; refuse instead.
-    obj = {}
-    for name, value in pairs:
-        if name in obj:
-            raise _DuplicateName(name)
-        obj[name] = value
-    return obj
-
-
-def _finite_array(values, where, field_name, shape_hint):
-    try:
-        array = np.array(values, dtype=np.float64)
-    except OverflowError:
-        # Integers beyond float64's range are the only way json can get here.
-        raise PointsFileError(
-            f"{where}: {field_name} holds an integer too large for a float64; expected finite numbers"
-        ) from None
-    bad = np.argwhere(~np.isfinite(array))
-    if len(bad):
-        index = "".join(f"[{int(i)}]" for i in bad[0])
-        raise PointsFileError(
-            f"{where}: {field_name}{index} is {array[tuple(bad[0])]}; expected a finite number{shape_hint}"
-        )
-    return array
-
-
-def _json_points(value, where):
-    if not isinstance(value, list):
-        raise PointsFileError(
-            f"{where}: 'points' is {_describe(value)}; expected a list of points, each a list of numbers"
-        )
-    if not value:
-        raise PointsFileError(f"{where}: 'points' is empty; expected at least one point")
-    dim = None
-    for i, row in enumerate(value):
-        if not isinstance(row, list):
-            raise PointsFileError(
-                f"{where}: 'points'[{i}] is {_describe(row)}; expected a list of coordinates"
-            )
-        if dim is None:
-            dim = len(row)
-            if dim == 0:
-                raise PointsFileError(f"{where}: 'points'[0] has no coordinates; expected at least one")
-        elif len(row) != dim:
-            raise PointsFileError(
-                f"{where}: 'points'[{i}] has {len(row)} coordinates; expected {dim} like 'points'[0]"
-            )
-        if not all(type(v) in _JSON_NUMBER for v in row):
-            j = next(j for j, v in enumerate(row) if type(v) not in _JSON_NUMBER)
-            raise PointsFileError(
-                f"{where}: 'points'[{i}][{j}] is {_describe(row[j])}; expected a number"
-            )
-    points = _finite_array(value, where, "'points'", "")
-    big = _first_too_large(points)
-    if big is not None:
-        raise PointsFileError(f"{where}: 'points'[{big[0]}][{big[1]}] is {points[big]:g}; expected a "
-                          f"number {_COORDINATE_RANGE}")
-    return points
-
-
-def _json_weights(value, n, where):
-    if value is None:
-        return np.full(n, 1.0 / n)
-    if not isinstance(value, list):
-        raise PointsFileError(
-            f"{where}: 'weights' is {_describe(value)}; expected a list of {n} numbers (one per point)"
-        )
-    if len(value) != n:
-        raise PointsFileError(
-            f"{where}: 'weights' has {len(value)} values; expected {n} (one per point)"
-        )
-    for i, v in enumerate(value):
-        if type(v) not in _JSON_NUMBER:
-            raise PointsFileError(f"{where}: 'weights'[{i}] is {_describe(v)}; expected a number")
-    weights = _finite_array(value, where, "'weights'", " >= 0")
-    negative = np.flatnonzero(weights < 0)
-    if len(negative):
-        i = int(negative[0])
-        raise PointsFileError(f"{where}: 'weights'[{i}] is {weights[i]}; expected a number >= 0")
-    with np.errstate(over="ignore"):  # an infinite total is reported below
-        total = weights.sum()
-    if total == 0:
-        raise PointsFileError(f"{where}: 'weights' are all zero; expected at least one positive weight")
-    if not np.isfinite(total):
-        raise PointsFileError(f"{where}: 'weights' add up to {total}; expected a finite total")
-    _check_total(total, where, "'weights' add")
-    return weights
-
-
-def _check_total(total, where, what):
-    """Refuse a total weight that the point set's measure could not be
-    normalised from (see :func:`~sobolev_index.measures.as_measure_batch`):
-    here, the error can still name the line or file."""
-    if total < TOTAL_MIN:
-        raise PointsFileError(f"{where}: {what} up to {total:g}, below {TOTAL_MIN:g}, too small to "
-                          "normalise exactly; expected a larger total (multiply the weights by a "
-                          "common factor)")
-    if total > TOTAL_MAX:
-        raise PointsFileError(f"{where}: {what} up to {total:g}, above {TOTAL_MAX:g}; expected a "
-                          "smaller total (divide the weights by a common factor)")
 
 
 def read_point_clouds(source):
@@ -384,21 +205,21 @@ def read_point_clouds(source):
     FileNotFoundError
         At call time, if ``source`` is a path that does not exist.
     """
-    _check_source(source)
+    check_source(source)
     return _iter_point_clouds(source)
 
 
 def _iter_point_clouds(source):
-    name = _source_name(source)
+    name = source_name(source)
     first_dim = None  # (dimension, line) of the first point set
     key_lines = {}
-    for number, line in _lines_of(source):
+    for number, line in lines_of(source):
         if not line.strip():
             continue
         where = f"{name} line {number}"
         try:
-            record = json.loads(line, object_pairs_hook=_unique_names)
-        except _DuplicateName as exc:
+            record = json.loads(line, object_pairs_hook=unique_names)
+        except DuplicateName as exc:
             raise PointsFileError(
                 f"{where}: the name {exc.args[0]!r} appears twice in one object; expected each name once"
             ) from None
@@ -415,7 +236,8 @@ def _iter_point_clouds(source):
             ) from None
         if not isinstance(record, dict):
             raise PointsFileError(
-                f"{where}: the line holds {_describe(record)}; expected a JSON object with 'key' and 'points'"
+                f"{where}: the line holds {describe_json(record)}; expected a JSON object with "
+                "'key' and 'points'"
             )
 
         if "key" not in record:
@@ -432,7 +254,7 @@ def _iter_point_clouds(source):
 
         if "points" not in record:
             raise PointsFileError(f"{where}: 'points' is missing; expected a list of points")
-        points = _json_points(record.pop("points"), where)
+        points = json_points(record.pop("points"), where)
         if first_dim is None:
             first_dim = (points.shape[1], number)
         elif points.shape[1] != first_dim[0]:
@@ -440,7 +262,7 @@ def _iter_point_clouds(source):
                 f"{where}: 'points' have dimension {points.shape[1]}, but line {first_dim[1]} has "
                 f"dimension {first_dim[0]}; expected one dimension for the whole file"
             )
-        weights = _json_weights(record.pop("weights", None), len(points), where)
+        weights = json_weights(record.pop("weights", None), len(points), where)
         # The text reader keeps labels by the same rule (label_text).
         label = label_text(record.pop("label", None), where)
         check_fields_depth(record, where)
@@ -448,114 +270,21 @@ def _iter_point_clouds(source):
         yield PointSet(key=key, points=points, weights=weights, label=label, fields=record)
 
 
-# -------------------------------------------------------- persistence diagrams
-def _is_real(value, kinds):
-    return isinstance(value, kinds) and not isinstance(value, (bool, np.bool_))
-
-
 def _check_diagram_options(dimension, max_death):
-    if dimension is not None and not (_is_real(dimension, (int, np.integer)) and dimension >= 0):
+    if dimension is not None and not (is_real(dimension, (int, np.integer)) and dimension >= 0):
         raise ValueError(f"dimension is {dimension!r}; expected an integer >= 0 or None")
     if max_death is not None and not (
-        _is_real(max_death, (int, float, np.integer, np.floating)) and np.isfinite(max_death)
+        is_real(max_death, (int, float, np.integer, np.floating)) and np.isfinite(max_death)
     ):
         raise ValueError(f"max_death is {max_death!r}; expected a finite number or None")
 
 
-def _split_fields(line):
-    # A comma anywhere makes the line comma-separated (spaces around the
-    # commas allowed); otherwise any run of spaces or tabs separates.
-    if "," in line:
-        return [part.strip() for part in line.split(",")]
-    return line.split()
-
-
-def _text_diagram(path, name):
-    """Columns (birth, death, dimension or None) and 1-based line numbers."""
-    header, header_line = None, None
-    rows, lines = [], []
-    for number, line in _lines_of(path):
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        fields = _split_fields(text)
-        if header is None and not rows and not any(is_number(f) for f in fields):
-            header, header_line = [f.lower() for f in fields], number
-            continue
-        rows.append(fields)
-        lines.append(number)
-
-    if header is not None and "birth" in header and "death" in header:
-        n_cols = len(header)
-        columns = {"birth": header.index("birth"), "death": header.index("death")}
-        dim_name = next((d for d in DIMENSION_NAMES if d in header), None)
-        if dim_name is not None:
-            columns["dimension"] = header.index(dim_name)
-        reference = f"the header on line {header_line}"
-    else:
-        # Without names the columns are positional: birth, death[, dimension].
-        if header is not None:
-            n_cols, reference = len(header), f"the header on line {header_line}"
-        elif rows:
-            n_cols, reference = len(rows[0]), f"line {lines[0]}"
-        else:
-            n_cols, reference = 2, None
-        if n_cols not in (2, 3):
-            where = f"line {header_line}" if header is not None else f"line {lines[0]}"
-            raise PointsFileError(
-                f"{name} {where}: {n_cols} columns; expected 2 (birth, death) or "
-                "3 (birth, death, dimension), or a header naming 'birth' and 'death'"
-            )
-        columns = {"birth": 0, "death": 1}
-        if n_cols == 3:
-            columns["dimension"] = 2
-
-    values = np.empty((len(rows), len(columns)), dtype=np.float64)
-    order = list(columns.items())
-    for r, (fields, number) in enumerate(zip(rows, lines)):
-        if len(fields) != n_cols:
-            raise PointsFileError(
-                f"{name} line {number}: {len(fields)} fields; expected {n_cols} like {reference}"
-            )
-        for c, (column, position) in enumerate(order):
-            try:
-                values[r, c] = float(fields[position])
-            except ValueError:
-                raise PointsFileError(
-                    f"{name} line {number}: '{column}' (column {position + 1}) is "
-                    f"{fields[position]!r:.40}; expected a number"
-                ) from None
-    dims = values[:, 2] if "dimension" in columns else None
-    return values[:, 0], values[:, 1], dims, np.asarray(lines, dtype=np.int64), "line"
-
-
-def _npy_diagram(path, name):
-    """Columns (birth, death, dimension or None) and 0-based row indices."""
-    try:
-        with regular_file(path) as local:  # np.load seeks: a pipe is copied first
-            array = np.load(local, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise PointsFileError(f"{name}: cannot be read as a .npy array ({exc})") from None
-    if not isinstance(array, np.ndarray):  # an .npz archive
-        raise PointsFileError(f"{name}: holds several arrays; expected one (n, 2) array")
-    if array.ndim != 2 or array.shape[1] not in (2, 3):
-        raise PointsFileError(
-            f"{name}: array of shape {array.shape}; expected (n, 2) rows of (birth, death) "
-            "or (n, 3) rows of (birth, death, dimension)"
-        )
-    if array.dtype.kind not in "iuf":
-        raise PointsFileError(f"{name}: array of dtype {array.dtype}; expected real numbers")
-    array = array.astype(np.float64)
-    dims = array[:, 2] if array.shape[1] == 3 else None
-    return array[:, 0], array[:, 1], dims, np.arange(len(array)), "row"
-
-
 def _load_diagram(path, dimension, max_death):
-    name = _source_name(path)
+    name = source_name(path)
     if Path(path).suffix.lower() == ".npy":
-        birth, death, dims, positions, unit = _npy_diagram(path, name)
+        birth, death, dims, positions, unit = npy_diagram(path, name)
     else:
-        birth, death, dims, positions, unit = _text_diagram(path, name)
+        birth, death, dims, positions, unit = text_diagram(path, name)
 
     def at(i):
         return f"{name} {unit} {int(positions[i])}"
@@ -616,7 +345,7 @@ def _load_diagram(path, dimension, max_death):
         if len(bad):
             i = bad[0]
             raise PointsFileError(f"{at(i)}: '{column}' is {values[i]:g}; expected a number "
-                              f"{_COORDINATE_RANGE}, or inf for a death that never comes")
+                              f"{COORDINATE_RANGE}, or inf for a death that never comes")
     return np.column_stack([birth, death]), n_infinite
 
 
@@ -669,7 +398,7 @@ def read_diagram(path, *, dimension=None, max_death=None, return_n_infinite=Fals
     _check_diagram_options(dimension, max_death)
     if not isinstance(path, (str, os.PathLike)) or path == "-":
         raise TypeError(f"path is {path!r:.60}; expected a file path")
-    _check_source(path)
+    check_source(path)
     diagram, n_infinite = _load_diagram(path, dimension, max_death)
     return (diagram, n_infinite) if return_n_infinite else diagram
 
@@ -734,7 +463,7 @@ def read_diagrams(paths, *, dimension=None, max_death=None, weights="uniform",
 def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, label_from_dir):
     seen = {}
     for path in paths:
-        name = _source_name(path)
+        name = source_name(path)
         key = Path(path).stem
         check_storable(key, "its key (the file stem)", name)
         if key in seen:
@@ -764,7 +493,7 @@ def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, la
                     f"{name}: every point has death = birth, so weights='persistence' gives no mass; "
                     "expected at least one point off the diagonal"
                 )
-            _check_total(w.sum(), name, "the persistence weights add")
+            check_total(w.sum(), name, "the persistence weights add")
         if coordinates == "birth_death":
             points = diagram
         else:
@@ -773,7 +502,7 @@ def _iter_diagrams(paths, dimension, max_death, weights, coordinates, labels, la
             if len(big):
                 raise PointsFileError(
                     f"{name}: a point has persistence {persistence[big[0]]:g} (death - birth); "
-                    f"expected coordinates {_COORDINATE_RANGE}")
+                    f"expected coordinates {COORDINATE_RANGE}")
         if label_from_dir:
             label = Path(path).absolute().parent.name
         elif labels is not None:
@@ -829,7 +558,7 @@ def pointsets_to_measures(pointsets, graph):
     if not largest <= COORDINATE_MAX:
         raise PointsFileError(
             f"the graph's node coordinates reach {largest:g}; expected coordinates "
-            f"{_COORDINATE_RANGE}"
+            f"{COORDINATE_RANGE}"
         )
     measures = []
     for i, pointset in enumerate(pointsets):
