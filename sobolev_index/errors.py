@@ -2,7 +2,38 @@
 
 Every error caused by bad input is also a ``ValueError``, so callers that do
 not know this package can still catch it the usual way.
+
+Advice that messages give in the library's words is named in
+:data:`ADVICE`; a message includes the entry itself (never its own copy of
+the words), so that a front end with other words for the same advice (the
+command line's options) can put them in its place by name, and rewording
+the advice here rewords every message that gives it.
 """
+
+# Advice given in messages, by name, in the Python API's words.
+ADVICE = {
+    "fold_case": "(try fold_case)",
+    "skip_empty": "(skip_empty=True, --skip-empty)",
+    "keep_stopwords": "(settings=text_settings(stopwords=()), --stopwords none)",
+    "skip_existing": "delete it first, upsert it, or leave it out with skip_existing",
+    "wait_for_writer": ("open it with mode='r' to read, or pass timeout=SECONDS to wait for "
+                        "the writer"),
+    "open_for_writing": "open it with mode='a'",
+    "read_only": "; open it with mode='r' to read it",
+    "verify": "run verify() and",
+    "upgrade": "with SobolevIndex.upgrade(path)",
+    "read_as_is": "or open it with mode='r' to read it as it is",
+    "repair": "verify(repair=True) moves it",
+    "encoding": "(encoding 'cp1252', 'latin-1', 'utf-16', ...; --encoding on the command line)",
+    "format": ("(format 'lines', 'plain-lines', 'jsonl', 'csv' or 'tsv'; --format on the "
+               "command line)"),
+    "columns": ("(text_column=, key_column=, label_column=; --text-column NAME ... on the "
+                "command line)"),
+    "format_lines": "is format 'lines' (--format lines on the command line)",
+    "vectors": "(vectors=; --vectors FILE)",
+    "no_key_column": "(key_column=False; --key-column none on the command line)",
+    "no_text": "(store_text=False, --no-text)",
+}
 
 
 class SobolevIndexError(Exception):

@@ -30,7 +30,13 @@ from _support.index import assert_unchanged, snapshot  # noqa: E402
 from _support.measures import random_measures  # noqa: E402
 
 from sobolev_index import Graph, SobolevIndex  # noqa: E402
-from sobolev_index.distributed import ShardedIndex, ShardedWriteError, ShardError, route  # noqa: E402
+from sobolev_index.distributed import (  # noqa: E402
+    ShardedIndex,
+    ShardedWriteError,
+    ShardError,
+    dask_shards,  # noqa: E402
+    route,
+)
 from sobolev_index.distributed import shards as shard_tasks  # noqa: E402
 from sobolev_index.errors import (  # noqa: E402
     CorruptIndexError,
@@ -539,7 +545,7 @@ def test_reader_refresh_sees_new_commits(tmp_path, spec):
 def test_worker_killed_during_a_search_batch(tmp_path, spec, cluster, monkeypatch, shared):
     # A batch is sent with each shard's task, or (a large one) once as a
     # task's result that the shards' tasks share: both must survive.
-    monkeypatch.setattr(shard_tasks, "SHARED_QUERY_BYTES", 0 if shared else 1 << 30)
+    monkeypatch.setattr(dask_shards, "SHARED_QUERY_BYTES", 0 if shared else 1 << 30)
     single, sharded, measures = both(tmp_path, spec, roots=3)
     single.close()
     sharded.close()

@@ -700,7 +700,7 @@ def test_merges_stop_at_the_segment_size_cap(tmp_path, spec, roots1, monkeypatch
     (the writer's memory bound), nor compact past its estimate of the live
     rows' nonzeros; results stay exact and compact still drops every
     deleted document."""
-    from sobolev_index.index import sobolev_index as module
+    from sobolev_index.index import merge_policy as module
 
     docs = _docs(34, 96)
     path = tmp_path / "idx"

@@ -258,7 +258,7 @@ def test_p_inf_orders_rows_closer_than_float32_resolves(tmp_path):
 def test_scans_past_the_feature_cache_give_the_same_results(small, p, monkeypatch):
     """A scan (finite p > 16) over segments whose features do not fit the
     cache rebuilds them in chunks of rows: same results, nothing kept."""
-    from sobolev_index.index import search as module
+    from sobolev_index.index import query as module
 
     with SobolevIndex.open(str(small["path3"]), "r") as idx:
         cached = idx.search(small["queries"], k=6, p=p)

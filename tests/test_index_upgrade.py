@@ -161,14 +161,15 @@ def _stop_at(monkeypatch, where):
     or inside the second rewrite, after its file is written and before its
     commit ("before a commit")."""
     from sobolev_index.index import catalog as catalog_module
+    from sobolev_index.index.writer import Writer
 
     if where == "catalog":
         def stop(self, segments):
             raise _Stop
-        monkeypatch.setattr(SobolevIndex, "_merge", stop)
+        monkeypatch.setattr(Writer, "merge", stop)
         return
     merges = []
-    original_merge = SobolevIndex._merge
+    original_merge = Writer.merge
 
     def merge(self, segments):
         if merges and where == "first commit":
@@ -176,7 +177,7 @@ def _stop_at(monkeypatch, where):
         merges.append(segments)
         return original_merge(self, segments)
 
-    monkeypatch.setattr(SobolevIndex, "_merge", merge)
+    monkeypatch.setattr(Writer, "merge", merge)
     if where == "before a commit":
         original_replace = catalog_module.Catalog.replace_segments
 

@@ -39,3 +39,34 @@ class ShardedWriteError(SobolevIndexError):
 class ShardMovedError(SobolevIndexError):
     """A task sent a shard open for writing to another Dask worker than the
     one that holds it (and its write lock): refused at once, not waited for."""
+
+
+# The most keys an error message lists (the exception holds them all).
+KEYS_SHOWN = 50
+
+
+def listed_keys(bad):
+    shown = ", ".join(map(repr, bad[:KEYS_SHOWN]))
+    return shown + (f", ... ({len(bad)} in all)" if len(bad) > KEYS_SHOWN else "")
+
+
+def write_error(what, committed, failed, n, paths, unknown=()):
+    """The ShardedWriteError of a write whose parts in ``failed`` ({shard:
+    error}) failed; ``unknown``: the failed shards whose part may have been
+    written (its task may have run, and the shard could not be asked)."""
+    reasons = "; ".join(f"shard {i} ({paths[i]}): {exc!r}" for i, exc in sorted(failed.items()))
+    shown = ", ".join(map(repr, committed[:KEYS_SHOWN]))
+    if len(committed) > KEYS_SHOWN:
+        shown += f", ... ({len(committed)} in all; see .committed)"
+    done = "deleted" if what == "delete" else "committed"
+    unknown = sorted(i for i in unknown if i in failed
+                     and getattr(failed[i], "may_have_run", None) is not False)
+    others = "the others were not"
+    if unknown:
+        others += (f", except that the part(s) of shard(s) {', '.join(map(str, unknown))} may "
+                   f"have been {done} too: their tasks may have run and the shards could not be "
+                   "asked (check with existing_keys() once the cluster answers)")
+    return ShardedWriteError(
+        f"{what} of {n} key(s) failed in {len(failed)} shard(s) and is not atomic across "
+        f"shards: {len(committed)} key(s) were {done}: [{shown}]; {others}. "
+        f"Errors: {reasons}", committed, failed)

@@ -33,7 +33,7 @@ from ..ingest.pipelines import query_measures as _query_measures
 from ..ingest.recipes import recipe_info
 from ..measures import as_measure_batch
 from . import shards as tasks
-from .manifest import MANIFEST
+from .manifest import MANIFEST, read_manifest
 from .sharded import ShardedIndex
 
 __all__ = ["is_sharded", "open_index", "connect", "shard_index", "first_shard", "sharded_details",
@@ -232,6 +232,18 @@ def first_shard(sharded):
     sharded._check_open()
     with SobolevIndex.open(sharded.shard_paths[0], mode="r") as shard:
         yield shard
+
+
+@contextlib.contextmanager
+def settings_holder(path):
+    """What holds the build settings (kind, text settings, words) of the
+    index at ``path``, opened for reading in this process: the index
+    itself, or shard 0 of a sharded index (every shard has them; the
+    others are not opened)."""
+    if is_sharded(path):
+        path = os.path.join(os.fspath(path), read_manifest(path)["shards"][0])
+    with SobolevIndex.open(path, mode="r") as index:
+        yield index
 
 
 def sharded_details(sharded):

@@ -12,11 +12,16 @@ symmetric, as :func:`pairwise_sobolev` of all the documents is. Write it
 with ``to_zarr``, which needs no lock between processes.
 """
 import functools
+import math
+import os
 
 import numpy as np
 
-from ..distances import sliced_pairwise, sobolev_kernel
+from ..distances import check_p, sliced_pairwise, sobolev_kernel
+from ..errors import KeyNotFoundError
+from ..graph import normalise_eta
 from ..index import SobolevIndex, storage
+from ..index.arguments import check_positive, check_str_keys, root_positions
 from .manifest import route
 
 
@@ -93,3 +98,51 @@ def distance_array(shard_paths, keys, n_roots, positions, p, eta, t, power, chun
             row.append(da.from_delayed(value, shape=shape, dtype=np.float64))
         rows.append(row)
     return da.block(rows)
+
+
+def distance_matrix(index, keys, p, roots, t, power, chunk):
+    """:meth:`ShardedIndex.distance_matrix` of the open ``index``: the
+    arguments checked as a single index checks them, then the lazy array."""
+    check_positive("chunk", chunk)
+    p = index.p if p is None else check_p(p)
+    if power and math.isinf(p):
+        raise ValueError("power=True needs a finite p; S_inf has no p-th power")
+    positions = root_positions(roots, len(index.roots))
+    eta = normalise_eta(index.eta[positions], len(positions))
+    if keys is None:
+        keys = index.keys_in_order()
+    else:
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        check_str_keys(keys)
+        live = index.existing_keys(keys)
+        missing = [key for key in keys if key not in live]
+        if missing:
+            raise KeyNotFoundError(f"{len(missing)} key(s) are not in the index, e.g. "
+                                   f"{missing[0]!r}")
+    if not keys:
+        raise ValueError("no documents were chosen: the index is empty, or keys is empty")
+    array = distance_array(index.shard_paths, keys, len(index.roots), positions, p, eta, t,
+                           bool(power), int(chunk))
+    return array, keys
+
+
+def write_distance_matrix(index, path, keys, p, roots, t, power, chunk):
+    """:meth:`ShardedIndex.write_distance_matrix` of ``index``."""
+    import dask
+    import zarr
+
+    if os.path.exists(path):
+        raise FileExistsError(f"{path} exists; choose a new path for the matrix")
+    array, keys = index.distance_matrix(keys, p=p, roots=roots, t=t, power=power,
+                                       chunk=chunk)
+    stored = array.to_zarr(os.fspath(path), compute=False)
+    if index.client is not None:
+        index.client.compute(stored).result()
+    else:
+        dask.compute(stored)
+    out = zarr.open_array(os.fspath(path), mode="r+")
+    p = index.p if p is None else check_p(p)
+    out.attrs.update({"keys": keys, "p": "inf" if math.isinf(p) else p,
+                      "roots": root_positions(roots, len(index.roots)), "t": t, "power": bool(power)})
+    return {"path": os.path.abspath(path), "shape": list(array.shape),
+            "chunks": [int(chunk), int(chunk)]}

@@ -33,8 +33,11 @@ import math
 import os
 import tempfile
 
+import numpy as np
+
 from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
 from ..index import storage
+from .errors import KEYS_SHOWN, ShardError, listed_keys
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "sobolev-index-sharded"
@@ -171,3 +174,45 @@ def _is_int(value):
 
 def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_agrees(i, path, described, expected, whose):
+    """ShardError unless shard i has the graph checksum, roots and eta of
+    ``expected`` (the manifest, or shard 0 while creating)."""
+    for name in ("graph_checksum", "roots", "eta"):
+        got, want = described[name], expected[name]
+        if name != "graph_checksum":
+            got, want = [float(v) for v in got], [float(v) for v in want]
+        if got != want:
+            raise ShardError(
+                f"shard {i} ({path}) has {name.replace('_', ' ')} {got}, but {whose} has "
+                f"{want}: the shard belongs to another index; restore it from a backup",
+                i, path)
+
+
+def sharded_invariants(listed, shards):
+    """(shard, problem) of the live documents ``listed`` ({shard: (ids,
+    keys)}) with the routing rule and the global ids."""
+    out = []
+    for i in sorted(listed):
+        misplaced = [key for key in listed[i][1] if route(key, shards) != i]
+        if misplaced:
+            out.append((i, f"{len(misplaced)} key(s) route to another shard (written to this "
+                           f"shard directly?): {listed_keys(misplaced)}; delete them here and add "
+                           "them through the sharded index"))
+    every = np.concatenate([listed[i][0] for i in sorted(listed)] or [np.zeros(0, np.int64)])
+    values, counts = np.unique(every, return_counts=True)
+    twice = set(values[counts > 1].tolist())
+    if twice:
+        for i in sorted(listed):
+            ids, keys = listed[i]
+            shared = [f"{key!r} (id {doc_id})" for doc_id, key in zip(ids.tolist(), keys)
+                      if doc_id in twice]
+            if shared:
+                out.append((i, f"{len(shared)} document(s) have ids that another shard's "
+                               f"documents have too (a shard written to directly, or copied?): "
+                               f"{', '.join(shared[:KEYS_SHOWN])}"
+                               f"{' ...' if len(shared) > KEYS_SHOWN else ''}; ties between "
+                               "them are not in insertion order: upsert them through the "
+                               "sharded index to give them new ids"))
+    return out

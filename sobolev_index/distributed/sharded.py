@@ -11,8 +11,6 @@ merges their top k on the client, by distance, ties by id.
 """
 import math
 import os
-import shutil
-import tempfile
 import time
 import warnings
 
@@ -26,10 +24,9 @@ from ..errors import (
     SobolevIndexError,
     add_note,
 )
-from ..graph import Graph, normalise_eta
+from ..graph import Graph
 from ..index import SobolevIndex, storage
 from ..index.arguments import (
-    check_positive,
     check_room,
     check_where,
     checked_column,
@@ -51,21 +48,23 @@ from ..index.results import (
 )
 from ..measures import MeasureBatch, as_measure_batch
 from . import shards as tasks
-from .errors import ShardedWriteError, ShardError
+from .dask_shards import DaskShards
+from .errors import ShardError, write_error
 from .manifest import (
+    check_agrees,
     new_manifest,
     read_manifest,
     route,
     shard_name,
+    sharded_invariants,
     write_manifest,
 )
+from .shards import checked_task_timeout
 
 __all__ = ["ShardedIndex"]
 
 # Rows and columns of a block of distance_matrix: 4096^2 float64, 128 MiB.
 GRAM_CHUNK = 4096
-# The most keys an error message lists (the exception holds them all).
-KEYS_SHOWN = 50
 # Errors a shard raises for the search's arguments: the same on a rerun.
 _INPUT_ERRORS = (ValueError, TypeError, KeyError)
 
@@ -169,17 +168,12 @@ class ShardedIndex(IndexBase):
         path)`` (an open SobolevIndex), shards 1..S-1 like it."""
         if isinstance(shards, bool) or not isinstance(shards, (int, np.integer)) or shards < 1:
             raise ValueError(f"shards is {shards!r}; expected a number of shards >= 1")
-        task_timeout = _checked_task_timeout(task_timeout)
+        task_timeout = checked_task_timeout(task_timeout)
         shards = int(shards)
         path = os.fspath(path)
         storage.require_new_directory(path)
-        # Built in a sibling directory and renamed into place, as a single
-        # index is: a crash never leaves a half-made sharded index at path.
-        parent = os.path.dirname(os.path.abspath(path)) or "."
-        os.makedirs(parent, exist_ok=True)
-        staging = tempfile.mkdtemp(prefix=".sobolev-sharded-", dir=parent)
-        try:
-            os.chmod(staging, 0o777 & ~storage.current_umask())
+        # Built beside path and renamed into place, as a single index is.
+        with storage.staged_directory(path, ".sobolev-sharded-") as staging:
             with make_first(os.path.join(staging, shard_name(0))) as first:
                 made = tasks.describe_index(first)
                 n_nodes, p = int(first.graph.n_nodes), first.p
@@ -189,19 +183,12 @@ class ShardedIndex(IndexBase):
                     # roots and eta are checked here.
                     with SobolevIndex.create_like(os.path.join(staging, shard_name(i)),
                                                   first) as shard:
-                        _check_agrees(i, os.path.join(path, shard_name(i)),
-                                      tasks.describe_index(shard), made, "shard 0")
+                        check_agrees(i, os.path.join(path, shard_name(i)),
+                                     tasks.describe_index(shard), made, "shard 0")
             manifest = new_manifest(shards, made["graph_checksum"], made["roots"],
                                     made["eta"], p)
             manifest["n_nodes"] = n_nodes
             write_manifest(staging, manifest)
-            if os.path.isdir(path):
-                os.rmdir(path)
-            os.rename(staging, path)
-            storage.fsync_path(parent, directory=True)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
         return cls.open(path, mode="a", client=client, task_timeout=task_timeout)
 
     @classmethod
@@ -235,7 +222,7 @@ class ShardedIndex(IndexBase):
         """
         if mode not in ("r", "a"):
             raise ValueError(f"mode is {mode!r}; expected 'r' (read) or 'a' (append/write)")
-        task_timeout = _checked_task_timeout(task_timeout)
+        task_timeout = checked_task_timeout(task_timeout)
         path = os.fspath(path)
         manifest = read_manifest(path)
         lock = storage.WriterLock(path, timeout) if mode == "a" else None
@@ -245,7 +232,7 @@ class ShardedIndex(IndexBase):
             if client is None:
                 placement = tasks.LocalShards(paths, mode)
             else:
-                placement = tasks.DaskShards(client, paths, mode, task_timeout)
+                placement = DaskShards(client, paths, mode, task_timeout)
             with placement.bounded():
                 failed = placement.open()
                 described = {}
@@ -264,7 +251,7 @@ class ShardedIndex(IndexBase):
                 raise ShardError(f"shard {i} of {path} ({paths[i]}) cannot be opened{others}: "
                                  f"{exc}", i, paths[i], exc) from exc
             for i in range(len(paths)):
-                _check_agrees(i, paths[i], described[i], manifest, "the manifest")
+                check_agrees(i, paths[i], described[i], manifest, "the manifest")
             # One above the largest id any shard has given.
             next_id = max(described[i]["next_id"] for i in range(len(paths)))
             # Inside the try: a failure here releases the shards and the
@@ -468,7 +455,7 @@ class ShardedIndex(IndexBase):
                 [labels[j] for j in parts[i]], ids[parts[i]]), "committed its part", "committed")
             done |= found
             if failed:
-                raise _write_error("upsert" if upsert else "add",
+                raise write_error("upsert" if upsert else "add",
                                    [keys[j] for j in sorted(done)], failed, n,
                                    self.shard_paths, unknown)
         return keys
@@ -567,7 +554,7 @@ class ShardedIndex(IndexBase):
             count += len(gone)
             done |= gone
             if failed:
-                raise _write_error("delete", [keys[j] for j in sorted(done)], failed,
+                raise write_error("delete", [keys[j] for j in sorted(done)], failed,
                                    len(keys), self.shard_paths, unknown)
         return count
 
@@ -600,7 +587,7 @@ class ShardedIndex(IndexBase):
                           "documents": None, "deleted": None, "segments": None}
             else:
                 try:
-                    _check_agrees(i, self.shard_paths[i], report.pop("describe"),
+                    check_agrees(i, self.shard_paths[i], report.pop("describe"),
                                   self._manifest, "the manifest")
                 except ShardError as exc:
                     report["problems"].append(str(exc))
@@ -610,7 +597,7 @@ class ShardedIndex(IndexBase):
         listed = self._placement.map(tasks.call, self._every_shard("ids_and_keys"))
         listed = {i: found for i, found in listed.items()
                   if not isinstance(found, Exception)}  # else reported above: verify raised
-        for i, problem in _sharded_invariants(listed, self.shards):
+        for i, problem in sharded_invariants(listed, self.shards):
             problems.append(f"shard {i} ({self.shard_paths[i]}): {problem}")
             out[i]["problems"].append(problem)
             out[i]["ok"] = False
@@ -769,32 +756,10 @@ class ShardedIndex(IndexBase):
         (default every live document in insertion order). Returns (array,
         keys). The same values as :func:`pairwise_sobolev` of the
         documents' features, exactly symmetric with a zero diagonal."""
-        from .gram import distance_array
+        from .gram import distance_matrix
 
         self._check_open()
-        check_positive("chunk", chunk)
-        p = self.p if p is None else check_p(p)
-        if power and math.isinf(p):
-            raise ValueError("power=True needs a finite p; S_inf has no p-th power")
-        positions = self._root_positions(roots)
-        eta = normalise_eta(self.eta[positions], len(positions))
-        if keys is None:
-            keys = self.keys_in_order()
-        else:
-            keys = [keys] if isinstance(keys, str) else list(keys)
-            for key in keys:
-                if not isinstance(key, str):
-                    raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
-            live = self.existing_keys(keys)
-            missing = [key for key in keys if key not in live]
-            if missing:
-                raise KeyNotFoundError(f"{len(missing)} key(s) are not in the index, e.g. "
-                                       f"{missing[0]!r}")
-        if not keys:
-            raise ValueError("no documents were chosen: the index is empty, or keys is empty")
-        array = distance_array(self.shard_paths, keys, len(self.roots), positions, p, eta, t,
-                               bool(power), int(chunk))
-        return array, keys
+        return distance_matrix(self, keys, p, roots, t, power, chunk)
 
     def write_distance_matrix(self, path, keys=None, p=None, roots=None, t=None, power=False,
                               chunk=GRAM_CHUNK):
@@ -803,81 +768,9 @@ class ShardedIndex(IndexBase):
         its attributes hold ``keys`` (the row and column order), ``p``,
         ``roots``, ``t`` and ``power``. Returns ``{"path", "shape",
         "chunks"}``."""
-        import dask
-        import zarr
+        from .gram import write_distance_matrix
 
-        if os.path.exists(path):
-            raise FileExistsError(f"{path} exists; choose a new path for the matrix")
-        array, keys = self.distance_matrix(keys, p=p, roots=roots, t=t, power=power,
-                                           chunk=chunk)
-        stored = array.to_zarr(os.fspath(path), compute=False)
-        if self.client is not None:
-            self.client.compute(stored).result()
-        else:
-            dask.compute(stored)
-        out = zarr.open_array(os.fspath(path), mode="r+")
-        p = self.p if p is None else check_p(p)
-        out.attrs.update({"keys": keys, "p": "inf" if math.isinf(p) else p,
-                          "roots": self._root_positions(roots), "t": t, "power": bool(power)})
-        return {"path": os.path.abspath(path), "shape": list(array.shape),
-                "chunks": [int(chunk), int(chunk)]}
-
-# --------------------------------------------------------------------- helpers
-def _checked_task_timeout(value):
-    """``task_timeout`` as a float: a finite number of seconds > 0 (every
-    wait on Dask is bounded; there is no 'wait for ever')."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"task_timeout is {value!r}; expected a number of seconds > 0 "
-                         f"(finite; the default is {tasks.TASK_SECONDS:g})")
-    return float(value)
-
-
-def _check_agrees(i, path, described, expected, whose):
-    """ShardError unless shard i has the graph checksum, roots and eta of
-    ``expected`` (the manifest, or shard 0 while creating)."""
-    for name in ("graph_checksum", "roots", "eta"):
-        got, want = described[name], expected[name]
-        if name != "graph_checksum":
-            got, want = [float(v) for v in got], [float(v) for v in want]
-        if got != want:
-            raise ShardError(
-                f"shard {i} ({path}) has {name.replace('_', ' ')} {got}, but {whose} has "
-                f"{want}: the shard belongs to another index; restore it from a backup",
-                i, path)
-
-
-def _listed(bad):
-    shown = ", ".join(map(repr, bad[:KEYS_SHOWN]))
-    return shown + (f", ... ({len(bad)} in all)" if len(bad) > KEYS_SHOWN else "")
-
-
-def _sharded_invariants(listed, shards):
-    """(shard, problem) of the live documents ``listed`` ({shard: (ids,
-    keys)}) with the routing rule and the global ids."""
-    out = []
-    for i in sorted(listed):
-        misplaced = [key for key in listed[i][1] if route(key, shards) != i]
-        if misplaced:
-            out.append((i, f"{len(misplaced)} key(s) route to another shard (written to this "
-                           f"shard directly?): {_listed(misplaced)}; delete them here and add "
-                           "them through the sharded index"))
-    every = np.concatenate([listed[i][0] for i in sorted(listed)] or [np.zeros(0, np.int64)])
-    values, counts = np.unique(every, return_counts=True)
-    twice = set(values[counts > 1].tolist())
-    if twice:
-        for i in sorted(listed):
-            ids, keys = listed[i]
-            shared = [f"{key!r} (id {doc_id})" for doc_id, key in zip(ids.tolist(), keys)
-                      if doc_id in twice]
-            if shared:
-                out.append((i, f"{len(shared)} document(s) have ids that another shard's "
-                               f"documents have too (a shard written to directly, or copied?): "
-                               f"{', '.join(shared[:KEYS_SHOWN])}"
-                               f"{' ...' if len(shared) > KEYS_SHOWN else ''}; ties between "
-                               "them are not in insertion order: upsert them through the "
-                               "sharded index to give them new ids"))
-    return out
+        return write_distance_matrix(self, path, keys, p, roots, t, power, chunk)
 
 
 def _rows_of(batch, rows):
@@ -891,27 +784,5 @@ def _rows_of(batch, rows):
     take = np.repeat(starts - indptr[:-1], sizes) + np.arange(int(indptr[-1]))
     return MeasureBatch(indptr=indptr, nodes=batch.nodes[take], masses=batch.masses[take],
                         row_scale=batch.row_scale[rows])
-
-
-def _write_error(what, committed, failed, n, paths, unknown=()):
-    """The ShardedWriteError of a write whose parts in ``failed`` ({shard:
-    error}) failed; ``unknown``: the failed shards whose part may have been
-    written (its task may have run, and the shard could not be asked)."""
-    reasons = "; ".join(f"shard {i} ({paths[i]}): {exc!r}" for i, exc in sorted(failed.items()))
-    shown = ", ".join(map(repr, committed[:KEYS_SHOWN]))
-    if len(committed) > KEYS_SHOWN:
-        shown += f", ... ({len(committed)} in all; see .committed)"
-    done = "deleted" if what == "delete" else "committed"
-    unknown = sorted(i for i in unknown if i in failed
-                     and getattr(failed[i], "may_have_run", None) is not False)
-    others = "the others were not"
-    if unknown:
-        others += (f", except that the part(s) of shard(s) {', '.join(map(str, unknown))} may "
-                   f"have been {done} too: their tasks may have run and the shards could not be "
-                   "asked (check with existing_keys() once the cluster answers)")
-    return ShardedWriteError(
-        f"{what} of {n} key(s) failed in {len(failed)} shard(s) and is not atomic across "
-        f"shards: {len(committed)} key(s) were {done}: [{shown}]; {others}. "
-        f"Errors: {reasons}", committed, failed)
 
 

@@ -7,7 +7,8 @@ process or on Dask) both implement it, take the same arguments, refuse the
 same bad ones with the same messages (``arguments.py``) and return the same
 :class:`~sobolev_index.SearchResult`. The lifecycle (close, ``with``, the
 open and writable checks) and what follows from the abstract methods alone
-(``keys_in_order``, iteration, the exact k-NN graph) are written here once.
+(``keys_in_order``, iteration, the exact k-NN graph, each document's
+neighbours and the groups of near-duplicates) are written here once.
 
 What an index holds, as attributes: ``path``, ``mode`` (``"r"`` or
 ``"a"``), ``p`` (the default order), ``roots`` and ``eta`` (its trees'
@@ -19,8 +20,9 @@ import warnings
 import numpy as np
 
 from ..distances import check_p
-from ..errors import SobolevIndexError
-from .arguments import check_positive, root_positions
+from ..errors import ADVICE, SobolevIndexError
+from .arguments import check_positive, check_radius, root_positions
+from .results import SearchResult
 
 __all__ = ["IndexBase", "KNN_GRAPH_BATCH"]
 
@@ -93,7 +95,7 @@ class IndexBase(abc.ABC):
         self._check_open()
         if self.mode != "a":
             raise SobolevIndexError(f"the {self.kind} at {self.path} is open for reading; "
-                                    "open it with mode='a' to change it")
+                                    f"{ADVICE['open_for_writing']} to change it")
 
     @abc.abstractmethod
     def refresh(self):
@@ -204,6 +206,110 @@ class IndexBase(abc.ABC):
         return knn_graph_of(self, k, p, include_self, roots, batch, n_threads, progress,
                             mismatch, advice)
 
+
+    def neighbours(self, keys, k=None, p=None, roots=None, n_threads=None):
+        """The k nearest other documents of stored documents.
+
+        ``keys``: a stored key or a list of them. Each is searched for as
+        :meth:`search` does with a stored key as the query, one more result
+        is asked for, and the key itself (first among the documents at
+        distance 0 from it) is left out: its copies (other documents at
+        distance 0) stay. ``k`` (default 10) larger than the number of other
+        live documents returns them all. Returns a :class:`SearchResult`
+        with one row per key, in the order given; ``distances`` has
+        min(k, N - 1) columns for N live documents. A key that is not live
+        raises KeyNotFoundError.
+        """
+        self._check_open()
+        k = 10 if k is None else k
+        check_positive("k", k)
+        query_keys = [keys] if isinstance(keys, str) else list(keys)
+        found = self.search(query_keys, k=int(k) + 1, p=p, roots=roots, n_threads=n_threads)
+        width = min(int(k), max(found.distances.shape[1] - 1, 0))
+        out_keys, out_labels, out_ids = [], [], []
+        distances = np.full((len(query_keys), width), np.inf)
+        scores = np.full((len(query_keys), width), np.inf)
+        for q, (key, hits, labels) in enumerate(zip(query_keys, found.keys, found.labels)):
+            kept = [j for j, hit in enumerate(hits) if hit != key][:width]
+            out_keys.append([hits[j] for j in kept])
+            out_labels.append([labels[j] for j in kept])
+            out_ids.append([found.ids[q][j] for j in kept])
+            distances[q, :len(kept)] = found.distances[q][kept]
+            scores[q, :len(kept)] = found.scores[q][kept]
+        return SearchResult(out_keys, distances, out_labels, found.p, ids=out_ids,
+                            scores=scores)
+
+    def duplicates(self, radius=0.0, p=None, roots=None, batch=KNN_GRAPH_BATCH, n_threads=None,
+                   progress=None):
+        """Groups of near-duplicate documents: the connected components of
+        the graph that joins every two live documents at distance at most
+        ``radius`` (so a group's members can be farther apart than that,
+        through others between them). ``radius=0`` groups copies: the same
+        masses on the same nodes in the same order (see :meth:`search`;
+        ``radius=1e-12`` also joins a measure given in another node order).
+
+        Returns a list of groups of two or more documents, the largest
+        first (equal sizes in the insertion order of their first members).
+        Each group is a dict: ``keys``, the members in insertion order, and
+        ``edges``, a list of (key, key, distance) for every pair of members
+        within ``radius`` (the first key inserted first), nearest first.
+        Edges cost memory: a radius at which most documents are within
+        reach of each other makes about N^2 / 2 of them.
+
+        The edges come from radius searches (:meth:`search`) with the
+        documents themselves as queries, ``batch`` of them per call;
+        ``progress(done, total)`` is called after each batch.
+        """
+        self._check_open()
+        radius = check_radius(radius)
+        check_positive("batch", batch)
+        p = self.p if p is None else check_p(p)
+        self._root_positions(roots)  # a bad roots argument fails before any work
+        keys = self.keys_in_order()
+        n = len(keys)
+        row_of = {key: i for i, key in enumerate(keys)}
+        parent = list(range(n))
+
+        def find(i):
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]  # path halving
+                i = parent[i]
+            return i
+
+        edges = {}
+        for start in range(0, n, int(batch)):
+            chunk = keys[start:start + int(batch)]
+            found = self.search(chunk, radius=radius, p=p, roots=roots, n_threads=n_threads)
+            for offset, (hits, dists) in enumerate(zip(found.keys, found.distances)):
+                i = start + offset
+                for hit, d in zip(hits, dists.tolist()):
+                    j = row_of[hit]
+                    if j == i:
+                        continue
+                    # Each pair is found from both ends; rounding may make
+                    # the two values differ in the last bit: keep the lower.
+                    pair = (i, j) if i < j else (j, i)
+                    if pair not in edges or d < edges[pair]:
+                        edges[pair] = d
+                    a, b = find(i), find(j)
+                    if a != b:
+                        parent[max(a, b)] = min(a, b)
+            if progress is not None:
+                progress(min(n, start + int(batch)), n)
+        members = {}
+        for i in range(n):
+            members.setdefault(find(i), []).append(i)
+        groups = [rows for rows in members.values() if len(rows) >= 2]
+        groups.sort(key=lambda rows: (-len(rows), rows[0]))
+        edges_of = {}
+        for (i, j), d in edges.items():
+            edges_of.setdefault(find(i), []).append((d, i, j))
+        out = []
+        for rows in groups:
+            group_edges = sorted(edges_of[find(rows[0])])
+            out.append({"keys": [keys[i] for i in rows],
+                        "edges": [(keys[i], keys[j], d) for d, i, j in group_edges]})
+        return out
 
 def knn_graph_width(k, n, include_self):
     """Entries per row of a k-NN graph of n documents: k, capped at the

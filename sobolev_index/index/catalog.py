@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import sqlite_utils
 
-from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
+from ..errors import ADVICE, CorruptIndexError, NotAnIndexError, UnsupportedFormatError
 from .catalog_sql import (
     Transaction,
     end_read,
@@ -421,7 +421,7 @@ class Catalog:
             return self.conn.execute(sql.format(*columns), params).fetchall()
         except sqlite3.DatabaseError as exc:
             if "decode" not in str(exc):
-                raise CorruptIndexError(f"{self.path} cannot be read ({exc}); run verify() and "
+                raise CorruptIndexError(f"{self.path} cannot be read ({exc}); {ADVICE['verify']} "
                                         "restore the catalog from a backup") from None
         return self._rows(sql.format(*(f"CAST({c} AS BLOB)" for c in columns)), params)
 
@@ -430,7 +430,7 @@ class Catalog:
             return self.conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
             raise CorruptIndexError(
-                f"{self.path} cannot be read ({exc}); run verify() and restore the catalog "
+                f"{self.path} cannot be read ({exc}); {ADVICE['verify']} restore the catalog "
                 "from a backup") from None
 
     def _documents(self, conn, lenient=False):

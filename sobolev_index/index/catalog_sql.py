@@ -13,7 +13,7 @@ import sqlite3
 import numpy as np
 
 from ..distances import check_p
-from ..errors import CorruptIndexError, DiskFullError
+from ..errors import ADVICE, CorruptIndexError, DiskFullError
 
 # SQLite's result code for a full disk (sqlite3.SQLITE_FULL from Python 3.11 on).
 SQLITE_FULL = 13
@@ -23,7 +23,7 @@ def checked_heads(path, meta, roots):
     """(p, roots, eta) from the catalog, checked: a damaged value is a
     CorruptIndexError naming it, not whatever float() would raise."""
     def bad(what):
-        return CorruptIndexError(f"{path}: the catalog's {what}; run verify() and restore the "
+        return CorruptIndexError(f"{path}: the catalog's {what}; {ADVICE['verify']} restore the "
                                  "catalog from a backup")
 
     p = meta.get("p")

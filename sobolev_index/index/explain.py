@@ -29,7 +29,7 @@ from ..measures import as_measure_batch
 from .arguments import check_positive
 from .catalog import WORDS_TABLE
 
-__all__ = ["ExplainMixin", "Explanation"]
+__all__ = ["Explain", "Explanation"]
 
 # Nodes per SQL statement (SQLite's limit on parameters is 999 in old builds).
 _SQL_CHUNK = 500
@@ -176,64 +176,33 @@ def _bar_label(group, n):
     return f"edge {group['edge']} (root {group['root_node']})"
 
 
-class ExplainMixin:
-    """The explanation side of :class:`SobolevIndex`.
+class Explain:
+    """Explanations of distances over the snapshot ``snap``, with the query
+    features of ``query`` (a :class:`~sobolev_index.index.query.Query` of
+    the same snapshot)."""
 
-    It reads the index's ``p``, ``roots``, ``graph``, ``trees`` and
-    ``_catalog`` and calls ``_check_open``, ``_selected_roots``,
-    ``_features_of`` (of ``SearchMixin``, as :meth:`distance` does) and
-    ``get``.
-    """
+    def __init__(self, snap, query):
+        self.snap = snap
+        self.query = query
 
     def explain(self, a, b, p=None, top=10, roots=None, n_words=5):
-        """The subtrees (edges of the shortest-path trees) that carry most of S_p(a, b).
-
-        ``a`` and ``b``: stored keys or (nodes, masses) measures, as for
-        :meth:`distance`. ``top``: how many groups, and how many (root,
-        edge) pairs, to list, by decreasing share (None lists every one
-        with a nonzero difference). ``roots``: positions into
-        ``self.roots`` (default all), their eta renormalised. ``n_words``:
-        how many nodes, and words, to list per measure and row.
-
-        Each edge's share is its part of the distance: with one root, its
-        term of S_p^p over S_p^p; over several roots, each root's part
-        eta_r S_p^(r) is split among its edges in proportion to their terms,
-        so that the shares of all edges sum to 1 and
-        sum_r eta_r (sum of root r's terms)^(1/p) is the distance. At
-        p = inf the edge with a root's largest difference carries that
-        root's whole part (split equally among ties) and the other edges a
-        share of 0.
-
-        The same node v names an edge in every root's tree, so the pairs
-        are grouped by v (``Explanation.groups``: one row per node,
-        its share the sum of its pairs' shares, listed by decreasing share);
-        ``Explanation.edges`` keeps the top pairs one by one. See
-        :class:`Explanation` for the fields.
-
-        For a text index, each row lists the words of each measure's nodes
-        in its subtree, the node with the most mass first (from the
-        catalog's words table; a node that stands for several words, in a
-        clustered graph, lists them all, most frequent first, since a
-        measure keeps its mass per node, not per word). For a point index
-        (node coordinates, no words) it gives the coordinates of the edge's
-        two nodes. Returns an :class:`Explanation`.
-        """
-        self._check_open()
-        p = self.p if p is None else check_p(p)
+        """SobolevIndex.explain: the pair's features per root, split into
+        one term per tree edge and grouped by node."""
+        p = self.snap.p if p is None else check_p(p)
         if top is not None:
             check_positive("top", top)
         check_positive("n_words", n_words)
-        positions, eta = self._selected_roots(roots)
-        fa = self._features_of(a, positions)
-        fb = self._features_of(b, positions)
+        positions, eta = self.snap.selected_roots(roots)
+        fa = self.query.features_of(a, positions)
+        fb = self.query.features_of(b, positions)
 
-        parts = [self._root_terms(fa[i], fb[i], self.trees[r], p)
+        parts = [self._root_terms(fa[i], fb[i], self.snap.trees[r], p)
                  for i, r in enumerate(positions)]
         distance = float(sum(e * part["distance"] for e, part in zip(eta, parts)))
         root_rows = []
         for position, e, part in zip(positions, eta, parts):
             root_rows.append({
-                "position": int(position), "node": int(self.roots[position]), "eta": float(e),
+                "position": int(position), "node": int(self.snap.roots[position]), "eta": float(e),
                 "distance": part["distance"],
                 "share": float(e * part["distance"] / distance) if distance > 0 else None,
                 "edges": int(len(part["edges"]))})
@@ -285,11 +254,11 @@ class ExplainMixin:
         shown_nodes = [nodes for found in (below_a, below_b) for nodes in found.values()]
         words = self._words_of_nodes(
             {node for nodes in shown_nodes for node, _ in nodes[:n_words]})
-        coords = self.graph.coords if words is None else None
+        coords = self.snap.graph.coords if words is None else None
 
         rows = {}
         for k, (i, v) in zip(needed, picked):
-            part, tree = parts[i], self.trees[positions[i]]
+            part, tree = parts[i], self.snap.trees[positions[i]]
             j = int(np.searchsorted(part["edges"], v))
             row = {
                 "root": int(positions[i]), "root_node": int(tree.root), "edge": v,
@@ -365,7 +334,7 @@ class ExplainMixin:
         for i, v in picked:
             by_root.setdefault(i, []).append(v)
         for i, wanted in by_root.items():
-            tree = self.trees[positions[i]]
+            tree = self.snap.trees[positions[i]]
             mark = np.zeros(tree.n_nodes, dtype=bool)
             mark[wanted] = True
             # Every support node walks up to the root at once; each step
@@ -387,10 +356,10 @@ class ExplainMixin:
         """The distinct nodes of a stored key's or a measure's support and
         its normalised masses on them."""
         if isinstance(item, str):
-            doc = self.get(item)
+            doc = self.snap.get(item)
             nodes, masses = doc["nodes"], doc["masses"]
         else:
-            batch = as_measure_batch([item], n_nodes=self.graph.n_nodes)
+            batch = as_measure_batch([item], n_nodes=self.snap.graph.n_nodes)
             nodes, masses = batch.nodes, batch.masses * batch.row_scale[0]
         unique, inverse = np.unique(np.asarray(nodes, dtype=np.int64), return_inverse=True)
         return unique, np.bincount(inverse, weights=masses, minlength=len(unique))
@@ -398,13 +367,13 @@ class ExplainMixin:
     def _words_of_nodes(self, nodes):
         """{node: [words]} from the catalog's words table, most frequent word
         first (then alphabetical); None when the index has no words table."""
-        if not self._catalog.has_table(WORDS_TABLE):
+        if not self.snap.catalog.has_table(WORDS_TABLE):
             return None
         out = {}
         nodes = sorted(nodes)
         for start in range(0, len(nodes), _SQL_CHUNK):
             chunk = nodes[start:start + _SQL_CHUNK]
-            rows = self._catalog.query(
+            rows = self.snap.catalog.query(
                 f"SELECT word, node, df FROM {WORDS_TABLE} WHERE node IN "
                 f"({', '.join('?' * len(chunk))})", chunk)
             for word, node, df in rows:

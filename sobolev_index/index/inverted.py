@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from ..errors import CorruptIndexError
+from ..errors import ADVICE, CorruptIndexError
 from . import _inverted_build, _inverted_search
 from .csr import stack_rows
 
@@ -271,7 +271,7 @@ def from_v2(arrays, n_rows, name):
 
 def _fail(name, what):
     raise CorruptIndexError(
-        f"segment {name} has a malformed inverted file ({what}); run verify() and "
+        f"segment {name} has a malformed inverted file ({what}); {ADVICE['verify']} "
         "restore the file from a backup")
 
 
@@ -711,7 +711,7 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None, bo
             _fail(files[g].name, f"a dense value outside [0, 1] in row {row}")
         raise CorruptIndexError(
             f"segment {files[g].name} has a stored measure with a node outside the graph or a "
-            f"mass that is not finite and >= 0 (row {row}); run verify() and restore the file "
+            f"mass that is not finite and >= 0 (row {row}); {ADVICE['verify']} restore the file "
             "from a backup") from None
     stats = {name: counts[:, c] for c, name in enumerate(COUNT_NAMES)}
     stats["seconds"] = {name: seconds[:, c] for c, name in enumerate(TIME_NAMES)}

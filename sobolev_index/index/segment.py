@@ -12,7 +12,7 @@ added.
 import numpy as np
 
 from .. import _features
-from ..errors import CorruptIndexError
+from ..errors import ADVICE, CorruptIndexError
 from ..measures import checked_batch, normalising_factors
 from . import inverted
 from .csr import gather_rows
@@ -31,7 +31,7 @@ class Segment:
         if isinstance(nnz, bool) or not isinstance(nnz, (int, np.integer)) or nnz < 0:
             raise CorruptIndexError(
                 f"the catalog gives segment {self.file} {nnz!r} nonzero features; expected an "
-                "integer >= 0; run verify() and restore the catalog from a backup")
+                f"integer >= 0; {ADVICE['verify']} restore the catalog from a backup")
         self.nnz = int(nnz)
         self.data = data
         self.live = live
@@ -47,7 +47,7 @@ class Segment:
 
     def _corrupt(self, what):
         return CorruptIndexError(
-            f"segment {self.file} has {what}; run verify() and restore the file from a backup")
+            f"segment {self.file} has {what}; {ADVICE['verify']} restore the file from a backup")
 
     def feature_rows(self, position, tree):
         """The features of every row for root ``position`` (whose tree is

@@ -37,13 +37,14 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
 
-from ..errors import CorruptIndexError, DiskFullError, IndexLockedError, SobolevIndexError
+from ..errors import ADVICE, CorruptIndexError, DiskFullError, IndexLockedError, SobolevIndexError
 from ..graph import Graph, ShortestPathTree
 
 # Format 3 stores each segment's inverted file in the forms a search reads
@@ -88,6 +89,28 @@ def require_new_directory(path):
     or a folder of files made for one, is only ever created fresh."""
     if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
         raise FileExistsError(f"{path} exists and is not an empty directory; choose a new path")
+
+
+@contextlib.contextmanager
+def staged_directory(path, prefix):
+    """A new directory beside ``path``, yielded to be filled, then renamed
+    to ``path`` (an empty directory there is replaced) and the rename made
+    durable; on any error it is removed instead. A crash therefore never
+    leaves a half-made index at ``path``. The directory gets the mode any
+    new directory gets (0o777 less the umask), not mkdtemp's private one."""
+    parent = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    try:
+        os.chmod(staging, 0o777 & ~current_umask())
+        yield staging
+        if os.path.isdir(path):
+            os.rmdir(path)
+        os.rename(staging, path)
+        fsync_path(parent, directory=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def file_checksum(path):
@@ -144,8 +167,8 @@ class WriterLock:
         except OSError as exc:
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise SobolevIndexError(
-                    f"{index_path} cannot be opened for writing ({exc.strerror}); open it with "
-                    "mode='r' to read it") from None
+                    f"{index_path} cannot be opened for writing ({exc.strerror})"
+                    f"{ADVICE['read_only']}") from None
             raise
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         while True:
@@ -166,9 +189,8 @@ class WriterLock:
                         f"this process already has {index_path} open for writing{waited}; "
                         "use that handle, or close it before opening another writer")
                 raise IndexLockedError(
-                    f"another process is writing to {index_path}{waited}; open it with "
-                    "mode='r' to read, or pass timeout=SECONDS to wait for the writer"
-                )
+                    f"another process is writing to {index_path}{waited}; "
+                    f"{ADVICE['wait_for_writer']}")
             time.sleep(0.05)
 
     def release(self):

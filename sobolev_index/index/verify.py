@@ -19,7 +19,7 @@ import sqlite3
 
 import numpy as np
 
-from ..errors import CorruptIndexError
+from ..errors import ADVICE, CorruptIndexError
 from ..measures import as_measure_batch, normalising_factors
 from . import storage
 from .catalog import Catalog
@@ -170,7 +170,7 @@ def _unlisted_problem(entry):
         held = "holds no documents"
     return (f"segment {entry['file']} is not in the catalog ({held}): a writer was killed "
             "before committing it, or the catalog lost commits (a deleted catalog.sqlite-wal "
-            "file), and then these are acknowledged documents. verify(repair=True) moves it "
+            f"file), and then these are acknowledged documents. {ADVICE['repair']} "
             f"to {storage.LOST_DIR}/")
 
 
