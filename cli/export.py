@@ -6,7 +6,7 @@ import time
 
 import click
 
-from . import _echo_json, _json_option, _note, _open, _progress, _silent_option, main
+from ._common import _echo_json, _json_option, _note, _open, _progress, _silent_option
 
 __all__ = ["export", "build_from_export_cli"]
 
@@ -18,7 +18,7 @@ _BUILD_FROM_CORPUS = ("corpus", "vectors", "points", "diagrams", "diagram_weight
                       "encoding")
 
 
-@main.command()
+@click.command()
 @click.argument("index", type=click.Path())
 @click.argument("output", type=click.Path())
 @_silent_option

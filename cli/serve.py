@@ -1,10 +1,10 @@
 """``sobolev-index serve``: browse and search an index in a web browser."""
 import click
 
-from . import _note, _silent_option, main
+from ._common import _note, _silent_option
 
 
-@main.command()
+@click.command()
 @click.argument("index", type=click.Path())
 @click.option("--port", default=8001, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0: any free port).")

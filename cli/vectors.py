@@ -3,7 +3,7 @@
 none of its own."""
 import click
 
-from . import (
+from ._common import (
     _echo_json,
     _encoding_option,
     _format_option,
@@ -11,14 +11,13 @@ from . import (
     _note,
     _progress,
     _silent_option,
-    main,
 )
 from .params import columns, columns_options
 
 __all__ = ["vectors", "learned_text"]
 
 
-@main.command()
+@click.command()
 @click.argument("paths", nargs=-1, metavar="CORPUS... OUT")
 @click.option("--dim", default=100, show_default=True, type=click.IntRange(1),
               help="Dimensions of the vectors (lowered, with a note, when the corpus has too "

@@ -496,7 +496,7 @@ def test_the_parser_finds_known_imports(tree):
     # a cimport of a .pxd from a .pyx, relative
     assert "sobolev_index._typedefs" in _imported(tree, "sobolev_index._pairwise")
     # function-local imports of the CLI
-    assert any(is_ingest(t) for t in _imported(tree, "sobolev_index.cli"))
+    assert any(is_ingest(t) for t in _imported(tree, "sobolev_index.cli.build"))
 
 
 SYNTHETIC = {

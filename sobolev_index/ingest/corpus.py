@@ -41,7 +41,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from ..errors import CorpusError
+from ..errors import ADVICE, CorpusError
 from .fill import FIELDS_MAX_DEPTH, check_fields_depth, key_text, label_text
 from .text import DEFAULT_ENCODING, check_encoding, text_lines
 
@@ -68,9 +68,8 @@ _CELL_LIMIT = 2**31 - 1
 _HEAD_LINES = 5
 # label<TAB>text, the label quoted ("news") or a single short word (news).
 _LABELLED = re.compile(r'(?:"([^"\t]*)"|([^\s"]{1,64}))\t')
-# The advice on naming columns, in the library's words; the command line
-# words it as its options.
-COLUMN_ADVICE = "text_column=, key_column=, label_column=; --text-column NAME ... on the command line"
+# The advice on naming columns (in parentheses).
+COLUMN_ADVICE = ADVICE["columns"]
 
 
 @dataclass(frozen=True)
@@ -178,7 +177,7 @@ def _read_jsonl(lines, name, columns):
                               'like {"key": ..., "text": ..., "label": ...}')
         if text_name not in record:
             raise CorpusError(f"{where} has no {text_name!r} field (it has {sorted(record)}); "
-                              f"name the one that holds the text ({COLUMN_ADVICE})")
+                              f"name the one that holds the text {COLUMN_ADVICE}")
         key_name = _key_name(record, columns)
         if isinstance(columns.key, str) and key_name not in record:
             raise CorpusError(f"{where} has no {key_name!r} field, the key given (it has "
@@ -250,12 +249,12 @@ def _columns_of(header, name, fmt, columns):
         raise CorpusError(f"{name}: the header names the text column {columns.text_name!r} more "
                           f"than once ({_shown_cells(header)}); expected it once")
     if text is None:
-        lines = (" A file of label<TAB>text lines without a header is format 'lines' "
-                 "(--format lines on the command line)." if fmt == "tsv" else "")
+        lines = (" A file of label<TAB>text lines without a header "
+                 f"{ADVICE['format_lines']}." if fmt == "tsv" else "")
         raise CorpusError(
             f"{name} has no column {columns.text_name!r} (its first row: {_shown_cells(header)}); "
             f"a {what} corpus needs a header row that names its columns, one of them the text: "
-            f"add one, or name the column that holds the text ({COLUMN_ADVICE}).{lines}")
+            f"add one, or name the column that holds the text {COLUMN_ADVICE}.{lines}")
     positions = {"text": text}
     for part, default_names in (("key", KEY_NAMES), ("label", ("label",))):
         given = getattr(columns, part)
@@ -392,8 +391,8 @@ def _one_document(stem, text, name, sniffed, first_lines=()):
         elif len(text.split()) > ONE_DOCUMENT_WARN_WORDS:
             warnings.warn(
                 f"{name} is read as one document of {len(text.split()):,} words; if it holds one "
-                "document per line, give its format (format 'lines', 'plain-lines', 'jsonl', "
-                "'csv' or 'tsv'; --format on the command line)", UserWarning, stacklevel=4)
+                f"document per line, give its format {ADVICE['format']}", UserWarning,
+                stacklevel=4)
     return make_document(stem, text, None, None, name)
 
 

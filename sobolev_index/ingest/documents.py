@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..errors import CorpusError, CorpusVectorsError, InvalidMeasureError, SkippedDocumentsWarning
+from ..errors import ADVICE, CorpusError, CorpusVectorsError, InvalidMeasureError, SkippedDocumentsWarning
 from ..index.storage import require_new_directory
 from .corpus import as_document, read_corpus
 from .embeddings import WordVectors, load_vectors
@@ -293,7 +293,7 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
         if settings.stopwords and any(tokenize(d["text"], settings.pattern, settings.lowercase)
                                       for d in documents):
             raise CorpusError("no document has a word besides stop words; keep stop words "
-                              "(settings=text_settings(stopwords=()), --stopwords none)")
+                              f"{ADVICE['keep_stopwords']}")
         raise CorpusError(f"no document has a word matching the token pattern {settings.pattern!r}")
     vocabulary = sorted(frequency, key=lambda w: (-frequency[w], w))
 
@@ -309,9 +309,8 @@ def build_index(path, documents, vectors, *, recipe=DEFAULT_RECIPE, nodes=None, 
         raise CorpusVectorsError(
             f"none of the corpus's {len(vocabulary):,} distinct words (besides stop words) has a "
             f"vector in {_vectors_name(vectors)}; check that the vectors match the corpus's "
-            "language and case (try fold_case)"
-            + ("" if learned is None else ", or keep stop words (settings=text_settings("
-               "stopwords=()), --stopwords none)"))
+            f"language and case {ADVICE['fold_case']}"
+            + ("" if learned is None else f", or keep stop words {ADVICE['keep_stopwords']}"))
     chosen = resolve(recipe, len(found), nodes=nodes, edges=edges, k=k, roots=roots)
     graph = build_graph(found.vectors, nodes=chosen["nodes"], edges=chosen["edges"],
                         k=chosen["k"], seed=seed, progress=progress)
@@ -382,7 +381,7 @@ def add_documents(index, documents, vectors=None, *, skip_empty=False, batch_siz
         vectors = stored_vectors_path(index, placing=True)
     looked_up = (f"none of its words has a vector in {_vectors_name(vectors)}"
                  if vectors is not None else
-                 "no vectors were given to place new words (vectors=; --vectors FILE)")
+                 f"no vectors were given to place new words {ADVICE['vectors']}")
     return _add_documents(index, documents, vectors, looked_up, skip_empty=skip_empty,
                           batch_size=batch_size, progress=progress, upsert=upsert,
                           store_text=store_text, skip_existing=skip_existing)
@@ -419,20 +418,20 @@ def _add_documents(index, documents, vectors, looked_up, *, skip_empty=False, ba
                     raise CorpusError(
                         f"{name} has only stop words of this index "
                         f"({n_stopwords} token(s)); skip such documents "
-                        "(skip_empty=True, --skip-empty), or build the index keeping stop "
-                        "words (settings=text_settings(stopwords=()), --stopwords none)")
+                        f"{ADVICE['skip_empty']}, or build the index keeping stop "
+                        f"words {ADVICE['keep_stopwords']}")
                 n_tokens = len(encoder.settings.tokens(doc["text"]))
                 raise CorpusError(
                     f"{name} has no word the index knows ({n_tokens} token(s)"
                     + (f"; {looked_up}" if n_tokens else "")
-                    + "); skip such documents (skip_empty=True, --skip-empty)")
+                    + f"); skip such documents {ADVICE['skip_empty']}")
             skipped.append(name)
             continue
         if store_text and "text" in (doc["fields"] or {}):
             raise CorpusError(
                 f"{name} has a field 'text' besides the text it is indexed by; the index keeps "
                 "each document's text as its field 'text': rename that field (column), or keep "
-                "no texts (store_text=False, --no-text)")
+                f"no texts {ADVICE['no_text']}")
         record = {**(doc["fields"] or {}), "text": doc["text"]} if store_text else doc["fields"]
         check_fields(record, name)
         measures.append(measure)

@@ -38,7 +38,7 @@ import sys
 import numpy as np
 
 from .._version import __version__
-from ..errors import CorruptIndexError, SobolevIndexError
+from ..errors import ADVICE, CorruptIndexError, SobolevIndexError
 from ..index import SobolevIndex, storage
 from ..measures import as_measure_batch
 from .fill import (
@@ -149,7 +149,7 @@ class StoredMeasures:
             if segment_id not in self.files:
                 raise CorruptIndexError(
                     f"{self.path}: document {doc_id} is in segment {segment_id}, which the "
-                    "catalog does not list; run verify() and restore from a backup")
+                    f"catalog does not list; {ADVICE['verify']} restore from a backup")
             try:
                 data = storage.read_segment(self.path, self.files[segment_id], self.n_roots,
                                             self.checksums[segment_id])
@@ -162,7 +162,7 @@ class StoredMeasures:
         if not (0 <= row < data.rows and int(data.doc_ids[row]) == doc_id):
             raise CorruptIndexError(
                 f"{self.path}: segment {self.files[segment_id]} does not hold document "
-                f"{doc_id} at row {row}, where the catalog puts it; run verify() and restore "
+                f"{doc_id} at row {row}, where the catalog puts it; {ADVICE['verify']} restore "
                 "from a backup")
         start, stop = int(data.indptr[row]), int(data.indptr[row + 1])
         # Python ints and floats: json writes a float as its shortest repr,

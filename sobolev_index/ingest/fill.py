@@ -13,7 +13,7 @@ import numbers
 import os
 import shutil
 
-from ..errors import CorpusError, CorpusKeyError, DiskFullError
+from ..errors import ADVICE, CorpusError, CorpusKeyError, DiskFullError
 from ..graph import Graph
 from ..index import SobolevIndex
 from ..measures import MeasureBatch, as_measure_batch
@@ -108,7 +108,7 @@ def check_can_add(index, batch_size):
     """Refuse, before any input is read, an index open for reading or a
     batch size that is not a positive int."""
     if not index.writable:
-        raise CorpusError(f"the index at {index.path} is open for reading; open it with mode='a'")
+        raise CorpusError(f"the index at {index.path} is open for reading; {ADVICE['open_for_writing']}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size is {batch_size!r}; expected an integer >= 1")
 
@@ -126,12 +126,11 @@ def check_new_keys(index, keys, upsert):
             raise CorpusKeyError(
                 f"key {key!r} appears twice in the input; keys must be unique: if the key "
                 "column (key, or else id) repeats values, name another one, or none, and the "
-                "index names the documents (key_column=False; --key-column none on the command "
-                "line)")
+                f"index names the documents {ADVICE['no_key_column']}")
         seen.add(key)
         if key in existing:
-            raise CorpusKeyError(f"key {key!r} is already in the index; delete it first, upsert "
-                                 "it, or leave it out with skip_existing")
+            raise CorpusKeyError(f"key {key!r} is already in the index; "
+                                 f"{ADVICE['skip_existing']}")
 
 
 def drop_existing(index, items, key_of, upsert):

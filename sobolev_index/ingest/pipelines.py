@@ -172,7 +172,17 @@ def read_files(index, files, *, corpus_format="auto", encoding=DEFAULT_ENCODING,
     :func:`add_files` as its ``files``. Reading first lets a caller hold
     the write lock only while it writes: a pipe whose writer is slow, or
     never comes, then blocks no other writer (the command line's ``add``
-    does this). A sharded index reads them with its first shard."""
+    does this). A sharded index reads them with its first shard.
+
+    ``index`` may also be the path of an index, single or sharded: what
+    holds its settings is then opened for reading (for a sharded index,
+    shard 0 only) and closed again."""
+    if isinstance(index, (str, os.PathLike)):
+        from ..distributed.files import settings_holder
+
+        with settings_holder(index) as holder:
+            return read_files(holder, files, corpus_format=corpus_format, encoding=encoding,
+                              columns=columns)
     sharded = _sharded_files(index)
     if sharded is not None:
         with sharded.first_shard(index) as shard:

@@ -47,7 +47,7 @@ import re
 import sys
 import unicodedata
 
-from ..errors import CorpusError
+from ..errors import ADVICE, CorpusError
 
 __all__ = [
     "DEFAULT_TOKEN_PATTERN",
@@ -191,10 +191,8 @@ def normalize_word(word, pattern=DEFAULT_TOKEN_PATTERN, lowercase=True):
 
 # ------------------------------------------------------------- text files
 _CHUNK = 1 << 16
-# The advice every decoding error ends with; the command line words it as
-# its option.
-ENCODING_ADVICE = ("give the file's encoding (encoding 'cp1252', 'latin-1', 'utf-16', ...; "
-                   "--encoding on the command line)")
+# The advice every decoding error ends with.
+ENCODING_ADVICE = f"give the file's encoding {ADVICE['encoding']}"
 
 
 def check_encoding(encoding):
