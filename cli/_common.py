@@ -223,51 +223,63 @@ def _open(path, mode="r", timeout=None, quiet_unlisted=False):
     """The single index at ``path``, for a command of one index (a sharded
     one is refused with a pointer to its shards); see _opened."""
     _refuse_sharded(path)
-    return _opened(path, mode, timeout, quiet_unlisted=quiet_unlisted)
+    return _opened(path, mode, timeout, quiet_unlisted=quiet_unlisted, single=True)
 
 
 def _open_any(path, mode="r", timeout=None, scheduler=None, quiet_unlisted=False):
     """The index at ``path``, single or sharded (the library's open_index
     tells them apart): a sharded one on the Dask scheduler at
     ``scheduler``, or in this process without one; see _opened."""
-    from ..distributed.files import is_sharded
-
     _check_scheduler(path, scheduler)
-    if _check_segments() and is_sharded(path):
+    if _check_segments() and _sharded(path):
         raise click.UsageError(f"--check opens a single index; {path} is a sharded index: "
                                f"check its shards with `sobolev-index verify {path}`")
     return _opened(path, mode, timeout, scheduler, quiet_unlisted)
 
 
 @contextlib.contextmanager
-def _opened(path, mode="r", timeout=None, scheduler=None, quiet_unlisted=False):
-    """``open_index(path)`` with the command's options (--check, the Dask
-    client of --scheduler and --task-timeout), closed on exit. Unlisted
+def _opened(path, mode="r", timeout=None, scheduler=None, quiet_unlisted=False, single=False):
+    """The index at ``path`` opened with the command's options, closed on
+    exit: ``open_index`` (``single``: SobolevIndex.open, whatever else the
+    directory holds) with --check for a single index, and for a sharded
+    one the Dask client of --scheduler and --task-timeout. Unlisted
     segment files found at open are one ``warning:`` line (none with
-    ``quiet_unlisted``: the command deals with them); damage found at open
-    is marked, so that the hint does not send the user to verify in a
-    circle."""
-    from ..distributed.files import connect, open_index
+    ``quiet_unlisted``: the command deals with them); damage a single
+    index's open finds is marked, so that the hint does not send the user
+    to verify in a circle."""
+    from ..distributed.opening import open_index
     from ..errors import (
         CorruptIndexError,
         NotAnIndexError,
         UnlistedSegmentsWarning,
         UnsupportedFormatError,
     )
+    from ..index import SobolevIndex
 
+    sharded = not single and _sharded(path)
     if mode == "a":
         _refuse_shard_writes(path)
     ctx = click.get_current_context(silent=True)
-    task_timeout = ctx.meta.get("task_timeout") if ctx is not None else None
-    client = connect(scheduler) if scheduler else None
+    task_timeout = ctx.meta.get("task_timeout") if ctx is not None and sharded else None
+    client = None
+    if scheduler:
+        from ..distributed.files import connect
+
+        client = connect(scheduler)
     try:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UnlistedSegmentsWarning)
-                opened = open_index(path, mode=mode, client=client, timeout=timeout,
-                                    check=_check_segments(), task_timeout=task_timeout)
+                if single:
+                    opened = SobolevIndex.open(path, mode=mode, timeout=timeout,
+                                               check=_check_segments())
+                else:
+                    opened = open_index(path, mode=mode, client=client, timeout=timeout,
+                                        check=_check_segments() and not sharded,
+                                        task_timeout=task_timeout)
         except CorruptIndexError as exc:
-            exc.at_open = not isinstance(exc, (NotAnIndexError, UnsupportedFormatError))
+            if not sharded:
+                exc.at_open = not isinstance(exc, (NotAnIndexError, UnsupportedFormatError))
             raise
         for warning in caught:
             if issubclass(warning.category, UnlistedSegmentsWarning):
@@ -284,18 +296,18 @@ def _opened(path, mode="r", timeout=None, scheduler=None, quiet_unlisted=False):
 
 
 def _check_scheduler(index, scheduler):
-    from ..distributed.files import is_sharded
-    from ..distributed.manifest import MANIFEST
+    from ..distributed.opening import MANIFEST
 
-    if scheduler is not None and not is_sharded(index):
+    if scheduler is not None and not _sharded(index):
         raise click.UsageError(f"--scheduler runs a sharded index on Dask, and {index} is not "
                                f"one (it has no {MANIFEST}); leave --scheduler out")
 
 
 def _sharded(path):
     """Whether ``path`` is a sharded index (for the options and output only
-    one kind has; what a command does to either goes through the library)."""
-    from ..distributed.files import is_sharded
+    one kind has; what a command does to either goes through the library).
+    Telling them apart loads neither the sharded index nor Dask."""
+    from ..distributed.opening import is_sharded
 
     return is_sharded(path)
 

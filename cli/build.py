@@ -6,7 +6,14 @@ import warnings
 
 import click
 
-from ..errors import DiskFullError, SkippedDocumentsWarning, UnlistedSegmentsWarning
+from ..errors import (
+    CorruptIndexError,
+    DiskFullError,
+    NotAnIndexError,
+    SkippedDocumentsWarning,
+    UnlistedSegmentsWarning,
+    UnsupportedFormatError,
+)
 from ._common import (
     _check_scheduler,
     _cli_words,
@@ -243,8 +250,15 @@ def add(index, files, vectors, upsert, skip_empty, batch_size, no_text, skip_exi
         _refuse_shard_writes(index)
     with warnings.catch_warnings(record=True) as read_warnings:
         warnings.simplefilter("always")
-        files_read = read_files(index, files, corpus_format=corpus_format, encoding=encoding,
-                                columns=columns(key_column, text_column, label_column))
+        try:
+            files_read = read_files(index, files, corpus_format=corpus_format,
+                                    encoding=encoding,
+                                    columns=columns(key_column, text_column, label_column))
+        except CorruptIndexError as exc:
+            # Damage found opening the index: as for every command's open.
+            if not sharded:
+                exc.at_open = not isinstance(exc, (NotAnIndexError, UnsupportedFormatError))
+            raise
     for w in read_warnings:
         # Unlisted segment files are reported by the open below.
         if not issubclass(w.category, UnlistedSegmentsWarning):

@@ -11,6 +11,7 @@ from ._common import (
     _json_option,
     _open,
     _open_any,
+    _opened,
     _recipe_text,
     _refuse_shard_writes,
     _refuse_sharded,
@@ -191,7 +192,7 @@ def _verify_sharded(index, repair, as_json, wait):
     """verify on a sharded index: every shard, and its agreement with the
     manifest. A shard that cannot be opened stops it with an error naming
     the shard (verify that shard's directory on its own)."""
-    with _open_any(index, "a" if repair else "r", timeout=wait) as opened:
+    with _opened(index, "a" if repair else "r", timeout=wait) as opened:
         report = opened.verify(repair=repair)
     if as_json:
         _echo_json(report)

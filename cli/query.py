@@ -21,6 +21,7 @@ from ._common import (
     _note,
     _open,
     _open_any,
+    _opened,
     _p_option,
     _progress,
     _roots_option,
@@ -266,7 +267,7 @@ def gram(index, output, keys, keys_file, labels, p, roots, encoding, kernel_t, p
     if zarr_out is not None:
         _check_scheduler(index, scheduler)
         options = {} if chunk is None else {"chunk": chunk}
-        with _open_any(index, scheduler=scheduler) as opened:
+        with _opened(index, scheduler=scheduler) as opened:
             written = opened.write_distance_matrix(
                 zarr_out, keys=wanted or None, p=parse_p(p), roots=parse_roots(roots),
                 t=kernel_t, power=power, **options)

@@ -4,12 +4,15 @@ every command defined in its group's module and registered on ``main``.
 The console script is checked the way an installation runs it: the entry
 point named in the package's metadata (or, in a tree without metadata,
 pyproject.toml's ``[project.scripts]``), started in a child process, must
-run ``sobolev_index.cli.main``.
+run ``sobolev_index.cli.main``. The modules read are those of the package
+under test: ``cli/`` in a source tree, the installed ``sobolev_index/cli``
+when CI runs a copy of tests/ against a wheel (no ``cli/`` beside it).
 """
 import ast
 import importlib
 import importlib.metadata
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -20,7 +23,8 @@ from _support import REPO_DIR
 import sobolev_index.cli
 from sobolev_index.cli import main
 
-CLI_DIR = os.path.join(REPO_DIR, "cli")
+# realpath: in a source tree, sobolev_index/cli may be a link to cli/
+CLI_DIR = os.path.dirname(os.path.realpath(sobolev_index.cli.__file__))
 MAX_LINES = 800
 
 
@@ -34,13 +38,21 @@ def _console_script():
     if found:
         return found[0]
     with open(os.path.join(REPO_DIR, "pyproject.toml"), encoding="utf-8") as handle:
-        return re.search(r'^sobolev-index\s*=\s*"([^"]+)"', handle.read(), re.M).group(1)
+        text = handle.read()
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: no TOML reader in the standard library
+        return re.search(r'^sobolev-index\s*=\s*"([^"]+)"', text, re.M).group(1)
+    return tomllib.loads(text)["project"]["scripts"]["sobolev-index"]
 
 
 def test_the_cli_is_the_package_sobolev_index_cli():
-    assert sobolev_index.cli.__name__ == "sobolev_index.cli"
-    assert os.path.realpath(os.path.dirname(sobolev_index.cli.__file__)) == \
-        os.path.realpath(CLI_DIR)
+    library = os.path.dirname(os.path.realpath(sobolev_index.__file__))
+    if library == os.path.realpath(os.path.join(REPO_DIR, "sobolev_index")):
+        expected = os.path.join(REPO_DIR, "cli")  # a source tree: the top-level cli/
+    else:
+        expected = os.path.join(library, "cli")  # an installation: the subpackage
+    assert CLI_DIR == os.path.realpath(expected)
     assert isinstance(main, click.Group)
 
 
@@ -92,6 +104,29 @@ def test_every_command_defined_is_registered_on_main():
     for name, command in main.commands.items():
         where = command.callback.__module__
         assert where == f"sobolev_index.cli.{defined[name]}", (name, where)
+
+
+def _command_objects():
+    """{click command object: module name} of every command a module of the
+    package defines (its callback is that module's), imported as users get it."""
+    out = {}
+    for found in pkgutil.iter_modules(sobolev_index.cli.__path__):
+        module = importlib.import_module(f"sobolev_index.cli.{found.name}")
+        for value in vars(module).values():
+            if isinstance(value, click.Command) and value.callback is not None \
+                    and value.callback.__module__ == module.__name__:
+                out[value] = found.name
+    return out
+
+
+def test_every_command_object_is_the_one_registered():
+    # The objects themselves: a command defined in a module but not added
+    # to main, or a second copy registered in its place, fails here.
+    defined = set(_command_objects())
+    assert defined, "no command object found in sobolev_index.cli"
+    registered = set(main.commands.values())
+    assert defined == registered, (
+        sorted(c.name for c in defined - registered), sorted(c.name for c in registered - defined))
 
 
 def test_init_holds_main_only():

@@ -45,9 +45,11 @@ class ShardMovedError(SobolevIndexError):
 KEYS_SHOWN = 50
 
 
-def listed_keys(bad):
-    shown = ", ".join(map(repr, bad[:KEYS_SHOWN]))
-    return shown + (f", ... ({len(bad)} in all)" if len(bad) > KEYS_SHOWN else "")
+def listed_keys(keys, more=""):
+    """The first KEYS_SHOWN of ``keys`` for a message, and how many there
+    are in all when that is more (``more`` added to that count)."""
+    shown = ", ".join(map(repr, keys[:KEYS_SHOWN]))
+    return shown + (f", ... ({len(keys)} in all{more})" if len(keys) > KEYS_SHOWN else "")
 
 
 def write_error(what, committed, failed, n, paths, unknown=()):
@@ -55,9 +57,7 @@ def write_error(what, committed, failed, n, paths, unknown=()):
     error}) failed; ``unknown``: the failed shards whose part may have been
     written (its task may have run, and the shard could not be asked)."""
     reasons = "; ".join(f"shard {i} ({paths[i]}): {exc!r}" for i, exc in sorted(failed.items()))
-    shown = ", ".join(map(repr, committed[:KEYS_SHOWN]))
-    if len(committed) > KEYS_SHOWN:
-        shown += f", ... ({len(committed)} in all; see .committed)"
+    shown = listed_keys(committed, "; see .committed")
     done = "deleted" if what == "delete" else "committed"
     unknown = sorted(i for i in unknown if i in failed
                      and getattr(failed[i], "may_have_run", None) is not False)

@@ -18,13 +18,12 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
 from ..errors import CorruptIndexError, SobolevIndexError
 from ..index import SobolevIndex, storage
+from ..index.arguments import check_positive
 from ..ingest.documents import text_info
 from ..ingest.export import StoredMeasures, export_header, live_documents
 from ..ingest.fill import index_kind
@@ -33,7 +32,7 @@ from ..ingest.pipelines import query_measures as _query_measures
 from ..ingest.recipes import recipe_info
 from ..measures import as_measure_batch
 from . import shards as tasks
-from .manifest import MANIFEST, read_manifest
+from .opening import is_sharded, open_index, settings_holder  # noqa: F401  (named here too)
 from .sharded import ShardedIndex
 
 __all__ = ["is_sharded", "open_index", "connect", "shard_index", "first_shard", "sharded_details",
@@ -42,45 +41,6 @@ __all__ = ["is_sharded", "open_index", "connect", "shard_index", "first_shard", 
 
 def _silent(stage, done, total):
     pass
-
-
-def is_sharded(path):
-    """Whether ``path`` is the directory of a sharded index (it has a
-    manifest); an ordinary index, or anything else, is not."""
-    return os.path.isfile(os.path.join(os.fspath(path), MANIFEST))
-
-
-def open_index(path, mode="r", client=None, timeout=None, check=False, task_timeout=None):
-    """The index at ``path``, single or sharded, opened for reading (``mode``
-    ``"r"``) or writing (``"a"``): a :class:`~sobolev_index.SobolevIndex`, or
-    a :class:`~sobolev_index.ShardedIndex` when ``path`` holds a sharded
-    index's manifest. Both keep the contract of
-    :class:`~sobolev_index.index.base.IndexBase`.
-
-    ``timeout``: seconds a writer waits for the writer lock (None: fail at
-    once if it is held). ``client``: a ``dask.distributed.Client`` on whose
-    workers a sharded index keeps its shards (None: in this process), and
-    ``task_timeout`` the seconds any wait on them may take (None: the
-    default); both only for a sharded index. ``check=True`` hashes every
-    segment of a single index as it opens (see
-    :meth:`SobolevIndex.open`); a sharded index's shards are checked with
-    ``verify()``. A value that does not fit the kind of index raises a
-    ValueError naming it, before anything is opened."""
-    if not is_sharded(path):
-        if client is not None:
-            raise ValueError(f"client is given, but {os.fspath(path)} is not a sharded index "
-                             f"(it has no {MANIFEST}); a single index opens in this process: "
-                             "leave client out")
-        if task_timeout is not None:
-            raise ValueError(f"task_timeout is {task_timeout!r}, but {os.fspath(path)} is not a "
-                             "sharded index (no task runs on Dask for it); leave it out")
-        return SobolevIndex.open(path, mode=mode, timeout=timeout, check=check)
-    if check:
-        raise ValueError(f"check=True hashes the segments of a single index as it opens; "
-                         f"{os.fspath(path)} is a sharded index: check its shards with "
-                         "verify()")
-    bound = {} if task_timeout is None else {"task_timeout": task_timeout}
-    return ShardedIndex.open(path, mode=mode, client=client, timeout=timeout, **bound)
 
 
 def connect(address, timeout=10):
@@ -129,9 +89,7 @@ def shard_index(source, dest, shards, batch_size=1000, progress=None, client=Non
     the words table, None unless text; ``per_shard``: documents in each
     shard).
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:
-        raise ValueError(f"batch_size is {batch_size!r}; expected an integer >= 1")
+    check_positive("batch_size", batch_size)
     dest = os.fspath(dest)
     storage.require_new_directory(dest)
     progress = progress or _silent
@@ -149,10 +107,7 @@ def _split(source, dest, shards, batch_size, progress, client):
     # document is copied (as SobolevIndex.create builds in a sibling): a
     # split killed part-way leaves no sharded index at dest, only the
     # hidden staging directory, which it names.
-    parent = os.path.dirname(os.path.abspath(dest)) or "."
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".sobolev-split-", dir=parent)
-    try:
+    with storage.staged_directory(dest, ".sobolev-split-") as staging:
         with ShardedIndex.create_like(staging, source, shards=shards,
                                       client=client) as sharded:
             if header["meta"] or header["words"] is not None:
@@ -165,14 +120,9 @@ def _split(source, dest, shards, batch_size, progress, client):
             # them (its deleted documents' ids are not given again).
             sharded.reserve_ids(source.next_id)
             per_shard = [shard["documents"] for shard in sharded.info()["shards"]]
+        # Checked again: dest may have been filled meanwhile (an empty
+        # folder there is replaced by the index).
         storage.require_new_directory(dest)
-        if os.path.isdir(dest):
-            os.rmdir(dest)  # the empty folder given: replaced by the index
-        os.rename(staging, dest)
-        storage.fsync_path(parent, directory=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return {"path": os.path.abspath(dest), "shards": len(per_shard), "documents": copied,
             "kind": kind, "words": None if header["words"] is None else len(header["words"]),
             "per_shard": per_shard}
@@ -232,18 +182,6 @@ def first_shard(sharded):
     sharded._check_open()
     with SobolevIndex.open(sharded.shard_paths[0], mode="r") as shard:
         yield shard
-
-
-@contextlib.contextmanager
-def settings_holder(path):
-    """What holds the build settings (kind, text settings, words) of the
-    index at ``path``, opened for reading in this process: the index
-    itself, or shard 0 of a sharded index (every shard has them; the
-    others are not opened)."""
-    if is_sharded(path):
-        path = os.path.join(os.fspath(path), read_manifest(path)["shards"][0])
-    with SobolevIndex.open(path, mode="r") as index:
-        yield index
 
 
 def sharded_details(sharded):

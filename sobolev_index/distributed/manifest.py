@@ -38,8 +38,8 @@ import numpy as np
 from ..errors import CorruptIndexError, NotAnIndexError, UnsupportedFormatError
 from ..index import storage
 from .errors import KEYS_SHOWN, ShardError, listed_keys
+from .opening import MANIFEST
 
-MANIFEST = "manifest.json"
 FORMAT_NAME = "sobolev-index-sharded"
 # 2: document ids are global (version 1 kept the order in sequence.sqlite).
 FORMAT_VERSION = 2

@@ -6,8 +6,11 @@ check keeps keys unique across shards. Document ids are global: each
 document takes the next id of one sequence, committed with it by its shard,
 so ids order the documents as a single index given the same calls orders
 them. A search sends the query batch to every shard (in this process, or as
-tasks on the Dask workers that hold the shards, see ``shards.py``) and
-merges their top k on the client, by distance, ties by id.
+tasks on the Dask workers that hold the shards, see ``shards.py`` and
+``dask_shards.py``) and merges their top k on the client, by distance, ties
+by id. A write sends each shard its part (``writes.py`` settles one that
+failed in some shards); the manifest and its checks are in ``manifest.py``,
+the Gram matrices in ``gram.py``.
 """
 import math
 import os
@@ -28,6 +31,7 @@ from ..graph import Graph
 from ..index import SobolevIndex, storage
 from ..index.arguments import (
     check_room,
+    check_str_keys,
     check_where,
     checked_column,
     checked_ids,
@@ -49,7 +53,7 @@ from ..index.results import (
 from ..measures import MeasureBatch, as_measure_batch
 from . import shards as tasks
 from .dask_shards import DaskShards
-from .errors import ShardError, write_error
+from .errors import ShardError
 from .manifest import (
     check_agrees,
     new_manifest,
@@ -60,6 +64,7 @@ from .manifest import (
     write_manifest,
 )
 from .shards import checked_task_timeout
+from .writes import rows_of, settle
 
 __all__ = ["ShardedIndex"]
 
@@ -284,8 +289,7 @@ class ShardedIndex(IndexBase):
 
     def shard_of(self, key):
         """The shard number that holds (or would hold) ``key``."""
-        if not isinstance(key, str):
-            raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        check_str_keys([key])
         return route(key, self.shards)
 
     def refresh(self):
@@ -438,26 +442,18 @@ class ShardedIndex(IndexBase):
     def _write(self, measures, keys, labels, fields, upsert, ids):
         self._check_writable()
         # The checks against the shards and the write share one bound; the
-        # question of what a failed part committed has its own (_settle).
+        # question of what a failed part committed has its own (settle).
         with self._placement.bounded():
             keys, batch, labels, ids, parts, results = self._write_parts(
                 measures, keys, labels, fields, upsert, ids)
         if not parts:
             return keys
-        n = len(keys)
-        failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
-        if failed:
-            # The failed shards, at their latest commit, say which of the
-            # part's keys are live with this batch's ids and measures.
-            done = {j for i, js in parts.items() if i not in failed for j in js}
-            found, unknown = self._settle(failed, parts, keys, tasks.committed_part, lambda i: (
-                _rows_of(batch, parts[i]), [keys[j] for j in parts[i]],
-                [labels[j] for j in parts[i]], ids[parts[i]]), "committed its part", "committed")
-            done |= found
-            if failed:
-                raise write_error("upsert" if upsert else "add",
-                                   [keys[j] for j in sorted(done)], failed, n,
-                                   self.shard_paths, unknown)
+        # A failed shard, at its latest commit, says which of its part's keys
+        # are live with this batch's ids and measures.
+        settle(self._placement, "upsert" if upsert else "add", results, parts, keys,
+               tasks.committed_part, lambda i: (
+                   rows_of(batch, parts[i]), [keys[j] for j in parts[i]],
+                   [labels[j] for j in parts[i]], ids[parts[i]]), self.shard_paths)
         return keys
 
     def _write_parts(self, measures, keys, labels, fields, upsert, ids):
@@ -493,36 +489,10 @@ class ShardedIndex(IndexBase):
         # unused, and no id is given twice.
         self._next_id = int(ids[-1]) + 1
         results = self._placement.map(tasks.write, {
-            i: (_rows_of(batch, js), [keys[j] for j in js], [labels[j] for j in js],
+            i: (rows_of(batch, js), [keys[j] for j in js], [labels[j] for j in js],
                 [fields[j] for j in js], upsert, ids[js])
             for i, js in parts.items()}, pinned=True)
         return keys, batch, labels, ids, parts, results
-
-    def _settle(self, failed, parts, keys, task, args_of, what, done_word):
-        """After the parts of the ``failed`` shards ({shard: error}) of a write
-        raised: the positions in ``keys`` that those shards did write. A
-        part that raised may still have written (its worker died after the
-        commit and Dask ran the task again, which then failed), so each
-        failed shard is asked, at its latest commit, ``task(shard,
-        *args_of(i))``: which of its part's keys (``parts[i]``, positions)
-        it wrote. A shard that wrote its whole part leaves ``failed``; one
-        that cannot be asked stays in it, with a note saying so. Returns
-        (positions written, the shards that could not be asked)."""
-        checked = self._placement.map(task, {i: args_of(i) for i in failed}, pinned=True)
-        done, unknown = set(), set()
-        for i in list(failed):
-            found = checked[i]
-            if isinstance(found, Exception):
-                add_note(failed[i], f"(whether shard {i} {what} could not be checked: "
-                                    f"{found!r}; taken as not {done_word})")
-                unknown.add(i)
-                continue
-            found = set(found)
-            mine = [j for j in parts[i] if keys[j] in found]
-            done.update(mine)
-            if len(mine) == len(parts[i]):
-                del failed[i]  # done in full: its error came after the commit
-        return done, unknown
 
     def delete(self, keys):
         """Delete documents by key; returns the count. Every key is looked up
@@ -543,19 +513,11 @@ class ShardedIndex(IndexBase):
         with self._placement.bounded():
             results = self._placement.map(tasks.delete, {
                 i: ([keys[j] for j in js],) for i, js in parts.items()}, pinned=True)
-        failed = {i: exc for i, exc in results.items() if isinstance(exc, Exception)}
-        count = sum(result[0] for i, result in results.items() if i not in failed)
-        if failed:
-            # Keys a failed shard no longer has were deleted.
-            done = {j for i, js in parts.items() if i not in failed for j in js}
-            gone, unknown = self._settle(failed, parts, keys, tasks.deleted_part,
-                                         lambda i: ([keys[j] for j in parts[i]],),
-                                         "deleted its keys", "deleted")
-            count += len(gone)
-            done |= gone
-            if failed:
-                raise write_error("delete", [keys[j] for j in sorted(done)], failed,
-                                   len(keys), self.shard_paths, unknown)
+        count = sum(result[0] for result in results.values()
+                    if not isinstance(result, Exception))
+        # Keys a failed shard no longer has were deleted.
+        count += len(settle(self._placement, "delete", results, parts, keys, tasks.deleted_part,
+                            lambda i: ([keys[j] for j in parts[i]],), self.shard_paths))
         return count
 
     def compact(self):
@@ -714,9 +676,7 @@ class ShardedIndex(IndexBase):
 
     def _stored_measures(self, keys):
         """(nodes, masses, label, id) of each stored key, from its shard."""
-        for key in keys:
-            if not isinstance(key, str):
-                raise TypeError(f"key {key!r} is {type(key).__name__}; keys are str")
+        check_str_keys(keys)
         parts = self._by_shard(keys)
         got = self._raise_failed(self._placement.map(
             tasks.stored_measures, {i: ([keys[j] for j in js],) for i, js in parts.items()}),
@@ -771,18 +731,3 @@ class ShardedIndex(IndexBase):
         from .gram import write_distance_matrix
 
         return write_distance_matrix(self, path, keys, p, roots, t, power, chunk)
-
-
-def _rows_of(batch, rows):
-    """The measures ``rows`` of a validated batch, as a batch of their own
-    (not checked again): the same arrays a single index would store."""
-    rows = np.asarray(rows, dtype=np.int64)
-    sizes = np.diff(batch.indptr)[rows]
-    indptr = np.zeros(len(rows) + 1, dtype=batch.indptr.dtype)
-    np.cumsum(sizes, out=indptr[1:])
-    starts = np.asarray(batch.indptr)[rows]
-    take = np.repeat(starts - indptr[:-1], sizes) + np.arange(int(indptr[-1]))
-    return MeasureBatch(indptr=indptr, nodes=batch.nodes[take], masses=batch.masses[take],
-                        row_scale=batch.row_scale[rows])
-
-

@@ -1,17 +1,18 @@
 """Where the shards of a :class:`ShardedIndex` live and how work reaches them.
 
 Every operation on a shard is a module-level function ``task(shard, ...)``
-that runs next to the shard: in this process on a thread (``LocalShards``),
-or on the Dask worker that holds it (``DaskShards``, in ``dask_shards.py``). On Dask, each shard is
-opened inside a task, by path, and the open index stays in that worker's
-memory as the task's result; tasks that use it depend on that future, so the
-scheduler runs them where it is. If the worker dies, the scheduler opens the
-shard again elsewhere from its lineage (the open task) and reruns the tasks
-that needed it; a shard's state is what its directory holds, since every
-write is committed before its task returns. An open HDF5 or SQLite handle is
-never pickled: a shard moved between workers is opened again by path there.
-Every wait of the client is bounded (``DaskShards.bounded``): an operation
-that gets no answer in time raises ShardError, whatever the workers do.
+that runs next to the shard: in this process on a thread (``LocalShards``,
+here), or on the Dask worker that holds it (``DaskShards``, in
+``dask_shards.py``). On Dask, each shard is opened inside a task, by path,
+and the open index stays in that worker's memory as the task's result;
+tasks that use it depend on that future, so the scheduler runs them where
+it is. If the worker dies, the scheduler opens the shard again elsewhere
+from its lineage (the open task) and reruns the tasks that needed it; a
+shard's state is what its directory holds, since every write is committed
+before its task returns. An open HDF5 or SQLite handle is never pickled: a
+shard moved between workers is opened again by path there. Every wait of
+the client is bounded (``DaskShards.bounded``): an operation that gets no
+answer in time raises ShardError, whatever the workers do.
 """
 import contextlib
 import math
@@ -39,7 +40,6 @@ TASK_SECONDS = 600.0
 WORKER_LOCK_SECONDS = 30.0
 
 
-
 # --------------------------------------------------------------------- helpers
 def checked_task_timeout(value):
     """``task_timeout`` as a float: a finite number of seconds > 0 (every
@@ -49,6 +49,7 @@ def checked_task_timeout(value):
         raise ValueError(f"task_timeout is {value!r}; expected a number of seconds > 0 "
                          f"(finite; the default is {TASK_SECONDS:g})")
     return float(value)
+
 
 class Shard:
     """An open shard (``index``, a :class:`SobolevIndex`) and where it is
@@ -394,5 +395,3 @@ class LocalShards:
                 close(shard)
         self.shards = []
         self._pool.shutdown(wait=True)
-
-

@@ -206,7 +206,6 @@ class IndexBase(abc.ABC):
         return knn_graph_of(self, k, p, include_self, roots, batch, n_threads, progress,
                             mismatch, advice)
 
-
     def neighbours(self, keys, k=None, p=None, roots=None, n_threads=None):
         """The k nearest other documents of stored documents.
 
@@ -310,6 +309,7 @@ class IndexBase(abc.ABC):
             out.append({"keys": [keys[i] for i in rows],
                         "edges": [(keys[i], keys[j], d) for d, i, j in group_edges]})
         return out
+
 
 def knn_graph_width(k, n, include_self):
     """Entries per row of a k-NN graph of n documents: k, capped at the

@@ -10,7 +10,7 @@ reach the top k; at p = inf it reads every row's dense values instead,
 which bound S_inf from below.
 
 This module knows nothing of files or SQLite: ``storage.py`` writes and reads
-the arrays, ``search.py`` decides which segments to search and with what.
+the arrays, ``query.py`` decides which segments to search and with what.
 """
 import math
 import threading

@@ -216,8 +216,8 @@ class Query:
         if isinstance(queries, str) or (
                 isinstance(queries, (list, tuple)) and queries and
                 all(isinstance(q, str) for q in queries)):
-            return [self.snap.features(queries if not isinstance(queries, str) else [queries], root=r)
-                    for r in positions]
+            keys = [queries] if isinstance(queries, str) else queries
+            return [self.snap.features(keys, root=r) for r in positions]
         batch = as_measure_batch(queries, n_nodes=self.snap.graph.n_nodes)
         if len(batch) == 0:
             raise InvalidMeasureError("no queries were given")
@@ -267,7 +267,9 @@ class Query:
                 mask &= keep
             absent = sorted(map(repr, wanted - present))
             if absent:
-                # Most often a typo: say so rather than return nothing silently.
+                # Most often a typo: say so rather than return nothing
+                # silently. The warning names the caller of SobolevIndex.search,
+                # above Query.search, plan and search_scope.
                 warnings.warn(f"no live document has the label {', '.join(absent)}",
                               UserWarning, stacklevel=6)
         if "keys" in where:
@@ -298,7 +300,8 @@ class Query:
                 [np.asarray(scope.masks[s], dtype=bool) for s in searched]
                 or [np.zeros(0, dtype=bool)]).view(np.uint8)
         values, segs, rows, docs, stats = inverted.search(
-            [self.snap.segments[s].inverted_file(self.snap.trees, self.snap.edge_weight) for s in searched],
+            [self.snap.segments[s].inverted_file(self.snap.trees, self.snap.edge_weight)
+             for s in searched],
             scope.mask, queries, positions, eta, 0 if k is None else k, p, self.snap.trees,
             n_threads=n_threads, bound=bound, limit=k is not None, timing=timing)
         found = []
@@ -426,8 +429,8 @@ class Query:
         if other_keys is not None:
             other_keys = [other_keys] if isinstance(other_keys, str) else list(other_keys)
             FY = [self.snap.features(other_keys, root=r) for r in positions]
-        return pairwise_sobolev(FX, FY, trees=[self.snap.trees[r] for r in positions], p=p, eta=eta,
-                                n_threads=n_threads)
+        return pairwise_sobolev(FX, FY, trees=[self.snap.trees[r] for r in positions], p=p,
+                                eta=eta, n_threads=n_threads)
 
     def gram(self, keys=None, labels=None, p=None, roots=None, t=None, power=False,
              n_threads=None):
@@ -452,7 +455,6 @@ class Query:
                                     n_threads=n_threads)
         row_labels = [self.snap.get(k)["label"] for k in chosen]
         return matrix, chosen, row_labels
-
 
 
 @dataclass
@@ -513,6 +515,7 @@ def _kernel_bound(radius, p, n_roots):
         bound = 5e-324  # radius ** p underflowed; only 0 can then be within it
     return bound
 
+
 class _SearchScope:
     """What a search may return: per segment, a mask of the rows
     (``masks``); the positions of the segments with any such row
@@ -526,12 +529,14 @@ class _SearchScope:
         self.mask = mask
         self.n_rows = sum(int(np.count_nonzero(masks[s])) for s in searched)
 
+
 class _FeatureRows(NamedTuple):
     """Feature rows as plain CSR arrays, with the shape of the matrix."""
     indptr: np.ndarray
     indices: np.ndarray
     data: np.ndarray
     shape: tuple
+
 
 class _TopK:
     """The k best (distance, doc id) pairs seen so far (all of them for k

@@ -176,7 +176,6 @@ def own_key_first(query_keys, keys, distances, labels, ids, width, stored_of):
         ids[q].insert(0, int(doc_id))
 
 
-
 def padded(rows, width):
     """Rows of different lengths as one array, ``width`` wide, padded with inf."""
     out = np.full((len(rows), width), np.inf)

@@ -235,9 +235,11 @@ class Snapshot:
         return set(self.catalog.live_documents([k for k in keys if isinstance(k, str)]))
 
     def __contains__(self, key):
+        """Whether ``key`` is a live document (``key in index``)."""
         return isinstance(key, str) and bool(self.catalog.live_documents([key]))
 
     def locate(self, key):
+        """(doc id, segment, row) of ``key`` (see locate_many)."""
         return self.locate_many([key])[0]
 
     def locate_many(self, keys):

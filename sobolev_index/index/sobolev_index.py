@@ -68,8 +68,9 @@ class SobolevIndex(IndexBase):
             raise
 
     def _load(self):
-        # The unlisted-segments warning of a first load is raised four calls
-        # down from the caller of open() (snapshot.Snapshot._warn_unlisted).
+        # The unlisted-segments warning of a first load names the caller of
+        # open(): Snapshot._warn_unlisted's stacklevel counts open, _opened,
+        # __init__, this method and Snapshot.load between them.
         if self._writer is not None:
             self._writer.prepare()
         self._snap.load()
@@ -82,10 +83,11 @@ class SobolevIndex(IndexBase):
     trees = property(lambda self: self._snap.trees, doc="One shortest-path tree per root.")
     generation = property(lambda self: self._snap.generation,
                           doc="A number that grows whenever the contents change.")
-    # For the layers and tests that look inside the snapshot.
+    # For the code that looks inside the snapshot (recover.py, the
+    # reliability bench and tests): the catalog, the segments, and the edge
+    # weights their inverted files take.
     _catalog = property(lambda self: self._snap.catalog)
     _segments = property(lambda self: self._snap.segments)
-    _meta = property(lambda self: self._snap.meta)
     _edge_weight = property(lambda self: self._snap.edge_weight)
 
     # ------------------------------------------------------------ lifecycle
@@ -251,7 +253,7 @@ class SobolevIndex(IndexBase):
 
     def __contains__(self, key):
         self._check_open()
-        return isinstance(key, str) and bool(self._snap.catalog.live_documents([key]))
+        return key in self._snap
 
     def existing_keys(self, keys):
         """The set of those of ``keys`` that are live documents: one look-up

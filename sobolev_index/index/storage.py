@@ -26,7 +26,7 @@ committed: temporary files, and the files of segments a merge replaced,
 which that merge's commit lists in ``meta.retired_files``.
 
 This module reads and writes files; the SQL is in ``catalog.py``, and what
-the arrays mean for search in ``inverted.py`` and ``search.py``.
+the arrays mean for search in ``inverted.py`` and ``query.py``.
 """
 import contextlib
 import datetime as _dt

@@ -135,8 +135,8 @@ class Writer:
             records=[storage.segment_record(keys[i], labels[i], fields_json[i], now)
                      for i in range(n)],
         )
-        data.inverted = inverted.build(data.features, self.snap.graph.n_nodes, self.snap.edge_weight,
-                                       self.snap.p, self.snap.trees)
+        data.inverted = inverted.build(data.features, self.snap.graph.n_nodes,
+                                       self.snap.edge_weight, self.snap.p, self.snap.trees)
         segment_id = self.new_segment_id()
         row_of = np.arange(n)
         nnz = data.nnz
@@ -158,8 +158,8 @@ class Writer:
                 for i in range(n)
             ]
             next_ids = {"next_doc_id": int(doc_ids[-1]) + 1, "next_segment_id": segment_id + 1}
-            self.snap.catalog.commit_segment(segment_row, documents, [r[0] for r in replaced],
-                                         next_ids)
+            self.snap.catalog.commit_segment(segment_row, documents,
+                                             [r[0] for r in replaced], next_ids)
         except BaseException:
             self.after_failed_commit(segment_id, [file])
             raise
@@ -257,7 +257,8 @@ class Writer:
         for segment in segments:
             if segment.id in checksums:  # else the check against the catalog below fails
                 try:
-                    storage.check_segment_checksum(self.snap.path, segment.file, checksums[segment.id])
+                    storage.check_segment_checksum(self.snap.path, segment.file,
+                                                   checksums[segment.id])
                 except FileNotFoundError:
                     raise CorruptIndexError(
                         f"segment file {segment.file} is missing although the catalog lists it; "
@@ -285,17 +286,17 @@ class Writer:
             data = _concat_rows(parts, order, self.snap.trees)
             kept = self.snap.catalog.records_by_id(data.doc_ids.tolist())  # with added_at
             data.records = [storage.segment_record(*kept[int(i)]) for i in data.doc_ids]
-            data.inverted = inverted.build(data.features, self.snap.graph.n_nodes, self.snap.edge_weight,
-                                           self.snap.p, self.snap.trees)
+            data.inverted = inverted.build(data.features, self.snap.graph.n_nodes,
+                                           self.snap.edge_weight, self.snap.p, self.snap.trees)
             nnz = data.nnz
             file, checksum, nbytes, claim = storage.write_segment(self.snap.path, segment_id, data)
         else:
             file, claim = None, storage.SegmentClaim()
-        # As in _write: from the write to the end of the commit, an exception
+        # As in write: from the write to the end of the commit, an exception
         # removes the new file unless the commit landed.
         try:
             if file is not None:
-                # Mapped from the file from here on, as in _write.
+                # Mapped from the file from here on, as in write.
                 data = storage.read_segment(self.snap.path, file, len(self.snap.roots))
                 segment_row = {"id": segment_id, "file": file, "rows": data.rows,
                                "nnz": nnz, "bytes": nbytes, "checksum": checksum,
@@ -307,7 +308,7 @@ class Writer:
             self.snap.catalog.replace_segments(old_ids, segment_row, moved, dropped, next_ids)
         except BaseException:
             self.after_failed_commit(segment_id, [] if file is None else [file],
-                                      landed_if_gone=old_ids)
+                                     landed_if_gone=old_ids)
             raise
         finally:
             claim.release()
@@ -351,7 +352,7 @@ class Writer:
         if log == done:
             safe |= set(retired)
         self.retire_marks = [(files, mark) for files, mark in marks
-                              if not set(files) <= safe]
+                             if not set(files) <= safe]
         doomed = [name for name in retired if name in safe]
         if not doomed:
             return

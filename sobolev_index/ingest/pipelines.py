@@ -178,7 +178,7 @@ def read_files(index, files, *, corpus_format="auto", encoding=DEFAULT_ENCODING,
     holds its settings is then opened for reading (for a sharded index,
     shard 0 only) and closed again."""
     if isinstance(index, (str, os.PathLike)):
-        from ..distributed.files import settings_holder
+        from ..distributed.opening import settings_holder
 
         with settings_holder(index) as holder:
             return read_files(holder, files, corpus_format=corpus_format, encoding=encoding,
