@@ -56,7 +56,7 @@ def test_the_cli_is_the_package_sobolev_index_cli():
     assert isinstance(main, click.Group)
 
 
-def test_the_console_script_runs_cli_main():
+def test_the_console_script_runs_cli_main(tmp_path):
     module, function = _console_script().split(":")
     assert callable(getattr(importlib.import_module(module), function))
     # In a child, as the installed script runs: sobolev_index.cli.main is
@@ -68,8 +68,11 @@ def test_the_console_script_runs_cli_main():
             f"script.{function}()\n"
             f"assert called == [{{'prog_name': 'sobolev-index'}}], called\n"
             f"print('ran main')\n")
+    # Run from a neutral folder: from the checkout's root, ``python -c``
+    # would import the source tree, whose compiled modules an installation
+    # does not build in place.
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ran main"
 
