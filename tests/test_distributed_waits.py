@@ -6,11 +6,11 @@ hangs.
 
 The cluster is a LocalCluster of two worker processes of one thread each,
 whose workers (and the workers their nannies start again after a kill)
-load a preload module that delays the search (or write) of each shard by
-the number of seconds in a file, while the file exists: a search as slow
-as a test needs, on the restarted workers too. Each test runs the operation in a thread and
-joins it with a timeout, so that a hang fails the test instead of stalling
-the run.
+load a preload module (_support/children/delayed_shards.py) that delays the
+search (or write) of each shard by the number of seconds in a file, while
+the file exists: a search as slow as a test needs, on the restarted workers
+too. Each test runs the operation in a thread and joins it with a timeout,
+so that a hang fails the test instead of stalling the run.
 """
 import math
 import os
@@ -29,6 +29,7 @@ distributed = pytest.importorskip(
 from _support.expected import RefModel, check_topk, expected_dists  # noqa: E402
 from _support.graphs import random_graph  # noqa: E402
 from _support.measures import random_measures  # noqa: E402
+from _support.processes import SHARD_DELAY_ENV, child_script  # noqa: E402
 
 from sobolev_index.distributed import (  # noqa: E402
     ShardedIndex,
@@ -45,34 +46,6 @@ BOUND = 30.0
 # start): a hang is any longer.
 SLACK = 10.0
 
-PRELOAD = '''\
-"""Delays the search of every shard by the seconds written in {delay!r},
-and its write by those in {delay!r} + ".write", while the file exists (a
-Dask worker preload)."""
-import time
-
-from sobolev_index.distributed import shards
-
-
-def _delayed(real, path):
-    def task(*args, **kwargs):
-        try:
-            with open(path) as f:
-                time.sleep(float(f.read()))
-        except (FileNotFoundError, ValueError):
-            pass
-        return real(*args, **kwargs)
-    task.delayed = True
-    return task
-
-
-# Once per process, however often the module is imported. search_in_turn
-# (a k-NN search of the shards on one worker) calls search for each shard.
-if not getattr(shards.search, "delayed", False):
-    shards.search = _delayed(shards.search, {delay!r})
-    shards.write = _delayed(shards.write, {delay!r} + ".write")
-'''
-
 
 @pytest.fixture(scope="module")
 def slow_cluster(tmp_path_factory):
@@ -82,15 +55,13 @@ def slow_cluster(tmp_path_factory):
     import dask
     from distributed import Client, LocalCluster
 
-    folder = tmp_path_factory.mktemp("preload")
-    delay = str(folder / "delay")
-    preload = folder / "delay_search_tasks.py"
-    preload.write_text(PRELOAD.format(delay=delay))
+    delay = str(tmp_path_factory.mktemp("preload") / "delay")
     # As tests/_support/cluster.py: a killed worker's nanny gets 120 s to
     # start a new one on a loaded machine.
     with dask.config.set({"distributed.deploy.lost-worker-timeout": "120s"}), \
             LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                         dashboard_address=":0", preload=[str(preload)]) as local, \
+                         dashboard_address=":0", preload=[child_script("delayed_shards.py")],
+                         env={SHARD_DELAY_ENV: delay}) as local, \
             Client(local) as client:
         yield client, delay
 

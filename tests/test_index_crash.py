@@ -11,10 +11,6 @@ compact()), at least 20 times.  After every kill:
 
 import os
 import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 
 import numpy as np
@@ -22,7 +18,7 @@ import pytest
 from _support.graphs import pick_roots, random_graph
 from _support.index import batch_keys, batch_measures
 from _support.measures import assert_csr_identical
-from _support.processes import child_env, child_script
+from _support.processes import LineChild, child_script
 
 from sobolev_index import SobolevIndex, pairwise_sobolev
 
@@ -32,51 +28,9 @@ MAX_SIZE = 24
 TIME_BUDGET = 80.0  # seconds; the kill count is a hard minimum regardless
 
 
-class Child:
+def _writer(path, start):
     """A crash_writer.py process whose stdout lines are collected by a thread."""
-
-    def __init__(self, path, start):
-        self.proc = subprocess.Popen(
-            [sys.executable, child_script("crash_writer.py"), str(path), str(start),
-             str(COMPACT_EVERY), str(MAX_SIZE)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
-        )
-        self.lines = []
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cond:
-                self.lines.append(line.strip())
-                self.cond.notify_all()
-        with self.cond:
-            self.lines.append("<EOF>")
-            self.cond.notify_all()
-
-    def wait_for(self, prefix, timeout, after=0):
-        """Index of the first line starting with prefix at position >= after."""
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for i in range(after, len(self.lines)):
-                    if self.lines[i].startswith(prefix):
-                        return i
-                    if self.lines[i] == "<EOF>":
-                        return None
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self.cond.wait(left)
-
-    def kill(self):
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        self.reader.join(timeout=30)
-        err = self.proc.stderr.read()
-        self.proc.stderr.close()
-        return err
+    return LineChild([child_script("crash_writer.py"), path, start, COMPACT_EVERY, MAX_SIZE])
 
 
 def _parse(lines):
@@ -161,7 +115,7 @@ def test_sigkill_writer_many_times(tmp_path):
     orphans_seen = 0
     t0 = time.monotonic()
     while kills < N_KILLS or (kills_in_compact < 5 and time.monotonic() - t0 < TIME_BUDGET):
-        child = Child(path, next_batch)
+        child = _writer(path, next_batch)
         ready = child.wait_for("READY", timeout=60)
         if ready is None:
             err = child.kill()
@@ -179,12 +133,12 @@ def test_sigkill_writer_many_times(tmp_path):
                 time.sleep(rng.uniform(0.0, 0.01))
         err = child.kill()
         kills += 1
-        lines = list(child.lines)
-        assert "<EOF>" in lines
+        lines = child.text()
+        assert child.ended()
         if "Traceback" in err:
             pytest.fail(f"writer raised before being killed (kill #{kills}):\n{err}")
         # where did the kill land (by the last line printed)?
-        last = [ln for ln in lines if ln != "<EOF>"][-1]
+        last = lines[-1]
         if last.startswith("COMPACT "):
             kills_in_compact += 1
         elif last.startswith("START "):

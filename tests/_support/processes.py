@@ -1,15 +1,23 @@
-"""Child processes: the environment they run in and the scripts in ``children/``.
+"""Child processes: the environment they run in, the scripts in ``children/``
+and :class:`LineChild`, which follows a child's line protocol.
 
 A child must import the very ``sobolev_index`` this process tests and the
 test helpers (``_support``, ``reference``): :func:`child_env` puts the
 directory of both on ``PYTHONPATH``, so no script edits ``sys.path``.
+
+The reliability bench (``bench/reliability/``) runs the same children with
+these helpers, so that a child exists once.
 """
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
-from _support import TESTS_DIR
+from _support import REPO_DIR, TESTS_DIR
 
 CHILDREN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "children")
 
@@ -48,6 +56,18 @@ def child_env(**extra):
     return env
 
 
+def repo_child_env(**extra):
+    """:func:`child_env` with the repository's root last on PYTHONPATH, so
+    that a child can run ``python -m bench.reliability`` (the root holds
+    ``bench/``) while ``sobolev_index`` still comes from where this process
+    imported it (an entry before the root)."""
+    env = child_env(**extra)
+    entries = env["PYTHONPATH"].split(os.pathsep)
+    if REPO_DIR not in entries:
+        env["PYTHONPATH"] = os.pathsep.join(entries + [REPO_DIR])
+    return env
+
+
 def run_python(code_or_script, args=(), env=None, timeout=120, script=False, cwd=None):
     """Run ``python -c CODE`` (or ``python SCRIPT`` when ``script``) with ``args``;
     returns the CompletedProcess with text stdout and stderr."""
@@ -61,6 +81,8 @@ def run_python(code_or_script, args=(), env=None, timeout=120, script=False, cwd
 
 
 SERIAL_THRESHOLD_ENV = "SOBOLEV_TEST_SERIAL_THRESHOLD"
+# The delay file of the Dask worker preload children/delayed_shards.py.
+SHARD_DELAY_ENV = "SOBOLEV_TEST_SHARD_DELAY"
 
 
 def serial_threshold_from_env():
@@ -84,3 +106,89 @@ def stop_process(proc, timeout=20):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class LineChild:
+    """``python ARGV...`` whose stdout lines a thread collects, each with the
+    time it arrived, so that a parent can wait for a protocol line and act
+    right after it (kill the child, start a reader).
+
+    stdin is a pipe: closing it (:meth:`finish`) ends children that wait on
+    it, such as ``hold_writer.py`` with SECONDS < 0. stderr is collected by a
+    second thread, so that a chatty child never blocks on a full pipe.
+    ``lines`` holds (time, text) pairs and ends with "<EOF>" once stdout is
+    closed.
+    """
+
+    def __init__(self, argv, env=None, cwd=None):
+        self.proc = subprocess.Popen([sys.executable, *map(str, argv)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     errors="replace", env=env or child_env(), cwd=cwd)
+        self.lines = []
+        self.cond = threading.Condition()
+        self._err = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self._err_reader = threading.Thread(target=self._err.extend, args=(self.proc.stderr,),
+                                            daemon=True)
+        self._err_reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append((time.monotonic(), line.strip()))
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append((time.monotonic(), "<EOF>"))
+            self.cond.notify_all()
+
+    def wait_for(self, prefix, timeout, after=0):
+        """Index of the first line at position >= ``after`` that starts with
+        ``prefix``; None after ``timeout`` seconds or at the end of stdout."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for i in range(after, len(self.lines)):
+                    if self.lines[i][1].startswith(prefix):
+                        return i
+                    if self.lines[i][1] == "<EOF>":
+                        return None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(left)
+
+    def text(self):
+        """The lines so far, without their times and the "<EOF>" mark."""
+        with self.cond:
+            return [text for _, text in self.lines if text != "<EOF>"]
+
+    def ended(self):
+        """Whether stdout has been read to its end."""
+        with self.cond:
+            return bool(self.lines) and self.lines[-1][1] == "<EOF>"
+
+    def stderr(self):
+        """What the child wrote to stderr (all of it once the child is gone)."""
+        if self.proc.poll() is not None:
+            self._err_reader.join(timeout=30)
+        return "".join(self._err)
+
+    def kill(self):
+        """SIGKILL the child, wait for it and its stdout; returns its stderr."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=60)
+        self.wait_for("<EOF>", 30)
+        return self.stderr()
+
+    def finish(self, timeout=120):
+        """Close stdin and wait for the child to end (killed after
+        ``timeout`` seconds); returns its exit status."""
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.wait_for("<EOF>", 30)
+        return self.proc.returncode

@@ -3,8 +3,11 @@
 usage: python concurrent_writer.py INDEX START_BATCH DURATION COMPACT_EVERY
 (run with the environment of _support.processes.child_env)
 
-stdout: "READY n", then "ACK b n" after each add (n = live count after it),
-"COMPACTED b" after each compact, "DONE" at the end.
+stdout: "READY n", then "ACK b n s" after each add (n = live count after it,
+s = segments after it: fewer than before means the size tiers merged),
+"COMPACTED b" after each compact, "DONE" at the end. With a COMPACT_EVERY
+that is never reached and $SOBOLEV_TEST_BATCH_MAX=1, every add is one
+document and the only merges are the size tiers'.
 """
 
 import sys
@@ -25,7 +28,7 @@ def main():
         while time.monotonic() < deadline:
             keys = idx.add(batch_measures(b, n_nodes), keys=batch_keys(b))
             assert keys == batch_keys(b)
-            say(f"ACK {b} {len(idx)}")
+            say(f"ACK {b} {len(idx)} {len(idx.segments)}")
             b += 1
             if b % every == 0:
                 idx.compact()

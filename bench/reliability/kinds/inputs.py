@@ -6,11 +6,7 @@ on a FIFO nobody writes must not keep other writers out.
 ``kind_input_rules(run)``: keys that are neither strings nor integers, and
 NUL characters in texts, keys and labels, must be one clear error that
 leaves the index as it was; integer keys are stored as their decimal text.
-
-Imports only the package and the standard library (plus NumPy), so that
-``bench/reliability.py`` can register the kinds without a cycle.
 """
-import hashlib
 import json
 import os
 import random
@@ -21,6 +17,9 @@ import threading
 import time
 
 import numpy as np
+
+from ..harness import cli_error_lines
+from ..indexes import file_hashes
 
 WORDS = ["river", "water", "boat", "fish", "stone", "bridge", "music", "song", "drum", "piano",
          "voice", "choir", "code", "file", "line", "read", "write", "parse"]
@@ -82,22 +81,6 @@ def _fifo_feeding(path, data):
     thread = threading.Thread(target=feed, daemon=True)
     thread.start()
     return thread
-
-
-def _tree_digest(path):
-    digest = hashlib.sha256()
-    for folder, dirs, files in sorted(os.walk(path)):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(folder, name)
-            # SQLite's shared-memory file, and an empty log a reader leaves
-            # behind, are not content.
-            if name.endswith("-shm") or (name.endswith("-wal") and not os.path.getsize(full)):
-                continue
-            digest.update(os.path.relpath(full, path).encode())
-            with open(full, "rb") as handle:
-                digest.update(handle.read())
-    return digest.hexdigest()
 
 
 def _comparable(stdout):
@@ -291,14 +274,14 @@ def kind_input_rules(run):
     for i, (record, named) in enumerate(run.subset(BAD_RECORDS, 3)):
         index = os.path.join(folder, f"bad-{i}")
         shutil.copytree(template, index)
-        before = _tree_digest(index)
+        before = file_hashes(index)
         path = os.path.join(folder, f"bad-{i}.jsonl")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(record + "\n")
         status, out, err, _ = run.cli(["add", index, path, "--silent"])
-        lines = [line for line in err.splitlines() if line.startswith("Error:")]
+        lines = cli_error_lines(err)
         if status == 1 and len(lines) == 1 and named in lines[0] and "line 1" in lines[0] \
-                and _tree_digest(index) == before and "Traceback" not in err:
+                and file_hashes(index) == before and "Traceback" not in err:
             bad.add("one clear error, nothing written", record)
         elif status == 0:
             bad.add("accepted", f"{record}: {out[-200:]}")
@@ -310,7 +293,7 @@ def kind_input_rules(run):
             handle.write(record + "\n")
         new = os.path.join(folder, f"bad-points-{i}")
         status, out, err, _ = run.cli(["build", new, "--points", path, "--silent"])
-        lines = [line for line in err.splitlines() if line.startswith("Error:")]
+        lines = cli_error_lines(err)
         if status == 1 and len(lines) == 1 and named in lines[0] and not os.path.exists(new):
             bad.add("one clear error, nothing written", record)
         else:

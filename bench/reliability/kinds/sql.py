@@ -1,35 +1,104 @@
-"""Hostile SQL on an index's catalog, for bench/reliability.py: the kind
-``sql-limits`` (:func:`kind_sql_limits`).
+"""SQL on an index's catalog: runaway queries stopped by their time limit
+(the kind ``sql-timeout``), and hostile statements (``sql-limits``).
 
-Each statement is sent through three paths to a 3,000-document index:
-the API (``run_query(..., timeout=1)``) and the web view's SQL page
-(Datasette's client, ``sql_time_limit_ms`` 1,000), both in a child
-process (so that a statement that crashes the process costs that trial,
-not the run), and the command line (``sobolev-index sql INDEX QUERY
---timeout 1``). A trial is "refused clearly" (one error, fast, that names
-the function or the limit), "stopped in time" (one error saying which
-limit, within the limit and SLACK), or one of the failures: "ran" (no
-error), "slow" (its answer came late), "unclear error", "crash" (the
-process died, a traceback, a server error) or "hang".
-
-bench/reliability.py registers :func:`kind_sql_limits`; this module
-imports only the package and the standard library.
+``sql-limits`` sends each statement through three paths to a 3,000-document
+index: the API (``run_query(..., timeout=1)``) and the web view's SQL page
+(Datasette's client, ``sql_time_limit_ms`` 1,000), both in a child process
+(so that a statement that crashes the process costs that trial, not the
+run), and the command line (``sobolev-index sql INDEX QUERY --timeout 1``).
+A trial is "refused clearly" (one error, fast, that names the function or
+the limit), "stopped in time" (one error saying which limit, within the
+limit and SLACK), or one of the failures: "ran" (no error), "slow" (its
+answer came late), "unclear error", "crash" (the process died, a traceback,
+a server error) or "hang".
 """
-import hashlib
-import json
 import os
 import re
-import select
 import subprocess
-import sys
-import tempfile
 import time
 
+from ..harness import cli_error_lines, describe, run_cli, run_task
+from ..indexes import copy_index, file_hashes
+
+# The time limit of sql-limits (sql-timeout tries several).
 LIMIT = 1.0        # seconds: --timeout, timeout=, sql_time_limit_ms
 SLACK = 0.5        # seconds a refusal or a stop may come after the limit
 CLI_START = 1.5    # seconds the command line adds (starting Python, opening the index)
 TRIAL_TIMEOUT = 60.0
 WORK_BUDGET = 1_000_000  # max_work / max_sql_work of the work-budget statements
+
+
+# ============================================================== sql-timeout
+SQL_QUERIES = {
+    "5-way cross join (count)":
+        "SELECT count(*) FROM documents a, documents b, documents c, documents d, documents e",
+    "3-way cross join (rows streamed)": "SELECT a.key, b.key FROM documents a, documents b, documents c",
+    "sobolev_distance over a cross join":
+        "SELECT sum(sobolev_distance(a.key, b.key, 2)) FROM documents a, documents b, documents c",
+    "sobolev_knn (k = 1000, p = inf) per row":
+        "SELECT count(sobolev_knn(a.key, 1000, 'inf')) FROM documents a, documents b",
+}
+
+
+def trial_sql(spec, ctx):
+    from sobolev_index import SobolevIndex, SobolevIndexError
+    from sobolev_index.index.sql import iter_query
+
+    cache = ctx["cache"]
+    if "reader" not in cache:
+        cache["reader"] = SobolevIndex.open(ctx["template"])
+    index = cache["reader"]
+    limit = spec["timeout"]
+    started = time.monotonic()
+    try:
+        _, rows = iter_query(index, SQL_QUERIES[spec["query"]], timeout=limit)
+        for _ in rows:
+            pass
+        error = None
+    except Exception as exc:
+        error = exc
+    elapsed = time.monotonic() - started
+    what = f"{spec['query']}, limit {limit:g} s: stopped after {elapsed:.2f} s"
+    if error is None:
+        return "finished (the limit was not tested)", what
+    if not isinstance(error, SobolevIndexError) or "longer than" not in str(error):
+        return f"wrong error: {type(error).__name__}", f"{what}: {describe(error)}"
+    if elapsed > limit + SLACK:
+        return "stopped late", what
+    return "one clear error in time", what
+
+
+def kind_sql(run):
+    """Runaway SQL queries with a time limit (API and CLI)."""
+    row = run.row("sql-timeout", "sql-timeout", "Runaway SQL query",
+                  "`iter_query(..., timeout=T)` and `sql --timeout T` on a 3,000-document index, "
+                  "T in {timeouts} s: {queries}",
+                  f"one SobolevIndexError ('ran longer than T s'; CLI: one 'Error:' line) within "
+                  f"T + {SLACK} s (CLI: + {CLI_START:g} s for starting Python and opening the index)",
+                  ["one clear error in time"])
+    started = time.monotonic()
+    template = run.template("sql")
+    timeouts = run.subset([0.25, 0.5, 1.0, 2.0], 1)
+    queries = run.subset(SQL_QUERIES, 2)
+    row.injection = row.injection.format(timeouts=", ".join(map(str, timeouts)),
+                                         queries="; ".join(queries))
+    specs = [{"row": row.id, "query": q, "timeout": t} for q in queries for t in timeouts]
+    run_task(run, "sql", specs, [row], {"template": template})
+    for query in run.subset(list(SQL_QUERIES), 2):
+        limit = timeouts[-1]
+        status, out, err, seconds = run_cli(["sql", template, SQL_QUERIES[query], "--timeout", limit],
+                                            cwd=run.workdir, timeout=120)
+        lines = cli_error_lines(err)
+        what = f"CLI {query}, limit {limit:g} s: exit {status} after {seconds:.2f} s"
+        if status == 1 and len(lines) == 1 and "longer than" in lines[0] and "Traceback" not in err:
+            row.add("one clear error in time" if seconds <= limit + SLACK + CLI_START
+                    else "stopped late", what)
+        else:
+            row.add("CLI: not one clear error", f"{what}: {err[-300:]}")
+    run.finish([row], started)
+
+
+# ============================================================== sql-limits
 
 _NAMED = r"function \S+ is not allowed in read-only queries"
 _VALUE = r"at most [\d,]+ bytes"
@@ -114,154 +183,67 @@ ROWS = {
 OK_OUTCOMES = ("refused clearly", "stopped in time")
 
 
-# ---------------------------------------------------------------- the index
-def build_index(path, seed):
-    """3,000 documents on 200 nodes, 2 roots, with labels and fields: big
-    enough that the S_p functions over every document run for tens of
-    seconds."""
-    import numpy as np
-
-    from sobolev_index import Graph, SobolevIndex
-
-    rng = np.random.default_rng([seed, 200])
-    graph = Graph.from_points(rng.normal(size=(1200, 3)), n_nodes=200, edges="log", seed=seed)
-    with SobolevIndex.create(path, graph, roots=2, seed=seed) as index:
-        for part in range(3):
-            measures = []
-            for _ in range(1000):
-                k = int(rng.integers(1, 21))
-                measures.append((rng.integers(200, size=k).astype(np.int64),
-                                 rng.uniform(0.05, 1.0, size=k)))
-            index.add(measures, keys=[f"s{part}-{i}" for i in range(1000)],
-                      labels=[f"l{i % 3}" for i in range(1000)],
-                      fields=[{"text": f"document {part}-{i}"} for i in range(1000)])
-
-
-def _hashes(path):
-    """sha256 of every file under ``path`` but SQLite's -shm and an empty -wal."""
-    out = {}
-    for root, _, files in os.walk(path):
-        for name in files:
-            full = os.path.join(root, name)
-            if name.endswith("-shm") or (name.endswith("-wal") and os.path.getsize(full) == 0):
-                continue
-            with open(full, "rb") as handle:
-                out[os.path.relpath(full, path)] = hashlib.sha256(handle.read()).hexdigest()
-    return out
-
-
-# -------------------------------------------------------- API and web child
-def _child(index_path, specs_path, start):
-    """Run the specs of ``specs_path`` (JSON lines) from number ``start``:
-    print ``BEGIN i`` before each and ``RESULT {...}`` after it."""
-    import asyncio
+# -------------------------------------------------------- API and web (in a child)
+def _send(spec, cache):
+    """Run one statement through the API or the web view's SQL page:
+    {"kind": "ok", "error", "wrong error" or "crash", "message", "seconds"}."""
     import urllib.parse
 
-    from sobolev_index import SobolevIndex, SobolevIndexError
+    from sobolev_index import SobolevIndexError
     from sobolev_index.index.sql import run_query
 
-    reader = SobolevIndex.open(index_path)
-    loop = asyncio.new_event_loop()
-    sites = {}
-
-    def site(max_work):
-        if max_work not in sites:
-            from sobolev_index.web import make_datasette
-
-            # (the keyword only when a budget is asked for: releases without
-            # one can be measured too)
-            ds = make_datasette(index_path, name="ix",
-                                settings={"sql_time_limit_ms": int(LIMIT * 1000)},
-                                **({"max_sql_work": max_work} if max_work else {}))
-            loop.run_until_complete(ds.invoke_startup())
-            sites[max_work] = ds
-        return sites[max_work]
-
-    with open(specs_path, encoding="utf-8") as handle:
-        specs = [json.loads(line) for line in handle]
-    for i in range(start, len(specs)):
-        spec = specs[i]
-        print(f"BEGIN {i}", flush=True)
-        started = time.monotonic()
-        try:
-            if spec["path"] == "api":
-                run_query(reader, spec["sql"], timeout=LIMIT,
-                          **({"max_work": spec["max_work"]} if spec["max_work"] else {}))
+    started = time.monotonic()
+    try:
+        if spec["path"] == "api":
+            run_query(cache["reader"], spec["sql"], timeout=LIMIT,
+                      **({"max_work": spec["max_work"]} if spec["max_work"] else {}))
+            kind, message = "ok", ""
+        else:
+            ds = _site(cache, spec["max_work"])
+            response = cache["loop"].run_until_complete(ds.client.get(
+                "/ix.json?" + urllib.parse.urlencode({"sql": spec["sql"]})))
+            if response.status_code == 200:
                 kind, message = "ok", ""
+            elif response.status_code == 400:
+                kind, message = "error", str(response.json().get("error") or "")
             else:
-                ds = site(spec["max_work"])
-                response = loop.run_until_complete(ds.client.get(
-                    "/ix.json?" + urllib.parse.urlencode({"sql": spec["sql"]})))
-                if response.status_code == 200:
-                    kind, message = "ok", ""
-                elif response.status_code == 400:
-                    kind, message = "error", str(response.json().get("error") or "")
-                else:
-                    kind, message = "crash", f"status {response.status_code}: {response.text[:300]}"
-        except SobolevIndexError as exc:
-            kind, message = "error", str(exc)
-        except Exception as exc:  # noqa: BLE001 - reported as the trial's outcome
-            kind, message = "wrong error", f"{type(exc).__name__}: {exc}"
-        seconds = time.monotonic() - started
-        print("RESULT " + json.dumps({"kind": kind, "message": message[:2000],
-                                      "seconds": seconds}), flush=True)
+                kind, message = "crash", f"status {response.status_code}: {response.text[:300]}"
+    except SobolevIndexError as exc:
+        kind, message = "error", str(exc)
+    except Exception as exc:  # noqa: BLE001 - reported as the trial's outcome
+        kind, message = "wrong error", f"{type(exc).__name__}: {exc}"
+    return {"kind": kind, "message": message[:2000], "seconds": time.monotonic() - started}
 
 
-def _run_child(run, index_path, specs):
-    """Results of ``specs`` run by children of this module, in order; a
-    child that dies or stops answering costs that trial, and the next
-    child goes on from the one after."""
-    work = run.dir("sql-limits-jobs")
-    specs_path = os.path.join(work, f"specs-{time.monotonic_ns()}.jsonl")
-    with open(specs_path, "w", encoding="utf-8") as handle:
-        for spec in specs:
-            handle.write(json.dumps(spec) + "\n")
-    results = [None] * len(specs)
-    start = 0
-    while start < len(specs):
-        with tempfile.TemporaryFile() as stderr:
-            proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--child", index_path, specs_path,
-                 str(start)], stdout=subprocess.PIPE, stderr=stderr, env=run.env(), cwd=work)
-            # The child's start counts towards its first trial's time.
-            current, deadline, pending = None, time.monotonic() + TRIAL_TIMEOUT * 2, b""
-            try:
-                while start < len(specs):
-                    if b"\n" not in pending:
-                        ready, _, _ = select.select([proc.stdout], [], [],
-                                                    max(0.0, deadline - time.monotonic()))
-                        chunk = os.read(proc.stdout.fileno(), 65536) if ready else None
-                        if chunk is None:
-                            at = current if current is not None else start
-                            results[at] = {"kind": "hang", "seconds": TRIAL_TIMEOUT,
-                                           "message": f"no answer in {TRIAL_TIMEOUT:g} s"}
-                            start = at + 1
-                            break
-                        if not chunk:
-                            stderr.seek(0)
-                            tail = stderr.read().decode("utf-8", "replace")[-300:]
-                            at = current if current is not None else start
-                            results[at] = {"kind": "crash", "seconds": 0.0, "message":
-                                           f"the child died (status {proc.wait()}): {tail}"}
-                            start = at + 1
-                            break
-                        pending += chunk
-                        continue
-                    line, pending = pending.split(b"\n", 1)
-                    line = line.decode("utf-8", "replace")
-                    if line.startswith("BEGIN "):
-                        current = int(line.split()[1])
-                        deadline = time.monotonic() + TRIAL_TIMEOUT
-                    elif line.startswith("RESULT "):
-                        results[current] = json.loads(line[len("RESULT "):])
-                        start, current = current + 1, None
-                        deadline = time.monotonic() + TRIAL_TIMEOUT
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait()
-                proc.stdout.close()
-    return results
+def _site(cache, max_work):
+    """The web view of the index (one per work budget), started once per child."""
+    sites = cache.setdefault("sites", {})
+    if max_work not in sites:
+        from sobolev_index.web import make_datasette
+
+        # (the keyword only when a budget is asked for: releases without
+        # one can be measured too)
+        ds = make_datasette(cache["path"], name="ix",
+                            settings={"sql_time_limit_ms": int(LIMIT * 1000)},
+                            **({"max_sql_work": max_work} if max_work else {}))
+        cache["loop"].run_until_complete(ds.invoke_startup())
+        sites[max_work] = ds
+    return sites[max_work]
+
+
+def trial_sql_limits(spec, ctx):
+    """One statement through the API or the web view (task "sql-limits")."""
+    import asyncio
+
+    from sobolev_index import SobolevIndex
+
+    cache = ctx["cache"]
+    if "reader" not in cache:
+        cache.update(path=ctx["index"], reader=SobolevIndex.open(ctx["index"]),
+                     loop=asyncio.new_event_loop())
+    result = _send(spec, cache)
+    return (_outcome(result, spec["pattern"], LIMIT + SLACK),
+            f"{spec['path']}, {spec['name']}: {result['seconds']:.2f} s: {result['message'][:200]}")
 
 
 # ------------------------------------------------------------------ outcomes
@@ -284,7 +266,7 @@ def _outcome(result, pattern, late):
 
 
 def _cli_result(status, stderr, seconds):
-    lines = [line for line in stderr.splitlines() if line.startswith("Error:")]
+    lines = cli_error_lines(stderr)
     if status == 0:
         return {"kind": "ok", "message": "", "seconds": seconds}
     if status == 1 and len(lines) == 1 and "Traceback" not in stderr:
@@ -296,11 +278,9 @@ def kind_sql_limits(run):
     """Hostile SQL through the API, the web view's SQL page and `sql`."""
     started = time.monotonic()
     work = run.dir("sql-limits")
-    index_path = os.path.join(work, "ix")
-    if not os.path.exists(index_path):
-        build_index(index_path, run.seed)
+    index_path = copy_index(run.template("sql"), os.path.join(work, "ix"))
     attached = os.path.join(work, "attached.db")
-    before = _hashes(index_path)
+    before = file_hashes(index_path)
 
     chosen = {}
     for statement in STATEMENTS:
@@ -325,14 +305,12 @@ def kind_sql_limits(run):
             budget = budget[0] if budget else None
             for path in paths.split():
                 trials.append((group, name, sql, pattern, path, budget))
-    in_child = [t for t in trials if t[4] != "cli"]
+    in_child = [{"row": rows[group].id, "name": name, "sql": sql, "pattern": pattern,
+                 "path": path, "max_work": budget}
+                for group, name, sql, pattern, path, budget in trials if path != "cli"]
     run.log(f"  sql-limits: {len(in_child)} statements through the API and the web view")
-    results = _run_child(run, index_path, [{"path": path, "sql": sql, "max_work": budget}
-                                           for _, _, sql, _, path, budget in in_child])
-    for (group, name, _, pattern, path, _), result in zip(in_child, results):
-        outcome = _outcome(result, pattern, LIMIT + SLACK)
-        rows[group].add(outcome, f"{path}, {name}: {result['seconds']:.2f} s: "
-                                 f"{result['message'][:200]}")
+    run_task(run, "sql-limits", in_child, list(rows.values()), {"index": index_path},
+             timeout=TRIAL_TIMEOUT)
     # Each costs a Python start: --quick keeps one per row.
     on_cli = run.subset([t for t in trials if t[4] == "cli"], len(ROWS))
     run.log(f"  sql-limits: {len(on_cli)} statements through `sobolev-index sql`")
@@ -348,12 +326,7 @@ def kind_sql_limits(run):
         outcome = _outcome(result, pattern, LIMIT + SLACK + CLI_START)
         rows[group].add(outcome, f"cli, {name}: {seconds:.2f} s: {result['message'][:200]}")
 
-    if _hashes(index_path) != before or os.path.exists(attached):
+    if file_hashes(index_path) != before or os.path.exists(attached):
         rows["writes"].add("index or another file written",
                            "the index's files changed, or ATTACH made a file")
     run.finish(list(rows.values()), started)
-    return list(rows.values())
-
-
-if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--child":
-    _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -1,22 +1,24 @@
-"""Reliability trials of a sharded index on Dask whose workers die: one kind
-for ``bench/reliability.py``, ``kind_shard_waits``.
+"""A sharded index on Dask whose workers die (the kind ``dask-kill``).
 
 A LocalCluster of two worker processes (one thread each, restarted by their
 nannies when killed) holds the three shards of a small sharded index. A
-worker preload slows the search of each shard by a set time while a file
-exists, on the restarted workers too, so that a k-NN search lasts long
-enough to be hit. Both workers are SIGKILLed, during a search or idle just
-before one, and the search's outcome is compared with a single index given
-the same documents. The promise: the exact result, or a ShardError naming
-the shards within ``task_timeout``; never a hang, a wrong result, or
-another error.
+worker preload (the test-suite's ``children/delayed_shards.py``) slows the
+search of each shard by a set time while a file exists, on the restarted
+workers too, so that a k-NN search lasts long enough to be hit. Both
+workers are SIGKILLed, during a search or idle just before one, and the
+search's outcome is compared with a single index given the same documents.
+The promise: the exact result, or a ShardError naming the shards within
+``task_timeout``; never a hang, a wrong result, or another error.
 """
 import os
 import random
 import shutil
-import signal
 import threading
 import time
+
+from _support.processes import SHARD_DELAY_ENV, child_script
+
+from ..faults import sigkill_all
 
 # Seconds each shard's search sleeps during a trial: a worker holding two of
 # the three shards answers after about twice as long.
@@ -29,31 +31,6 @@ K = 7
 N_NODES = 40
 DOCUMENTS = 80
 SHARDS = 3
-
-PRELOAD = '''\
-"""Delays the search of every shard by the seconds written in {delay!r},
-while that file exists (a Dask worker preload)."""
-import time
-
-from sobolev_index.distributed import shards
-
-
-def _delayed(real):
-    def task(*args, **kwargs):
-        try:
-            with open({delay!r}) as f:
-                time.sleep(float(f.read()))
-        except (FileNotFoundError, ValueError):
-            pass
-        return real(*args, **kwargs)
-    task.delayed = True
-    return task
-
-
-if not getattr(shards.search, "delayed", False):
-    shards.search = _delayed(shards.search)
-'''
-
 
 def _corpus(seed):
     """A connected graph of N_NODES nodes (each edge once) and DOCUMENTS
@@ -83,11 +60,7 @@ def _same(got, want):
 
 def _kill_all(client, pause, rng):
     """SIGKILL every worker process, ``pause`` seconds (at most) apart."""
-    pids = list(client.run(os.getpid).values())
-    for n, pid in enumerate(pids):
-        if n:
-            time.sleep(rng.uniform(0, pause))
-        os.kill(pid, signal.SIGKILL)
+    sigkill_all(list(client.run(os.getpid).values()), pause, rng)
 
 
 def _trial(run, client, path, queries, want, delay, during, rng):
@@ -183,9 +156,6 @@ def kind_shard_waits(run):
                                "sharded one")
         want = single.search(queries, k=K)
     delay = os.path.join(work, "delay")
-    preload = os.path.join(work, "delay_shard_search.py")
-    with open(preload, "w") as f:
-        f.write(PRELOAD.format(delay=delay))
     # Trials alternate between the rows; each costs a kill, the workers'
     # restart and a search (about 5 s on 2 cores).
     trials = 2 if run.quick else max(4, min(8, run.trials // 2))
@@ -195,7 +165,8 @@ def kind_shard_waits(run):
     # default of 15 s can pass on a loaded machine while it starts).
     with dask.config.set({"distributed.deploy.lost-worker-timeout": "120s"}), \
             LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                         dashboard_address=":0", preload=[preload]) as cluster, \
+                         dashboard_address=":0", preload=[child_script("delayed_shards.py")],
+                         env={SHARD_DELAY_ENV: delay}) as cluster, \
             Client(cluster) as client:
         for n in range(trials):
             if n and time.monotonic() - started > budget:
