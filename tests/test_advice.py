@@ -19,6 +19,9 @@ def test_every_piece_of_advice_has_command_line_words():
     assert set(CLI_ADVICE) == set(ADVICE)
     for name, words in CLI_ADVICE.items():
         assert words != ADVICE[name], name
+        # The command line's words name options and commands, never the
+        # Python API's arguments (name=value) or calls (name()).
+        assert not re.search(r"[a-z_]=|\w\(\)", words), (name, words)
 
 
 @pytest.mark.parametrize("name", sorted(ADVICE))

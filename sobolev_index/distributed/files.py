@@ -32,10 +32,9 @@ from ..ingest.pipelines import query_measures as _query_measures
 from ..ingest.recipes import recipe_info
 from ..measures import as_measure_batch
 from . import shards as tasks
-from .opening import is_sharded, open_index, settings_holder  # noqa: F401  (named here too)
 from .sharded import ShardedIndex
 
-__all__ = ["is_sharded", "open_index", "connect", "shard_index", "first_shard", "sharded_details",
+__all__ = ["connect", "shard_index", "first_shard", "sharded_details",
            "query_measures", "add_files"]
 
 

@@ -236,8 +236,9 @@ def root_positions(roots, n_roots):
 
 
 def check_where(where):
-    """``where`` as a single index accepts it (the same messages): a shard
-    with none of the wanted labels does not search, so does not check it."""
+    """ValueError unless ``where`` is None or a dict with 'label' (a value or
+    a list) and/or 'keys' (a list of keys). Checked before any work (a shard
+    of a sharded index with none of the wanted labels does not search)."""
     if where is None:
         return
     if not isinstance(where, dict) or not set(where) <= {"label", "keys"}:

@@ -28,7 +28,6 @@ from .arguments import check_sample_size
 from .base import IndexBase
 from .catalog import Catalog
 from .explain import Explain
-from .merge_policy import MAX_SEGMENT_NNZ, TIER  # noqa: F401  (the policy's figures, named here too)
 from .query import Query
 from .recover import recover_lost
 from .results import SearchResult
@@ -359,7 +358,7 @@ class SobolevIndex(IndexBase):
 
     def compact(self):
         """Drop deleted documents and merge the segments into one; past
-        ``MAX_SEGMENT_NNZ`` nonzero features, merge runs of consecutive
+        ``merge_policy.MAX_SEGMENT_NNZ`` nonzero features, merge runs of consecutive
         segments up to that cap instead (one commit per run)."""
         self._check_writable()
         self._writer.compact()
