@@ -22,6 +22,10 @@ EXTENSIONS = [
     "_pairwise",
     "index._inverted_build",
     "index._inverted_search",
+    # The search units by kind, which _inverted_search runs.
+    "index._search_knn",
+    "index._search_radius",
+    "index._search_max",
 ]
 
 OPENMP_PROBE = textwrap.dedent(

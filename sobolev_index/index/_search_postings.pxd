@@ -1,0 +1,231 @@
+# The posted columns at a finite p, shared by the k-NN and radius units:
+# a query's setup for one unit (its norms, dense values, group norms and
+# where its posting lists enter the unit's rows), and the walk of its
+# posting lists over one chunk of rows, which leaves in sc.acc, per row of
+# the chunk, sum over the shared posted columns c of w_c g(q_c, x_c) (see
+# _inverted_search.pyx).
+from libc.math cimport fabs, fmin, pow
+from libc.stdint cimport uint16_t
+from libc.string cimport memset
+
+from .._powers cimport abs_pow, pth_root
+from .._typedefs cimport float32_t, float64_t, offset_t
+from ._inverted_common cimport BLOCK_ROWS, BLOCK_SHIFT, N_COARSE, float32_max
+from ._search_common cimport (
+    ERR_RTOL, FLUSHED_ATOL_FACTOR, PREFETCH_AHEAD, SI_PREFETCH, Scratch, Search, SegmentView,
+    si_subnormals_flushed,
+)
+
+
+cdef inline void add_min(float64_t* acc, const uint16_t* rows, const float32_t* values,
+                         offset_t e, offset_t e_end, float64_t c, float64_t v) noexcept nogil:
+    """acc[rows[e]] += c min(v, values[e]) for e in e..e_end (p = 1).
+
+    Eight postings per step, loaded four at a time, and one prefetch per
+    stream and step: the loop is bound by its instruction count, not by
+    memory."""
+    cdef float64_t x0, x1, x2, x3
+    while e + 8 <= e_end:
+        SI_PREFETCH(values + e + PREFETCH_AHEAD)
+        SI_PREFETCH(rows + e + PREFETCH_AHEAD)
+        x0 = values[e]
+        x1 = values[e + 1]
+        x2 = values[e + 2]
+        x3 = values[e + 3]
+        acc[rows[e]] += c * (v if v < x0 else x0)
+        acc[rows[e + 1]] += c * (v if v < x1 else x1)
+        acc[rows[e + 2]] += c * (v if v < x2 else x2)
+        acc[rows[e + 3]] += c * (v if v < x3 else x3)
+        x0 = values[e + 4]
+        x1 = values[e + 5]
+        x2 = values[e + 6]
+        x3 = values[e + 7]
+        acc[rows[e + 4]] += c * (v if v < x0 else x0)
+        acc[rows[e + 5]] += c * (v if v < x1 else x1)
+        acc[rows[e + 6]] += c * (v if v < x2 else x2)
+        acc[rows[e + 7]] += c * (v if v < x3 else x3)
+        e = e + 8
+    while e < e_end:
+        x0 = values[e]
+        acc[rows[e]] += c * (v if v < x0 else x0)
+        e = e + 1
+
+
+cdef inline void add_product(float64_t* acc, const uint16_t* rows, const float32_t* values,
+                             offset_t e, offset_t e_end, float64_t c) noexcept nogil:
+    """acc[rows[e]] += c values[e] for e in e..e_end (p = 2)."""
+    while e + 4 <= e_end:
+        SI_PREFETCH(values + e + PREFETCH_AHEAD)
+        SI_PREFETCH(rows + e + PREFETCH_AHEAD)
+        acc[rows[e]] += c * values[e]
+        acc[rows[e + 1]] += c * values[e + 1]
+        acc[rows[e + 2]] += c * values[e + 2]
+        acc[rows[e + 3]] += c * values[e + 3]
+        e = e + 4
+    while e < e_end:
+        acc[rows[e]] += c * values[e]
+        e = e + 1
+
+
+cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* sc,
+                             Py_ssize_t i, Py_ssize_t row_lo) noexcept nogil:
+    """Set up query i for a unit starting at row row_lo: per selected root
+    its posted norm |q|_L and dense norm |q|_H (sc.norms), the part of each
+    row's allowance that depends on the query only (sc.norms too), its
+    dense values (sc.qh), group norms (sc.qg_root) and coarse group norms
+    (sc.qc_root), and where each of its posting lists enters the unit's
+    rows (sc.cursor)."""
+    cdef Py_ssize_t n_cols = sg.n_cols
+    cdef Py_ssize_t s, r, t, h, gg, cg, q_entry
+    cdef int kind = se.kind
+    cdef float64_t p = se.p, v
+    cdef offset_t slot
+    cdef const float64_t* weight = sg.weight
+    # Each unit looks at the mode of the thread that runs it.
+    cdef float64_t atol = se.value_atol * (
+        FLUSHED_ATOL_FACTOR if si_subnormals_flushed() else 1.0)
+    # These reads go to a different place for every column, mostly missing
+    # the cache: asked for all at once first, they wait on memory together
+    # rather than one by one.
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+            slot = r * n_cols + se.q_indices[t]
+            SI_PREFETCH(sg.col_slot + slot)
+            SI_PREFETCH(sg.ptr + slot)
+            if row_lo != 0:
+                SI_PREFETCH(sg.block_start + slot * sg.block_stride + row_lo // sg.block_rows)
+    q_entry = 0
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        sc.norms[3 * s] = 0.0
+        sc.norms[3 * s + 1] = 0.0
+        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+            slot = r * n_cols + se.q_indices[t]
+            h = sg.col_slot[slot]
+            if h >= 0:
+                sc.qh[h] = se.q_data[t]
+            else:
+                sc.norms[3 * s] += weight[slot] * abs_pow(se.q_data[t], p, kind)
+                if row_lo == 0:
+                    sc.cursor[q_entry] = sg.ptr[slot]
+                else:
+                    sc.cursor[q_entry] = sg.block_start[slot * sg.block_stride
+                                                        + row_lo // sg.block_rows]
+                # The list's first postings, for the first chunk.
+                SI_PREFETCH(sg.post_rows + sc.cursor[q_entry])
+                SI_PREFETCH(sg.post_values + sc.cursor[q_entry])
+            q_entry = q_entry + 1
+        for gg in range(sg.root_groups[r], sg.root_groups[r + 1]):
+            v = 0.0
+            for t in range(sg.group_ptr[gg], sg.group_ptr[gg + 1]):
+                h = sg.group_slots[t]
+                v = v + sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind)
+            sc.qg_root[gg] = fmin(pth_root(v, p, kind), float32_max())
+            sc.norms[3 * s + 1] += v
+        for cg in range(N_COARSE):
+            sc.qc_root[s * N_COARSE + cg] = 0.0
+        for h in range(sg.dense_ptr[r], sg.dense_ptr[r + 1]):
+            sc.qc_root[s * N_COARSE + sg.coarse_of[h] - r * N_COARSE] += (
+                sg.dense_weight[h] * abs_pow(sc.qh[h], p, kind))
+        for cg in range(N_COARSE):
+            sc.qc_root[s * N_COARSE + cg] = fmin(
+                pth_root(sc.qc_root[s * N_COARSE + cg], p, kind), float32_max())
+        # The part of the row's allowance that depends on the query only.
+        sc.norms[3 * s + 2] = ((ERR_RTOL + se.value_rtol) * (sc.norms[3 * s] + sc.norms[3 * s + 1])
+                               + atol * (sg.root_weight[r] + N_COARSE
+                                         + sg.root_groups[r + 1] - sg.root_groups[r]))
+
+
+cdef inline Py_ssize_t chunk_end(const Search* se, Py_ssize_t j0, Py_ssize_t row_hi) noexcept nogil:
+    """Where the chunk starting at row j0 ends. Chunks end at multiples of
+    ``chunk`` (a power of two dividing the BLOCK_ROWS-row blocks of the
+    posting offsets): none spans two blocks."""
+    cdef Py_ssize_t j1 = (j0 // se.chunk + 1) * se.chunk
+    return row_hi if j1 > row_hi else j1
+
+
+cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* sc,
+                              Py_ssize_t i, Py_ssize_t row_lo, Py_ssize_t j0,
+                              Py_ssize_t j1) noexcept nogil:
+    """Walk query i's posting lists over rows j0..j1 of a unit starting at
+    row_lo (from sc.cursor, which moves on): sc.acc[s * chunk + j - j0]
+    holds sum w_c g(q_c, x_c) over the posted columns of selected root s
+    shared by the query and row j. The posting streams are prefetched:
+    short lists restart often, and the hardware prefetcher alone leaves
+    the loop waiting on memory."""
+    cdef Py_ssize_t chunk = se.chunk, n_cols = sg.n_cols
+    cdef Py_ssize_t s, r, t, q_entry, block_base, at, limit
+    cdef bint new_block, chunk_ends
+    cdef int kind = se.kind
+    cdef float64_t p = se.p, v, c, x
+    cdef offset_t e, e_end, e_stop, slot
+    cdef float64_t* acc = sc.acc
+    cdef const uint16_t* post_rows = sg.post_rows
+    cdef const float32_t* post_values = sg.post_values
+    cdef const float64_t* weight = sg.weight
+    q_entry = 0
+    block_base = (j0 >> BLOCK_SHIFT) << BLOCK_SHIFT
+    new_block = j0 == row_lo or j0 == block_base
+    limit = j1 - block_base
+    # Where each list leaves the chunk is known when the chunk ends at the
+    # segment's end, its block's end or a table boundary.
+    chunk_ends = (j1 == sg.n_rows or j1 == block_base + BLOCK_ROWS
+                  or (sg.block_start != NULL and j1 % sg.block_rows == 0))
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        memset(&acc[s * chunk], 0, (j1 - j0) * sizeof(float64_t))
+        # Row j of this chunk is acc[at + j - block_base].
+        at = s * chunk + block_base - j0
+        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+            slot = r * n_cols + se.q_indices[t]
+            if sg.col_slot[slot] < 0:
+                v = se.q_data[t]
+                e = sc.cursor[q_entry]
+                # Stop at the first row >= j1: by its offset within the
+                # block, and at the block's last posting (offsets start
+                # again at 0 in the next block).
+                if new_block:
+                    e_end = sg.ptr[slot + 1]
+                    if block_base + BLOCK_ROWS < sg.n_rows:
+                        e_end = sg.block_start[slot * sg.block_stride
+                                               + (block_base + BLOCK_ROWS) // sg.block_rows]
+                    sc.cursor_end[q_entry] = e_end
+                e_end = sc.cursor_end[q_entry]
+                if kind != 2 and chunk_ends:
+                    # The list's end within the chunk is in the table: the
+                    # loop then tests nothing but its count.
+                    e_stop = e_end
+                    if j1 < block_base + BLOCK_ROWS and j1 < sg.n_rows:
+                        e_stop = sg.block_start[slot * sg.block_stride + j1 // sg.block_rows]
+                    if kind == 0:
+                        add_min(acc + at, post_rows, post_values, e, e_stop,
+                                2.0 * weight[slot], v)
+                    else:
+                        add_product(acc + at, post_rows, post_values, e, e_stop,
+                                    2.0 * weight[slot] * v)
+                    e = e_stop
+                elif kind == 0:
+                    c = 2.0 * weight[slot]
+                    while e < e_end and post_rows[e] < limit:
+                        SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
+                        SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
+                        x = post_values[e]
+                        acc[at + post_rows[e]] += c * (v if v < x else x)
+                        e = e + 1
+                elif kind == 1:
+                    c = 2.0 * weight[slot] * v
+                    while e < e_end and post_rows[e] < limit:
+                        SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
+                        SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
+                        acc[at + post_rows[e]] += c * post_values[e]
+                        e = e + 1
+                else:
+                    c = pow(v, p)
+                    while e < e_end and post_rows[e] < limit:
+                        x = post_values[e]
+                        acc[at + post_rows[e]] += weight[slot] * (
+                            c + pow(x, p) - pow(fabs(v - x), p))
+                        e = e + 1
+                sc.cursor[q_entry] = e
+            q_entry = q_entry + 1
