@@ -338,9 +338,10 @@ def search_segments(
     else:
         unit = knn_unit
 
-    scratch_mem = _lay_out_scratch(n_workers, n_sel, k, chunk, max_dense, max_groups,
-                                   _max_entries(q_indptr, n_q, n_sel),
-                                   max(4 * k, min_candidates), &scratch_base, &per_thread)
+    # Owns the scratch memory that scratch_base points into, until the call returns.
+    _scratch_owner = _lay_out_scratch(n_workers, n_sel, k, chunk, max_dense, max_groups,
+                                      _max_entries(q_indptr, n_q, n_sel),
+                                      max(4 * k, min_candidates), &scratch_base, &per_thread)
     # One cache line per query, which the query's units lower as they
     # find results: a line two threads write would move between their
     # cores on every write. A radius search's bound for the query is its
