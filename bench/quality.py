@@ -457,19 +457,25 @@ def evaluate(rows, labels, split_list, processes):
 
 
 # ---------------------------------------------------------------------- cost
+def topic_measures(n, threads):
+    """The synthetic topic corpus of bench/ with the recipe's graph recipe
+    (10,000 nodes, 5 nearest-node edges): (graph, n measures on its nodes)."""
+    from _common import synthetic_corpus
+
+    graph, indptr, words, counts, _, _ = synthetic_corpus(
+        n, n_topics=20, seed=1, edges="knn", k=5, n_threads=threads)
+    nodes = graph.assignment[words]
+    return graph, [(nodes[indptr[i]:indptr[i + 1]], counts[indptr[i]:indptr[i + 1]])
+                   for i in range(n)]
+
+
 def root_cost(threads):
     """Single-query latency and disk per document, 1 against 10 roots, on
     the synthetic topic corpus at N = COST_N with the recipe's graph recipe
     (10,000 nodes, 5 nearest-node edges)."""
-    from _common import synthetic_corpus
-
     from sobolev_index import SobolevIndex
 
-    graph, indptr, words, counts, _, _ = synthetic_corpus(
-        COST_N + COST_QUERIES, n_topics=20, seed=1, edges="knn", k=5, n_threads=threads)
-    nodes = graph.assignment[words]
-    measures = [(nodes[indptr[i]:indptr[i + 1]], counts[indptr[i]:indptr[i + 1]])
-                for i in range(COST_N + COST_QUERIES)]
+    graph, measures = topic_measures(COST_N + COST_QUERIES, threads)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for roots in (1, ROOTS):

@@ -59,72 +59,65 @@ SEEDS = (0, 1, 2)
 
 
 # -------------------------------------------------------------------- rules
-def disagreeing_roots(graph, n, seed=0):
-    """The central node, then greedily the candidate whose tree shares the
-    fewest (undirected) edges with the union of the chosen trees."""
-    first, _ = graph.roots(1, strategy="center", seed=seed, on_violation="perturb")
-    chosen = [int(first[0])]
+def _tree(graph, node, seed):
+    return graph.tree(node, on_violation="perturb", seed=seed)
 
+
+def _central(graph, seed):
+    first, _ = graph.roots(1, strategy="center", seed=seed, on_violation="perturb")
+    return int(first[0])
+
+
+def _greedy_roots(graph, n, seed, start, cost, add):
+    """The central node, then each next root the one of ``POOL`` random
+    candidates of least ``cost(state, tree)`` (the first on ties), where
+    ``state = start(tree)`` of the first root and ``add(state, tree)`` adds
+    a root's tree to it."""
+    chosen = [_central(graph, seed)]
+    state = start(_tree(graph, chosen[0], seed))
+    rng = np.random.default_rng(seed)
+    pool = [int(x) for x in rng.permutation(graph.n_nodes)[:POOL + n] if int(x) not in chosen]
+    while len(chosen) < n:
+        best = min((node for node in pool if node not in chosen),
+                   key=lambda node: cost(state, _tree(graph, node, seed)))
+        chosen.append(best)
+        state = add(state, _tree(graph, best, seed))
+    return np.asarray(chosen, dtype=np.int64)
+
+
+def disagreeing_roots(graph, n, seed=0):
+    """Greedily the candidate whose tree shares the fewest (undirected)
+    edges with the union of the chosen trees."""
     def edges(tree):
         v = np.flatnonzero(tree.parent >= 0)
         u = tree.parent[v]
         return np.minimum(u, v) * graph.n_nodes + np.maximum(u, v)
 
-    union = edges(graph.tree(chosen[0], on_violation="perturb", seed=seed))
-    rng = np.random.default_rng(seed)
-    pool = [int(x) for x in rng.permutation(graph.n_nodes)[:POOL + n] if int(x) not in chosen]
-    while len(chosen) < n:
-        best, best_shared = None, None
-        for node in pool:
-            if node in chosen:
-                continue
-            shared = int(np.isin(edges(graph.tree(node, on_violation="perturb", seed=seed)),
-                                 union).sum())
-            if best_shared is None or shared < best_shared:
-                best, best_shared = node, shared
-        chosen.append(best)
-        union = np.union1d(union, edges(graph.tree(best, on_violation="perturb", seed=seed)))
-    return np.asarray(chosen, dtype=np.int64)
+    return _greedy_roots(graph, n, seed, edges,
+                         lambda union, tree: int(np.isin(edges(tree), union).sum()),
+                         lambda union, tree: np.union1d(union, edges(tree)))
+
+
+def medoid_roots(graph, n, seed=0):
+    """Greedy k-medoids over the graph's nodes: the candidate that most
+    lowers the sum over nodes of the shortest-path distance to the nearest
+    root (roots in dense parts of the graph, not at its outskirts as
+    farthest-point sampling puts them)."""
+    return _greedy_roots(graph, n, seed, lambda tree: tree.distance.copy(),
+                         lambda nearest, tree: float(np.minimum(nearest, tree.distance).sum()),
+                         lambda nearest, tree: np.minimum(nearest, tree.distance))
 
 
 def spread_roots(graph, n, seed=0):
     """Farthest-point sampling along shortest paths: the central node, then
     each next root the node farthest from the roots chosen so far (the
     lowest id among equals)."""
-    first, _ = graph.roots(1, strategy="center", seed=seed, on_violation="perturb")
-    chosen = [int(first[0])]
-    nearest = graph.tree(chosen[0], on_violation="perturb", seed=seed).distance.copy()
+    chosen = [_central(graph, seed)]
+    nearest = _tree(graph, chosen[0], seed).distance.copy()
     while len(chosen) < n:
         nearest[chosen] = -np.inf
         chosen.append(int(np.argmax(nearest)))
-        np.minimum(nearest, graph.tree(chosen[-1], on_violation="perturb", seed=seed).distance,
-                   out=nearest)
-    return np.asarray(chosen, dtype=np.int64)
-
-
-def medoid_roots(graph, n, seed=0):
-    """Greedy k-medoids over the graph's nodes: the central node, then each
-    next root the one of ``POOL`` random candidates that most lowers the
-    sum over nodes of the shortest-path distance to the nearest root (roots
-    in dense parts of the graph, not at its outskirts as farthest-point
-    sampling puts them)."""
-    first, _ = graph.roots(1, strategy="center", seed=seed, on_violation="perturb")
-    chosen = [int(first[0])]
-    nearest = graph.tree(chosen[0], on_violation="perturb", seed=seed).distance.copy()
-    rng = np.random.default_rng(seed)
-    pool = [int(x) for x in rng.permutation(graph.n_nodes)[:POOL + n] if int(x) not in chosen]
-    while len(chosen) < n:
-        best, best_sum = None, None
-        for node in pool:
-            if node in chosen:
-                continue
-            total = float(np.minimum(
-                nearest, graph.tree(node, on_violation="perturb", seed=seed).distance).sum())
-            if best_sum is None or total < best_sum:
-                best, best_sum = node, total
-        chosen.append(best)
-        np.minimum(nearest, graph.tree(best, on_violation="perturb", seed=seed).distance,
-                   out=nearest)
+        np.minimum(nearest, _tree(graph, chosen[-1], seed).distance, out=nearest)
     return np.asarray(chosen, dtype=np.int64)
 
 
@@ -253,18 +246,13 @@ def orbit_study(stored, counts, rules, threads, processes, n_splits, per_class):
 def cost_study(counts, rules, threads, n, n_queries=50):
     """Per rule and R: single and batched query latency, bytes per document
     and nonzero features per document per root, on the topic corpus."""
-    from _common import synthetic_corpus
-
     from sobolev_index import SobolevIndex
+    from sobolev_index.distances import sliced_pairwise
+    from sobolev_index.graph import normalise_eta
 
-    graph, indptr, words, masses, _, _ = synthetic_corpus(
-        n + n_queries, n_topics=20, seed=1, edges="knn", k=5, n_threads=threads)
-    nodes = graph.assignment[words]
-    measures = [(nodes[indptr[i]:indptr[i + 1]], masses[indptr[i]:indptr[i + 1]])
-                for i in range(n + n_queries)]
+    graph, measures = quality.topic_measures(n + n_queries, threads)
     queries = measures[n:]
     out = {}
-    reference = {}
     rows = [("center, R=1", "center", 1, 0)] + [
         (f"{rule}, R={r}", rule, r, 0) for r in counts if r > 1
         for rule in rules]
@@ -298,9 +286,6 @@ def cost_study(counts, rules, threads, n, n_queries=50):
                        for d, _, files in os.walk(path) for f in files)
             # Exactness: the index's k-th distances against brute force over
             # the same roots' trees.
-            from sobolev_index.distances import sliced_pairwise
-            from sobolev_index.graph import normalise_eta
-
             trees = graph.trees(chosen, on_violation="perturb")
             probe = queries[:5]
             sample = measures[:n]
@@ -312,7 +297,6 @@ def cost_study(counts, rules, threads, n, n_queries=50):
             worst = float(np.max(np.abs(got - brute) / np.maximum(brute, 1e-300)))
             if worst > 1e-9:
                 raise SystemExit(f"{row}: index and brute force differ by {worst:.3g} relative")
-            reference[row] = worst
             out[row] = {"single_ms": 1000 * float(np.median(single)),
                         "batched_ms": 1000 * batched, "bytes_per_document": size / n,
                         "nnz_per_document_per_root": float(nnz), "build_seconds": build,

@@ -35,22 +35,6 @@ cdef inline float64_t low_part(const Search* se, const SegmentView* sg, const Sc
     return sc.norms[3 * s] + sg.x_low[at] - sc.acc[s * se.chunk + j - sc.j0]
 
 
-cdef inline float64_t bound_norm(const Search* se, const SegmentView* sg, const Scratch* sc,
-                                 Py_ssize_t j) noexcept nogil:
-    """Lower bound from the dense part's coarse group norms."""
-    cdef Py_ssize_t s, c
-    cdef float64_t total = 0.0, err, part
-    cdef const float32_t* x_coarse
-    for s in range(se.n_sel):
-        part = low_part(se, sg, sc, s, j, &err) - err
-        x_coarse = sg.x_coarse + se.positions[s] * N_COARSE * sg.n_rows + j
-        for c in range(N_COARSE):
-            part = part + abs_pow(sc.qc_root[s * N_COARSE + c] - x_coarse[c * sg.n_rows],
-                                  se.p, se.kind)
-        total = combine(se, s, total, part)
-    return total
-
-
 cdef inline void prefetch_row(const float32_t* row, Py_ssize_t n) noexcept nogil:
     """Ask for every cache line of row[0:n]."""
     cdef Py_ssize_t h
@@ -63,11 +47,12 @@ cdef inline void prefetch_row(const float32_t* row, Py_ssize_t n) noexcept nogil
 
 cdef inline void _bound_rows_by_root(const Search* se, const SegmentView* sg, const Scratch* sc,
                                      Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
-    """bound_norm of rows j0..j1 with several roots, one root at a time:
-    each pass reads a handful of row arrays in order, where a pass over
-    the rows reading every root's arrays at once follows more streams than
-    the hardware prefetches. The same operations in the same order as
-    bound_norm, so the same bits."""
+    """bound_rows with several roots, one root at a time: per root s, the
+    root's D_L (low_part) less its allowance, plus the coarse group norms'
+    terms, added to the row's total by combine. Each pass reads a handful
+    of row arrays in order; a pass over the rows that read every root's
+    arrays at once would follow more streams than the hardware
+    prefetches."""
     cdef Py_ssize_t j, s, c, r, n = j1 - j0
     cdef float64_t* bounds = sc.bounds
     cdef const uint8_t* mask = sg.mask + j0
@@ -102,9 +87,10 @@ cdef inline void _bound_rows_by_root(const Search* se, const SegmentView* sg, co
 
 cdef inline void bound_rows(const Search* se, const SegmentView* sg, const Scratch* sc,
                             Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
-    """bound_norm of rows j0..j1 into sc.bounds (inf for rows not to be
-    returned). With one root this is a flat loop over row arrays that the
-    compiler can vectorise: it runs for every row."""
+    """The cheapest lower bound of rows j0..j1, from the posted part and
+    the dense part's coarse group norms, into sc.bounds (inf for rows not
+    to be returned). With one root this is a flat loop over row arrays
+    that the compiler can vectorise: it runs for every row."""
     cdef Py_ssize_t j, n = j1 - j0
     cdef Py_ssize_t base = se.positions[0] * sg.n_rows + j0
     cdef const float64_t* x_low = sg.x_low + base
