@@ -180,6 +180,12 @@ def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
     ("group_labels", "out-of-range"),
     ("coarse_labels", "out-of-range"),
     ("group_labels", "missing-one"),
+    ("slot_list", "out-of-range"),
+    ("slot_list", "negative"),
+    ("slot_list", "wrong-shape"),
+    ("slot_list", "float"),
+    ("slot_list", "missing"),
+    ("slot_list", "dense-column-with-postings"),
 ])
 def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damage):
     # Arrays read from a file reach unchecked loops; a malformed one must be
@@ -205,6 +211,16 @@ def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damag
             arrays["ptr"][5] = arrays["ptr"][6] + 1
         elif damage == "wrong-shape":
             arrays[array] = arrays[array][:-1]
+        elif damage == "missing":
+            del arrays[array]
+        elif damage == "dense-column-with-postings":
+            # A dense column's slot made to read a list with postings.
+            dense_slot = int(arrays["dense_columns"][0])
+            arrays[array][dense_slot] = int(np.flatnonzero(np.diff(arrays["ptr"]))[0])
+        elif array == "slot_list" and damage == "out-of-range":
+            arrays[array][7] = len(arrays["ptr"]) - 1
+        elif array == "slot_list" and damage == "negative":
+            arrays[array][7] = -1
         elif damage == "outside-0-1":
             # The float32 rounding allowance holds for edge masses in [0, 1].
             assert arrays[array].size
@@ -338,7 +354,8 @@ def test_a_damaged_posting_list_is_found_when_a_search_reads_it(tmp_path, roots)
     """Posting lists are checked when a search first reads them: a search
     that does not read the damaged list gives the undamaged answer, one
     that reads it raises, and checking every list finds it. With several
-    roots the damaged list is the last root's."""
+    roots the damaged list is one of the last root's, which other slots may
+    share: a search reads it when the query has any of them."""
     rng = np.random.default_rng(5)
     graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=40, seed=1)
     measures = [(rng.choice(40, size=3, replace=False), None) for _ in range(100)]
@@ -348,22 +365,30 @@ def test_a_damaged_posting_list_is_found_when_a_search_reads_it(tmp_path, roots)
         # A posted column of the last root, and queries that avoid it there.
         r = roots - 1
         slots = r * inv.n_cols + np.arange(inv.n_cols)
-        lengths = inv.ptr[slots + 1] - inv.ptr[slots]
+        lists = inv.slot_list[slots]
+        lengths = inv.ptr[lists + 1] - inv.ptr[lists]
         column = int(np.flatnonzero((lengths > 0) & (inv.col_slot[slots] < 0))[-1])
-        features = index.trees[r].features_of(measures)
-        avoiding = [m for m, row in zip(measures, features) if column not in row.indices]
-        reading = [m for m, row in zip(measures, features) if column in row.indices]
+        damaged = int(lists[column])
+        sharing = set(np.flatnonzero(inv.slot_list == damaged).tolist())
+        features = [index.trees[t].features_of(measures) for t in range(roots)]
+
+        def reads(i):
+            return any(t * inv.n_cols + c in sharing
+                       for t in range(roots) for c in features[t][i].indices.tolist())
+
+        avoiding = [m for i, m in enumerate(measures) if not reads(i)]
+        reading = [m for i, m in enumerate(measures) if reads(i)]
         assert avoiding and reading
         before = index.search(avoiding[:5], k=4, p=1)
         segment = index._segments[0]
         arrays = {name: np.array(values) for name, values in segment.data.inverted.items()}
-        arrays["post_values"][inv.ptr[slots[column]]] = 7.5
+        arrays["post_values"][inv.ptr[damaged]] = 7.5
         segment.data.inverted = arrays
         segment._inverted = None
         after = index.search(avoiding[:5], k=4, p=1)
         assert after.keys == before.keys
         assert np.array_equal(after.distances, before.distances)
-        with pytest.raises(CorruptIndexError, match=f"posting list {slots[column]} "):
+        with pytest.raises(CorruptIndexError, match=f"posting list {damaged} "):
             index.search(reading[:1], k=4, p=1)
         with pytest.raises(CorruptIndexError, match="inverted file"):
             segment.inverted_file(index.trees, index._edge_weight).check_lists()
@@ -628,3 +653,83 @@ def test_a_damaged_measure_is_found_when_a_search_rebuilds_it(tmp_path, p, damag
     done = run_python(script)
     assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
     assert "stored measure" in done.stdout and "(row 7)" in done.stdout, done.stdout
+
+
+class _OneDigest:
+    """A stand-in for hashlib whose every digest is the same: every pair of
+    lists is a hash collision."""
+
+    class blake2b:
+        def __init__(self, data, digest_size):
+            pass
+
+        def update(self, data):
+            pass
+
+        def digest(self):
+            return b"same"
+
+
+@pytest.mark.parametrize("colliding", [False, True])
+def test_share_lists_keeps_every_slots_postings(monkeypatch, colliding):
+    """Each slot reads exactly its own postings, equal lists are stored
+    once, list 0 is empty; lists whose hashes collide are compared in full."""
+    if colliding:
+        monkeypatch.setattr(inverted_module, "hashlib", _OneDigest)
+    rng = np.random.default_rng(2)
+    pool = []
+    for _ in range(6):
+        n = int(rng.integers(1, 9))
+        pool.append((np.sort(rng.choice(50, size=n, replace=False)).astype(np.int32),
+                     rng.random(n).astype(np.float32)))
+    # The same rows with other values, and values equal but for one bit.
+    rows, values = pool[0]
+    pool.append((rows, values[::-1].copy()))
+    nudged = values.copy()
+    nudged.view(np.uint32)[0] += 1
+    pool.append((rows, nudged))
+    chosen = [None if rng.random() < 0.2 else int(rng.integers(len(pool))) for _ in range(40)]
+    lists = [pool[c] if c is not None else (np.zeros(0, np.int32), np.zeros(0, np.float32))
+             for c in chosen]
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r, _ in lists], out=ptr[1:])
+    all_rows = np.concatenate([r for r, _ in lists])
+    all_values = np.concatenate([v for _, v in lists])
+
+    slot_list, out_ptr, out_rows, out_values = inverted_module.share_lists(
+        ptr, all_rows, all_values)
+    assert out_ptr[0] == out_ptr[1] == 0
+    for slot, (r, v) in enumerate(lists):
+        lst = slot_list[slot]
+        got_rows = out_rows[out_ptr[lst]:out_ptr[lst + 1]]
+        got_values = out_values[out_ptr[lst]:out_ptr[lst + 1]]
+        assert np.array_equal(got_rows, r)
+        assert np.array_equal(got_values.view(np.uint32), v.view(np.uint32))
+    used = {c for c in chosen if c is not None}
+    assert len(out_ptr) - 2 == len(used)
+
+
+def test_a_slot_reads_its_roots_features_through_a_shared_list(tmp_path):
+    """With several roots most posting lists are shared, and every slot's
+    list holds the rows and values of its root's column, rebuilt from the
+    measures by the tree (not by the inverted file)."""
+    rng = np.random.default_rng(11)
+    graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=60, k=5, edges="knn", seed=2)
+    measures = [(rng.choice(60, size=int(rng.integers(1, 6)), replace=False), None)
+                for _ in range(150)]
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=4, seed=0,
+                             on_violation="perturb") as index:
+        index.add(measures)
+        inv = index._segments[0].inverted_file(index.trees, index._edge_weight)
+        assert len(inv.ptr) - 1 < len(inv.slot_list) // 2
+        for r, tree in enumerate(index.trees):
+            F = tree.features_of(measures).tocsc()
+            for c in range(inv.n_cols):
+                slot = r * inv.n_cols + c
+                if inv.col_slot[slot] >= 0:
+                    continue
+                lst = inv.slot_list[slot]
+                lo, hi = inv.ptr[lst], inv.ptr[lst + 1]
+                column = F[:, c]
+                assert np.array_equal(inv.post_rows[lo:hi], column.indices)
+                assert np.array_equal(inv.post_values[lo:hi], column.data.astype(np.float32))

@@ -1,10 +1,11 @@
-"""Indexes written by an older release (format 2): read as they are, refused
-for writing with a pointer to ``upgrade``, and rewritten by it in format 3
-without losing or changing anything a reader sees.
+"""Indexes written by older releases (formats 2 and 3): read as they are,
+refused for writing with a pointer to ``upgrade``, and rewritten by it in
+the current format without losing or changing anything a reader sees.
 
-``tests/data/index_v2`` was written by the release before format 3 (see
-tests/data/README.md). Expected search results come from ``reference.py``
-on the measures the index returns, not from the index's own search.
+``tests/data/index_v2`` and ``index_v3`` were written by the releases before
+formats 3 and 4 (see tests/data/README.md). Expected search results come
+from ``reference.py`` on the measures the index returns, not from the
+index's own search.
 """
 import json
 import os
@@ -27,18 +28,33 @@ from sobolev_index import (
 )
 from sobolev_index.index import storage
 
-V2_INDEX = Path(__file__).resolve().parent / "data" / "index_v2"
+DATA = Path(__file__).resolve().parent / "data"
 LIVE = 133  # 135 documents, two deleted
+NEW = storage.FORMAT_VERSION
 
 
-@pytest.fixture
-def v2_path(tmp_path):
-    path = tmp_path / "index_v2"
-    shutil.copytree(V2_INDEX, path)
+def _copy(tmp_path, version):
+    path = tmp_path / f"index_v{version}"
+    shutil.copytree(DATA / f"index_v{version}", path)
     # The lock files an index directory has (not kept in tests/data).
     for name in (storage.LOCK_FILE, storage.PIN_FILE, storage.COMMIT_LOCK):
         (path / name).touch()
     return path
+
+
+@pytest.fixture(params=[2, 3], ids=["format-2", "format-3"])
+def old_path(request, tmp_path):
+    """A copy of an index an older release wrote, in format 2 or 3."""
+    return _copy(tmp_path, request.param)
+
+
+@pytest.fixture
+def v2_path(tmp_path):
+    return _copy(tmp_path, 2)
+
+
+def _old_version(path):
+    return int(path.name.rsplit("v", 1)[1])
 
 
 def _segment_versions(path):
@@ -96,10 +112,11 @@ def _assert_search_is_exact(index, contents, p):
         assert nearer <= set(result.keys[i]), (nearer, result.keys[i])
 
 
-def test_a_format_2_index_is_read_as_it_is(v2_path):
-    before = snapshot(str(v2_path))
-    with SobolevIndex.open(v2_path, "r") as index:
-        assert index.info()["format_version"] == 2
+def test_an_older_index_is_read_as_it_is(old_path):
+    version = _old_version(old_path)
+    before = snapshot(str(old_path))
+    with SobolevIndex.open(old_path, "r") as index:
+        assert index.info()["format_version"] == version
         assert index.info()["segments_in_older_format"] == 3
         assert len(index) == LIVE
         assert "d0-003" not in index and "d0-004" in index
@@ -110,45 +127,60 @@ def test_a_format_2_index_is_read_as_it_is(v2_path):
         for p in (1, 2, 3.5, 20, np.inf):
             _assert_search_is_exact(index, contents, p)
         assert index.verify()["ok"]
-    assert_unchanged(before, str(v2_path), "reading a format-2 index")
+    assert_unchanged(before, str(old_path), f"reading a format-{version} index")
 
 
-def test_writing_to_a_format_2_index_is_refused_and_writes_nothing(v2_path):
-    before = snapshot(str(v2_path))
-    with pytest.raises(OlderFormatError, match=r"format version 2.*SobolevIndex.upgrade"):
-        SobolevIndex.open(v2_path, "a")
-    result = run("compact", v2_path, ok=False)
+def test_writing_to_an_older_index_is_refused_and_writes_nothing(old_path):
+    version = _old_version(old_path)
+    before = snapshot(str(old_path))
+    with pytest.raises(OlderFormatError, match=rf"format version {version}.*SobolevIndex.upgrade"):
+        SobolevIndex.open(old_path, "a")
+    result = run("compact", old_path, ok=False)
     assert result.exit_code == 1
     assert "sobolev-index upgrade INDEX" in result.output
     assert "cannot read an upgraded index" in result.output
-    assert_unchanged(before, str(v2_path), "a refused write")
+    assert_unchanged(before, str(old_path), "a refused write")
 
 
-def test_upgrade_rewrites_every_segment_and_keeps_what_readers_see(v2_path):
-    with SobolevIndex.open(v2_path, "r") as index:
+def test_upgrade_rewrites_every_segment_and_keeps_what_readers_see(old_path):
+    version = _old_version(old_path)
+    rng = np.random.default_rng(9)
+    queries = [(rng.choice(48, size=3, replace=False), rng.random(3) + 0.1) for _ in range(8)]
+    with SobolevIndex.open(old_path, "r") as index:
         contents = _contents(index)
-    assert _segment_versions(v2_path) == [2, 2, 2]
+        found = {p: index.search(queries, k=9, p=p) for p in (1, 2, np.inf)}
+    assert _segment_versions(old_path) == [version] * 3
 
-    report = SobolevIndex.upgrade(v2_path)
-    assert report["from_version"] == 2 and report["to_version"] == storage.FORMAT_VERSION == 3
+    report = SobolevIndex.upgrade(old_path)
+    assert report["from_version"] == version and report["to_version"] == NEW == 4
     assert report["segments_rewritten"] == 3 and report["documents"] == LIVE
-    assert _catalog_version(v2_path) == 3
-    assert _segment_versions(v2_path) == [3, 3, 3]
+    assert _catalog_version(old_path) == NEW
+    assert _segment_versions(old_path) == [NEW] * 3
 
-    with SobolevIndex.open(v2_path, "a") as index:
-        assert index.info()["format_version"] == 3
+    with SobolevIndex.open(old_path, "a") as index:
+        assert index.info()["format_version"] == NEW
         assert _contents(index) == contents
         for p in (1, 2, 3.5, np.inf):
             _assert_search_is_exact(index, contents, p)
+        # The same answers to the last bit: the rewritten lists hold what
+        # the old ones held, shared or not.
+        for p, before in found.items():
+            after = index.search(queries, k=9, p=p)
+            assert after.keys == before.keys
+            assert np.array_equal(after.distances, before.distances)
         assert index.verify()["ok"]
+        inv = index._segments[0].inverted_file(index.trees, index._edge_weight)
+        if len(index.roots) > 1:
+            # Lists equal under several roots are stored once.
+            assert len(inv.ptr) - 1 < len(inv.slot_list)
         # Deleted documents were dropped, and the index takes writes again.
         assert index.info()["deleted"] == 0
         index.add([([1, 2], [0.5, 0.5])], keys=["new"])
         index.compact()
         assert len(index) == LIVE + 1
 
-    again = SobolevIndex.upgrade(v2_path)
-    assert again["from_version"] == 3 and again["segments_rewritten"] == 0
+    again = SobolevIndex.upgrade(old_path)
+    assert again["from_version"] == NEW and again["segments_rewritten"] == 0
 
 
 class _Stop(BaseException):
@@ -192,51 +224,54 @@ def _stop_at(monkeypatch, where):
 @pytest.mark.parametrize("where,rewritten", [
     ("catalog", 0), ("first commit", 1), ("before a commit", 1)])
 def test_an_interrupted_upgrade_leaves_a_working_index_and_can_be_finished(
-        v2_path, monkeypatch, where, rewritten):
-    with SobolevIndex.open(v2_path, "r") as index:
+        old_path, monkeypatch, where, rewritten):
+    version = _old_version(old_path)
+    with SobolevIndex.open(old_path, "r") as index:
         contents = _contents(index)
     _stop_at(monkeypatch, where)
     with pytest.raises(_Stop):
-        SobolevIndex.upgrade(v2_path)
+        SobolevIndex.upgrade(old_path)
     monkeypatch.undo()
-    # The catalog is format 3 (older releases refuse it), the segments
-    # rewritten so far are format 3, the others still format 2, and no file
-    # of an unfinished rewrite is left: readable and writable.
-    assert _catalog_version(v2_path) == 3
-    assert sorted(_segment_versions(v2_path)) == [2] * (3 - rewritten) + [3] * rewritten
-    shown = run("info", v2_path).output
-    assert f"3, {3 - rewritten} segment(s) in an older format" in shown
+    # The catalog is in the new format (older releases refuse it), the
+    # segments rewritten so far too, the others still in the old one, and
+    # no file of an unfinished rewrite is left: readable and writable.
+    assert _catalog_version(old_path) == NEW
+    assert sorted(_segment_versions(old_path)) == [version] * (3 - rewritten) + [NEW] * rewritten
+    shown = run("info", old_path).output
+    assert f"{NEW}, {3 - rewritten} segment(s) in an older format" in shown
     assert "sobolev-index upgrade INDEX" in shown
-    with SobolevIndex.open(v2_path, "a") as index:
+    with SobolevIndex.open(old_path, "a") as index:
         assert index.info()["segments_in_older_format"] == 3 - rewritten
         assert _contents(index) == contents
         _assert_search_is_exact(index, contents, 1)
         assert index.verify()["ok"]
-    result = run("upgrade", v2_path, "--json")
+    result = run("upgrade", old_path, "--json")
     report = json.loads(result.output)
-    assert report["segments_rewritten"] == 3 - rewritten and report["from_version"] == 3
-    assert _segment_versions(v2_path) == [3, 3, 3]
-    assert "older format" not in run("info", v2_path).output
-    with SobolevIndex.open(v2_path, "r") as index:
+    assert report["segments_rewritten"] == 3 - rewritten and report["from_version"] == NEW
+    assert _segment_versions(old_path) == [NEW] * 3
+    assert "older format" not in run("info", old_path).output
+    with SobolevIndex.open(old_path, "r") as index:
         assert _contents(index) == contents
         assert index.verify()["ok"]
         assert index.info()["segments_in_older_format"] == 0
 
 
-def test_cli_upgrade_says_what_it_did(v2_path):
-    result = run("upgrade", v2_path)
-    assert "upgraded from format 2 to 3: 3 segment(s) rewritten, 133 documents" in result.output
-    result = run("upgrade", v2_path)
-    assert "already in format 3; nothing to do" in result.output
+def test_cli_upgrade_says_what_it_did(old_path):
+    version = _old_version(old_path)
+    result = run("upgrade", old_path)
+    assert (f"upgraded from format {version} to {NEW}: 3 segment(s) rewritten, 133 documents"
+            in result.output)
+    result = run("upgrade", old_path)
+    assert f"already in format {NEW}; nothing to do" in result.output
 
 
 def test_a_newer_format_is_refused_with_a_clear_message(v2_path):
     SobolevIndex.upgrade(v2_path)
     db = sqlite3.connect(v2_path / "catalog.sqlite")
-    db.execute("UPDATE meta SET value = '4' WHERE name = 'format_version'")
+    db.execute(f"UPDATE meta SET value = '{NEW + 1}' WHERE name = 'format_version'")
     db.commit()
     db.close()
-    with pytest.raises(UnsupportedFormatError, match="version 4.*newer release"):
+    with pytest.raises(UnsupportedFormatError, match=f"version {NEW + 1}.*newer release"):
         SobolevIndex.open(v2_path, "r")
 
 
@@ -263,14 +298,15 @@ def test_a_segment_file_of_an_unknown_format_is_corruption(v2_path):
         SobolevIndex.open(v2_path, "r")
 
 
-def test_an_index_of_the_older_format_can_be_copied_rebuilt_and_split(v2_path, tmp_path):
+def test_an_index_of_an_older_format_can_be_copied_rebuilt_and_split(old_path, tmp_path):
     """create_like, a rebuild from an export and a split take the graph and
-    trees of an index the previous release wrote (its graph file is in the
-    older format, so the new ones differ from it in bytes, not in arrays)."""
+    trees of an index an older release wrote (a format-2 graph file is in
+    an older form, so the new ones may differ from it in bytes, not in
+    arrays)."""
     from sobolev_index.distributed import ShardedIndex, shard_index
     from sobolev_index.ingest.export import build_from_export, export_index
 
-    with SobolevIndex.open(v2_path) as source:
+    with SobolevIndex.open(old_path) as source:
         keys = list(source)[:5]
         expected = source.search(keys, k=7)
         with SobolevIndex.create_like(tmp_path / "like", source) as like:
@@ -279,14 +315,14 @@ def test_an_index_of_the_older_format_can_be_copied_rebuilt_and_split(v2_path, t
             for mine, theirs in zip(like.trees, source.trees):
                 assert np.array_equal(mine.parent, theirs.parent)
                 assert np.array_equal(mine.length, theirs.length)
-    export_index(str(v2_path), str(tmp_path / "e.jsonl"))
+    export_index(str(old_path), str(tmp_path / "e.jsonl"))
     rebuilt, _ = build_from_export(str(tmp_path / "rebuilt"), str(tmp_path / "e.jsonl"),
-                                   str(v2_path))
+                                   str(old_path))
     with rebuilt:
         found = rebuilt.search(keys, k=7)
         assert found.keys == expected.keys
         assert np.array_equal(found.distances, expected.distances)
-    shard_index(str(v2_path), str(tmp_path / "sharded"), 2)
+    shard_index(str(old_path), str(tmp_path / "sharded"), 2)
     with ShardedIndex.open(tmp_path / "sharded") as sharded:
         found = sharded.search(keys, k=7)
         assert found.keys == expected.keys

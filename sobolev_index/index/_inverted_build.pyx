@@ -175,15 +175,16 @@ def group_norms(const float32_t[:, ::1] dense, const float64_t[::1] dense_weight
 
 
 def posted_power_sums(
-    const offset_t[::1] ptr, const uint16_t[::1] offsets, const offset_t[:, ::1] starts,
-    Py_ssize_t n_rows, Py_ssize_t block_rows, const float32_t[::1] values,
-    const float64_t[::1] weight, Py_ssize_t n_cols, float64_t p, float64_t[:, ::1] low,
+    const offset_t[::1] ptr, const int32_t[::1] slot_list, const uint16_t[::1] offsets,
+    const offset_t[:, ::1] starts, Py_ssize_t n_rows, Py_ssize_t block_rows,
+    const float32_t[::1] values, const float64_t[::1] weight, Py_ssize_t n_cols, float64_t p,
+    float64_t[:, ::1] low,
 ):
     """low[r, i] += sum_c w_c x_c^p over the posted columns c of root r that
     row i has, from the stored postings (rows decoded as check_block_postings
-    reads them, which they must have passed; slot r * n_cols + c is list c of
-    root r, and its weight)."""
-    cdef Py_ssize_t n_lists = ptr.shape[0] - 1, c, b, r
+    reads them, which they must have passed; slot r * n_cols + c reads list
+    slot_list[slot], and has its own weight)."""
+    cdef Py_ssize_t n_slots = slot_list.shape[0], slot, c, b, r
     cdef Py_ssize_t n_blocks = (n_rows + block_rows - 1) // block_rows
     cdef bint one_range = starts.shape[1] == 0
     cdef Py_ssize_t lo, hi, base
@@ -193,9 +194,10 @@ def posted_power_sums(
     if one_range:
         n_blocks = 1
     with nogil:
-        for c in range(n_lists):
-            r = c // n_cols
-            w = weight[c]
+        for slot in range(n_slots):
+            r = slot // n_cols
+            c = slot_list[slot]
+            w = weight[slot]
             for b in range(n_blocks):
                 if one_range:
                     lo, hi, base = ptr[c], ptr[c + 1], 0

@@ -93,7 +93,7 @@ cdef class SegmentArrays:
     cdef list _keep
     cdef Py_ssize_t n_roots
 
-    def __cinit__(self, ptr, post_rows, post_values, col_slot, weight, dense, dense_ptr,
+    def __cinit__(self, ptr, slot_list, post_rows, post_values, col_slot, weight, dense, dense_ptr,
                   dense_weight, root_weight, group_slots, group_ptr, root_groups,
                   coarse_of, doc_ids,
                   measures, row_scale, Py_ssize_t n_roots,
@@ -106,7 +106,9 @@ cdef class SegmentArrays:
         self.view.n_cols = n_cols
         self.view.n_dense = dense.shape[1]
         self.view.n_groups = len(group_ptr) - 1
+        self.view.n_lists = len(ptr) - 1
         self.view.ptr = <const offset_t*> self._pointer(ptr, np.int64)
+        self.view.slot_list = <const int32_t*> self._pointer(slot_list, np.int32)
         self.view.post_rows = <const uint16_t*> self._pointer(post_rows, np.uint16)
         self.view.post_values = <const float32_t*> self._pointer(post_values, np.float32)
         self.view.col_slot = <const int32_t*> self._pointer(col_slot, np.int32)
@@ -424,7 +426,7 @@ cdef object _segment_views(list segments, list norms, const uint8_t[::1] mask, b
         offset += views[g].n_rows
         max_dense[0] = max(max_dense[0], views[g].n_dense)
         max_groups[0] = max(max_groups[0], views[g].n_groups)
-        work[0] += views[g].ptr[views[g].n_cols * arrays.n_roots]
+        work[0] += views[g].ptr[views[g].n_lists]
         if max_kind:
             # Every row's dense values are read too.
             work[0] += views[g].n_rows * views[g].n_dense

@@ -169,8 +169,12 @@ cdef enum:
 cdef struct SegmentView:
     # One segment's arrays (see SegmentArrays) and, for the p searched, its
     # row norms and the rows that may be returned.
-    Py_ssize_t n_rows, n_cols, n_dense, n_groups
+    Py_ssize_t n_rows, n_cols, n_dense, n_groups, n_lists
+    # Slot r * n_cols + c (column c of root r) reads posting list
+    # slot_list[slot]: rows ptr[l]..ptr[l + 1] of the postings. Slots whose
+    # lists are equal share one.
     const offset_t* ptr
+    const int32_t* slot_list
     # Posting rows as offsets into their BLOCK_ROWS-row block, values as
     # float32 (see block_offsets and to_float32): half the bytes a query
     # streams.
@@ -189,8 +193,9 @@ cdef struct SegmentView:
     const int64_t* root_groups
     const int64_t* coarse_of
     const int64_t* doc_ids
-    # Where each posting list enters each block of block_rows rows (row
-    # ranges start at block boundaries), or NULL: the segment is one range.
+    # Where each posting list (not slot) enters each block of block_rows
+    # rows (row ranges start at block boundaries), or NULL: the segment is
+    # one range.
     const offset_t* block_start
     Py_ssize_t block_rows, block_stride
     # The stored measures (row pointers, nodes, masses, and each row's

@@ -79,7 +79,7 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
     cdef Py_ssize_t s, r, t, h, gg, cg, q_entry
     cdef int kind = se.kind
     cdef float64_t p = se.p, v
-    cdef offset_t slot
+    cdef offset_t slot, lst
     cdef const float64_t* weight = sg.weight
     # Each unit looks at the mode of the thread that runs it.
     cdef float64_t atol = se.value_atol * (
@@ -92,9 +92,15 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
         for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
             slot = r * n_cols + se.q_indices[t]
             SI_PREFETCH(sg.col_slot + slot)
-            SI_PREFETCH(sg.ptr + slot)
+            SI_PREFETCH(sg.slot_list + slot)
+    # Then, as the slots' lists arrive, where the lists start.
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
+            lst = sg.slot_list[r * n_cols + se.q_indices[t]]
+            SI_PREFETCH(sg.ptr + lst)
             if row_lo != 0:
-                SI_PREFETCH(sg.block_start + slot * sg.block_stride + row_lo // sg.block_rows)
+                SI_PREFETCH(sg.block_start + lst * sg.block_stride + row_lo // sg.block_rows)
     q_entry = 0
     for s in range(se.n_sel):
         r = se.positions[s]
@@ -107,10 +113,11 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
                 sc.qh[h] = se.q_data[t]
             else:
                 sc.norms[3 * s] += weight[slot] * abs_pow(se.q_data[t], p, kind)
+                lst = sg.slot_list[slot]
                 if row_lo == 0:
-                    sc.cursor[q_entry] = sg.ptr[slot]
+                    sc.cursor[q_entry] = sg.ptr[lst]
                 else:
-                    sc.cursor[q_entry] = sg.block_start[slot * sg.block_stride
+                    sc.cursor[q_entry] = sg.block_start[lst * sg.block_stride
                                                         + row_lo // sg.block_rows]
                 # The list's first postings, for the first chunk.
                 SI_PREFETCH(sg.post_rows + sc.cursor[q_entry])
@@ -159,7 +166,7 @@ cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* 
     cdef bint new_block, chunk_ends
     cdef int kind = se.kind
     cdef float64_t p = se.p, v, c, x
-    cdef offset_t e, e_end, e_stop, slot
+    cdef offset_t e, e_end, e_stop, slot, lst
     cdef float64_t* acc = sc.acc
     cdef const uint16_t* post_rows = sg.post_rows
     cdef const float32_t* post_values = sg.post_values
@@ -185,10 +192,11 @@ cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* 
                 # Stop at the first row >= j1: by its offset within the
                 # block, and at the block's last posting (offsets start
                 # again at 0 in the next block).
+                lst = sg.slot_list[slot]
                 if new_block:
-                    e_end = sg.ptr[slot + 1]
+                    e_end = sg.ptr[lst + 1]
                     if block_base + BLOCK_ROWS < sg.n_rows:
-                        e_end = sg.block_start[slot * sg.block_stride
+                        e_end = sg.block_start[lst * sg.block_stride
                                                + (block_base + BLOCK_ROWS) // sg.block_rows]
                     sc.cursor_end[q_entry] = e_end
                 e_end = sc.cursor_end[q_entry]
@@ -197,7 +205,7 @@ cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* 
                     # loop then tests nothing but its count.
                     e_stop = e_end
                     if j1 < block_base + BLOCK_ROWS and j1 < sg.n_rows:
-                        e_stop = sg.block_start[slot * sg.block_stride + j1 // sg.block_rows]
+                        e_stop = sg.block_start[lst * sg.block_stride + j1 // sg.block_rows]
                     if kind == 0:
                         add_min(acc + at, post_rows, post_values, e, e_stop,
                                 2.0 * weight[slot], v)

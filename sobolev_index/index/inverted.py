@@ -12,6 +12,7 @@ which bound S_inf from below.
 This module knows nothing of files or SQLite: ``storage.py`` writes and reads
 the arrays, ``query.py`` decides which segments to search and with what.
 """
+import hashlib
 import math
 import threading
 
@@ -49,9 +50,9 @@ MIN_CANDIDATES = 64
 # tighter bound than the whole dense norm, read before the row's dense values.
 DENSE_GROUPS = 16
 
-# The arrays a segment file stores (format 3): the search's own forms, so a
+# The arrays a segment file stores (format 4): the search's own forms, so a
 # reader maps them and searches at once (see InvertedFile).
-ARRAYS = ("ptr", "post_rows", "post_values", "block_rows", "block_start", "dense",
+ARRAYS = ("ptr", "slot_list", "post_rows", "post_values", "block_rows", "block_start", "dense",
           "dense_columns", "dense_ptr", "norm_p", "norm_low", "norm_high")
 # Stored values are edge masses of probability measures: in [0, 1], with
 # room for the rounding of a sum (the kernel checks the dense values it
@@ -66,16 +67,21 @@ GROUP_ARRAYS = ("group_labels", "coarse_labels", "norm_group", "norm_coarse")
 FLOAT32_MAX = _inverted_build.FLOAT32_MAX_VALUE
 # What format 2 stored: int32 rows, float64 values and dense block.
 ARRAYS_V2 = ("ptr", "rows", "values", "dense", "dense_columns", "dense_ptr")
+# Format 3 stored one posting list per slot, in slot order, and no
+# slot_list: slot s read list s (see from_v3).
 
 
 def build(features, n_cols, weight, p, trees):
     """The inverted file of one segment's feature rows (one CSR per root,
     of the index's ``trees``), as the arrays a segment file stores.
 
-    Column c of root r is slot r * n_cols + c; its postings are
-    ``post_rows[ptr[slot]:ptr[slot + 1]]`` (offsets within 65,536-row
-    blocks, see _inverted_build.block_offsets) with their float32 values.
-    ``block_start`` is where each list enters each range of ``block_rows``
+    Column c of root r is slot r * n_cols + c; it reads posting list
+    ``slot_list[slot]``, whose postings are ``post_rows[ptr[l]:ptr[l + 1]]``
+    (offsets within 65,536-row blocks, see _inverted_build.block_offsets)
+    with their float32 values. Slots whose lists are equal share one (see
+    share_lists): an edge whose subtree is the same under several roots
+    has the same masses in every row. ``block_start`` is where each list
+    enters each range of ``block_rows``
     (RANGE_BLOCK_ROWS) rows (no columns for a segment of one range). ``dense``
     (float32) holds the dense columns of all roots side by side, root r's
     being ``dense_columns[dense_ptr[r]:dense_ptr[r + 1]]``. ``norm_low`` and
@@ -203,6 +209,7 @@ def power_sums(arrays, n_rows, n_roots, n_cols, weight, p):
     weight = np.ascontiguousarray(weight, dtype=np.float64)
     _inverted_build.posted_power_sums(
         np.ascontiguousarray(arrays["ptr"], dtype=np.int64),
+        np.ascontiguousarray(arrays["slot_list"], dtype=np.int32),
         np.ascontiguousarray(arrays["post_rows"], dtype=np.uint16),
         np.ascontiguousarray(arrays["block_start"], dtype=np.int64), n_rows,
         int(arrays["block_rows"][0]),
@@ -214,10 +221,12 @@ def power_sums(arrays, n_rows, n_roots, n_cols, weight, p):
 
 
 def _stored_form(ptr, rows, values, dense, dense_columns, dense_ptr, n_rows):
-    """Postings (int64 ``ptr``, int32 ``rows``, float64 ``values``) and the
-    dense block as format 3 stores them, without the norms: 6-byte
-    postings, the table of range starts (none for a segment of one range),
-    a float32 dense block."""
+    """Postings (int64 ``ptr`` per slot, int32 ``rows``, float64 ``values``)
+    and the dense block as format 4 stores them, without the norms: each
+    distinct list once (share_lists), as 6-byte postings, the table of range
+    starts (none for a segment of one range), a float32 dense block."""
+    slot_list, ptr, rows, values = share_lists(
+        ptr, rows, _inverted_build.to_float32(np.ascontiguousarray(values, dtype=np.float64)))
     if n_rows <= RANGE_BLOCK_ROWS:
         block_start = np.zeros((len(ptr) - 1, 0), dtype=np.int64)
     else:
@@ -225,8 +234,9 @@ def _stored_form(ptr, rows, values, dense, dense_columns, dense_ptr, n_rows):
     dense = np.ascontiguousarray(dense, dtype=np.float64)
     return {
         "ptr": ptr,
+        "slot_list": slot_list,
         "post_rows": _inverted_build.block_offsets(rows),
-        "post_values": _inverted_build.to_float32(values),
+        "post_values": values,
         "block_rows": np.array([RANGE_BLOCK_ROWS], dtype=np.int64),
         "block_start": block_start,
         "dense": _inverted_build.to_float32(dense.reshape(-1)).reshape(dense.shape),
@@ -235,9 +245,60 @@ def _stored_form(ptr, rows, values, dense, dense_columns, dense_ptr, n_rows):
     }
 
 
+def share_lists(ptr, rows, values):
+    """The posting lists of every slot (``ptr`` per slot, int32 ``rows``,
+    float32 ``values``), each distinct list once: ``(slot_list, ptr, rows,
+    values)`` where slot s reads list ``slot_list[s]`` (int32), whose
+    postings are ``rows[ptr[l]:ptr[l + 1]]``. List 0 is the empty list.
+
+    Two lists are one when their rows and values are equal, bit for bit
+    (compared in full; the hash only finds the candidates), so a slot reads
+    exactly what it would read from a list of its own. With several roots
+    most lists are shared: an edge whose subtree holds the same nodes under
+    two roots has the same mass in every row, and away from the roots most
+    subtrees do. The lists keep the order of their first slots."""
+    ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+    rows = np.ascontiguousarray(rows, dtype=np.int32)
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    slot_list = np.zeros(len(ptr) - 1, dtype=np.int32)
+    first = {}
+    kept = []
+    for slot in np.flatnonzero(np.diff(ptr)).tolist():
+        a, b = int(ptr[slot]), int(ptr[slot + 1])
+        digest = hashlib.blake2b(rows[a:b], digest_size=16)
+        digest.update(values[a:b])
+        same_hash = first.setdefault(digest.digest(), [])
+        for other in same_hash:
+            c, d = int(ptr[other]), int(ptr[other + 1])
+            if np.array_equal(rows[a:b], rows[c:d]) \
+                    and np.array_equal(values[a:b].view(np.uint32), values[c:d].view(np.uint32)):
+                slot_list[slot] = slot_list[other]
+                break
+        else:
+            same_hash.append(slot)
+            kept.append(slot)
+            slot_list[slot] = len(kept)
+    kept = np.asarray(kept, dtype=np.int64)
+    lengths = ptr[kept + 1] - ptr[kept]
+    out_ptr = np.zeros(len(kept) + 2, dtype=np.int64)
+    np.cumsum(lengths, out=out_ptr[2:])
+    at = np.repeat(ptr[kept] - out_ptr[1:-1], lengths) + np.arange(out_ptr[-1], dtype=np.int64)
+    return slot_list, out_ptr, rows[at], values[at]
+
+
+def from_v3(arrays):
+    """A format-3 segment's inverted file in the arrays of format 4: one
+    list per slot, in slot order, so slot s reads list s."""
+    if "slot_list" in arrays:
+        return arrays
+    out = dict(arrays)
+    out["slot_list"] = np.arange(max(len(np.asarray(arrays["ptr"])) - 1, 0), dtype=np.int32)
+    return out
+
+
 def from_v2(arrays, n_rows, name):
     """A format-2 segment's inverted file (int32 rows, float64 values) in
-    the arrays of format 3, built in memory, without norms: what a reader
+    the arrays of format 4, built in memory, without norms: what a reader
     of an index written by an older release searches."""
     missing = [a for a in ARRAYS_V2 if a not in arrays]
     if missing:
@@ -354,9 +415,11 @@ class InvertedFile:
         self.n_cols = trees[0].n_nodes
         self.name = name
         self._check(arrays, name)
-        # Posting lists already checked (see check_lists), one flag per slot;
+        self.ptr = np.ascontiguousarray(arrays["ptr"], dtype=np.int64)
+        self.slot_list = np.ascontiguousarray(arrays["slot_list"], dtype=np.int32)
+        # Posting lists already checked (see check_lists), one flag per list;
         # and the whole dense block (check_dense).
-        self._list_checked = np.zeros(self.n_roots * self.n_cols, dtype=np.uint8)
+        self._list_checked = np.zeros(len(self.ptr) - 1, dtype=np.uint8)
         self._dense_checked = False
         self._lists_lock = threading.Lock()
         # Mapped from the file as they are: a query streams 6 bytes per
@@ -364,7 +427,6 @@ class InvertedFile:
         # and reads the dense block's float32 values for the few rows whose
         # bounds pass. The kernel allows for the rounding, which relies on
         # the values being edge masses of probability measures, in [0, 1].
-        self.ptr = np.ascontiguousarray(arrays["ptr"], dtype=np.int64)
         self.post_rows = np.ascontiguousarray(arrays["post_rows"], dtype=np.uint16)
         self.post_values = np.ascontiguousarray(arrays["post_values"], dtype=np.float32)
         self.dense = np.ascontiguousarray(arrays["dense"], dtype=np.float32)
@@ -407,8 +469,8 @@ class InvertedFile:
         self.block_start = block_start if block_start.shape[1] else None
         self._block_table = block_start
         self.kernel = _inverted_search.SegmentArrays(
-            self.ptr, self.post_rows, self.post_values, self.col_slot, self.weight, self.dense,
-            self.dense_ptr, self.dense_weight, self.root_weight, self.group_slots,
+            self.ptr, self.slot_list, self.post_rows, self.post_values, self.col_slot,
+            self.weight, self.dense, self.dense_ptr, self.dense_weight, self.root_weight, self.group_slots,
             self.group_ptr, self.root_groups, self.coarse_of, doc_ids,
             measures, row_scale, self.n_roots, self.n_cols, self.block_start, self.block_rows)
 
@@ -427,7 +489,8 @@ class InvertedFile:
         # every comparison below and becomes a huge negative integer, and an
         # unsigned one never has a negative difference. Pointers are signed
         # integers, compared as int64.
-        kinds = {"ptr": "i", "block_rows": "i", "block_start": "i", "dense_columns": "i",
+        kinds = {"ptr": "i", "slot_list": "i", "block_rows": "i", "block_start": "i",
+                 "dense_columns": "i",
                  "dense_ptr": "i", "post_rows": np.uint16, "post_values": np.float32,
                  "dense": np.float32, "norm_p": np.float64, "norm_low": np.float64,
                  "norm_high": np.float64}
@@ -441,9 +504,16 @@ class InvertedFile:
         ptr, rows = given["ptr"], given["post_rows"]
         values, dense = given["post_values"], given["dense"]
         columns, dense_ptr = given["dense_columns"], given["dense_ptr"]
-        if ptr.shape != (n_roots * n_cols + 1,) or ptr[0] != 0 or np.any(np.diff(ptr) < 0) \
-                or ptr[-1] != len(rows) or values.shape != rows.shape or rows.ndim != 1:
+        slot_list = given["slot_list"]
+        # At most one list per slot, and the empty one.
+        if ptr.ndim != 1 or not 1 <= len(ptr) <= n_roots * n_cols + 2 or ptr[0] != 0 \
+                or np.any(np.diff(ptr) < 0) or ptr[-1] != len(rows) \
+                or values.shape != rows.shape or rows.ndim != 1:
             fail("posting pointers do not match the postings")
+        if slot_list.shape != (n_roots * n_cols,) or (
+                len(slot_list) and (slot_list.min() < 0 or slot_list.max() >= len(ptr) - 1)):
+            fail(f"the list of each slot has shape {slot_list.shape} or names a list outside "
+                 f"0..{len(ptr) - 2}; expected one list per slot, {n_roots * n_cols}")
         block_rows = given["block_rows"]
         if block_rows.shape != (1,) or not 1 <= block_rows[0] <= 1 << 16 \
                 or (1 << 16) % int(block_rows[0]):
@@ -478,7 +548,8 @@ class InvertedFile:
             if len(np.unique(own)) != len(own):
                 fail(f"root {r} lists a dense column twice")
             # A dense column keeps no postings.
-            if len(own) and np.any(ptr[r * n_cols + own + 1] != ptr[r * n_cols + own]):
+            lists = slot_list[r * n_cols + own]
+            if len(own) and np.any(ptr[lists + 1] != ptr[lists]):
                 fail(f"root {r} has postings for a dense column")
         norm_p = given["norm_p"]
         low, high = given["norm_low"], given["norm_high"]
@@ -554,19 +625,22 @@ class InvertedFile:
 
     def check_lists(self, slots=None):
         """Check the posting lists of ``slots`` (int64, r * n_cols + column;
-        all for None) and their values, each once: the order and bounds of
-        their rows, their table of range starts and their values in [0, 1].
-        A search checks the lists of its query's columns before the kernel
-        reads them, so that opening and a first search read only those."""
+        all for None) and their values, each list once: the order and bounds
+        of their rows, their table of range starts and their values in
+        [0, 1]. A search checks the lists of its query's columns before the
+        kernel reads them, so that opening and a first search read only
+        those."""
         with self._lists_lock:
             flags = self._list_checked
+            lists = None
             if slots is not None:
                 slots = np.asarray(slots, dtype=np.int64)
-                if len(slots) and (slots.min() < 0 or slots.max() >= len(flags)):
+                if len(slots) and (slots.min() < 0 or slots.max() >= len(self.slot_list)):
                     raise ValueError(f"slots {slots.min()}..{slots.max()} asked for; the "
-                                     f"segment has 0..{len(flags) - 1}")
-            todo = np.flatnonzero(flags == 0) if slots is None else \
-                np.unique(slots[flags[slots] == 0])
+                                     f"segment has 0..{len(self.slot_list) - 1}")
+                lists = self.slot_list[slots].astype(np.int64)
+            todo = np.flatnonzero(flags == 0) if lists is None else \
+                np.unique(lists[flags[lists] == 0])
             if len(todo) == 0:
                 return
             try:

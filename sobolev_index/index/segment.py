@@ -166,6 +166,8 @@ class Segment:
             arrays = self.data.inverted
             if self.data.version == 2:
                 arrays = inverted.from_v2(arrays, self.rows, self.file)
+            elif self.data.version == 3:
+                arrays = inverted.from_v3(arrays)
             self._inverted = inverted.InvertedFile(
                 arrays, self.rows, trees, self.file, measures, scale, self.data.doc_ids, weight)
         return self._inverted

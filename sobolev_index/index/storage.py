@@ -47,10 +47,12 @@ import numpy as np
 from ..errors import ADVICE, CorruptIndexError, DiskFullError, IndexLockedError, SobolevIndexError
 from ..graph import Graph, ShortestPathTree
 
-# Format 3 stores each segment's inverted file in the forms a search reads
-# (see inverted.build); format 2, of releases before it, is still read.
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (2, 3)
+# Format 4 stores each distinct posting list of a segment once, the slots
+# of several roots sharing it (see inverted.share_lists); format 3 stored
+# the inverted file in the forms a search reads, one list per slot, and
+# format 2 before it did not. Both are still read.
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (2, 3, 4)
 FORMAT_NAME = "sobolev-index"
 CATALOG = "catalog.sqlite"
 GRAPH_FILE = "graph.h5"
@@ -411,9 +413,10 @@ def read_graph(index_path, n_roots, checksum=None):
 class SegmentData:
     """The arrays of one segment. ``features[r]`` is (indptr, indices, data)
     for root r: held while a segment is written (the inverted file is built
-    from them), and read from format-2 files; format 3 does not store them,
-    as they are rebuilt from the measures exactly. ``row_scale[i]`` is what
-    row i's masses are multiplied by to sum to 1 (stored by format 3)."""
+    from them), and read from format-2 files; formats 3 and 4 do not store
+    them, as they are rebuilt from the measures exactly. ``row_scale[i]`` is
+    what row i's masses are multiplied by to sum to 1 (stored since format
+    3)."""
 
     doc_ids: np.ndarray
     indptr: np.ndarray
@@ -437,7 +440,7 @@ class SegmentData:
     @property
     def nnz(self):
         """Nonzero features over all roots: known while the segment is
-        written (format 3 does not store the features)."""
+        written (formats 3 and 4 do not store the features)."""
         return int(sum(len(f[1]) for f in self.features))
 
 

@@ -293,7 +293,7 @@ def _check_sample(name, data, trees, n_nodes, sample, rng, problems):
         fresh = tree.features_of_batch(batch)
         rebuilt.append(fresh)
         if not data.features:
-            continue  # format 3: the features are not stored
+            continue  # formats 3 and 4: the features are not stored
         stored_indptr, stored_indices, stored_data = data.features[r]
         for j, i in enumerate(picks):
             a = slice(fresh.indptr[j], fresh.indptr[j + 1])
@@ -359,7 +359,8 @@ def _inverted_problems(name, segment, inverted_file, trees, picks, fresh):
             _, indices, _ = segment.features_of_rows(chunk, trees[r])
             nnz += len(indices)
             posted += int(np.count_nonzero(inv.col_slot[r * inv.n_cols + indices] < 0))
-        n_postings = int(inv.ptr[slots[-1] + 1] - inv.ptr[slots[0]])
+        lists = inv.slot_list[slots]
+        n_postings = int((inv.ptr[lists + 1] - inv.ptr[lists]).sum())
         if posted != n_postings:
             problems.append(f"segment {name}: root {r} has {n_postings} postings for "
                             f"{posted} posted features")
@@ -384,11 +385,12 @@ def _inverted_problems(name, segment, inverted_file, trees, picks, fresh):
 
 def _posting_of(inv, slot, row):
     """The float32 value of ``row`` in the posting list of ``slot``, or None."""
-    lo, hi = int(inv.ptr[slot]), int(inv.ptr[slot + 1])
+    lst = int(inv.slot_list[slot])
+    lo, hi = int(inv.ptr[lst]), int(inv.ptr[lst + 1])
     starts = inv.block_start
     if starts is not None:
         block = row // inv.block_rows
-        lo, hi = int(starts[slot, block]), int(starts[slot, block + 1])
+        lo, hi = int(starts[lst, block]), int(starts[lst, block + 1])
     offsets = inv.post_rows[lo:hi]
     at = int(np.searchsorted(offsets, row & 0xFFFF))
     if at < len(offsets) and offsets[at] == (row & 0xFFFF):
