@@ -7,6 +7,7 @@ places, and k-th values carried from one segment or range to another. Expected r
 ``pairwise_sobolev`` on freshly computed features, which shares no code with
 the inverted file.
 """
+import itertools
 import os
 import sqlite3
 
@@ -733,3 +734,109 @@ def test_a_slot_reads_its_roots_features_through_a_shared_list(tmp_path):
                 column = F[:, c]
                 assert np.array_equal(inv.post_rows[lo:hi], column.indices)
                 assert np.array_equal(inv.post_values[lo:hi], column.data.astype(np.float32))
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_p1_over_several_roots_walks_shared_lists_once_and_stays_exact(
+        tmp_path, monkeypatch, layout):
+    """At p = 1 over several roots a search walks each shared list once per
+    distinct query value. The documents use a few nodes only, so many
+    edges of one tree (chains without supports) and of several trees
+    share a list; queries on other nodes then have different values on
+    slots that share a list. Both must give brute force's answers."""
+    _apply(monkeypatch, layout)
+    rng = np.random.default_rng(21)
+    graph = Graph.from_points(rng.normal(size=(500, 3)), n_nodes=90, k=4, edges="knn", seed=4)
+    used = rng.choice(90, size=25, replace=False)
+    measures = []
+    for _ in range(400):
+        nodes = rng.choice(used, size=int(rng.integers(1, 6)), replace=False)
+        measures.append((nodes, rng.random(len(nodes)) + 0.1))
+    others = np.setdiff1d(np.arange(90), used)
+    queries = [(rng.choice(others, size=3, replace=False), rng.random(3) + 0.1)
+               for _ in range(6)]
+    queries += [(np.concatenate([rng.choice(others, size=2, replace=False),
+                                 rng.choice(used, size=2, replace=False)]), rng.random(4) + 0.1)
+                for _ in range(6)]
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=4, seed=3,
+                             on_violation="perturb") as index:
+        keys = index.add(measures[:250]) + index.add(measures[250:])
+        index.delete(keys[::9])
+        alive = np.ones(len(keys), dtype=bool)
+        alive[::9] = False
+        # Some query meets one list under two slots with different values.
+        differing = False
+        for segment, (nodes, masses) in itertools.product(index._segments, queries):
+            inv = segment.inverted_file(index.trees, index._edge_weight)
+            seen = {}
+            for r, tree in enumerate(index.trees):
+                row = tree.features_of([(nodes, masses)])
+                for c, v in zip(row.indices.tolist(), row.data.tolist()):
+                    slot = r * inv.n_cols + c
+                    if inv.col_slot[slot] >= 0:
+                        continue
+                    lst = int(inv.slot_list[slot])
+                    if inv.ptr[lst + 1] > inv.ptr[lst]:
+                        differing |= lst in seen and seen[lst] != v
+                        seen.setdefault(lst, v)
+        assert differing
+        for positions in ([0, 1, 2, 3], [1, 3]):
+            D = brute_force(index, measures, alive, queries, 1, positions)
+            check(index.search(queries, k=7, p=1, roots=positions), D, keys, alive, 7)
+            for q in range(len(queries)):
+                one = index.search(queries[q:q + 1], k=5, p=1, roots=positions, n_threads=2)
+                check(one, D[q:q + 1], keys, alive, 5)
+            radius = float(np.median(np.sort(D, axis=1)[:, 6]))
+            found = index.search(queries, radius=radius, p=1, roots=positions)
+            for i in range(len(queries)):
+                expected = np.sort(D[i][D[i] <= radius])
+                np.testing.assert_allclose(found.distances[i], expected, rtol=1e-10, atol=1e-14)
+
+
+def test_p1_merging_keeps_each_query_value_of_a_shared_list(tmp_path):
+    """Edges u and its parent v share a list when no document has support
+    at v or in v's other branches. A query with mass at both has different
+    values there (q_v > q_u), so a merged search keeps two entries for the
+    one list; the answers stay those of brute force. (Results alone do not
+    show which entries were kept: folding both into u's entry raises the
+    bounds and the upper values of the documents below u alike, so they
+    are still found.)"""
+    rng = np.random.default_rng(8)
+    graph = Graph.from_points(rng.normal(size=(600, 2)), n_nodes=120, k=4, edges="knn", seed=5)
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=2, seed=0,
+                             on_violation="perturb") as index:
+        tree = index.trees[0]
+        parent = tree.parent
+
+        def clade(node):
+            members = {node}
+            changed = True
+            while changed:
+                grown = members | {c for c in range(len(parent)) if parent[c] in members}
+                changed = grown != members
+                members = grown
+            return members
+
+        # A chain edge u -> v = parent(u), u < v (u's entry comes first),
+        # with room below u and a heavy edge v.
+        pairs = [(len(clade(u)), u) for u in range(len(parent))
+                 if parent[u] >= 0 and parent[parent[u]] >= 0 and u < parent[u]
+                 and len(clade(u)) >= 4]
+        _, u = max(pairs)
+        v = int(parent[u])
+        inside = sorted(clade(u))
+        outside = sorted(set(range(len(parent))) - clade(v))
+        # (Few enough below u that its edges are posted, not dense.)
+        measures = [(rng.choice(inside, size=2, replace=False), rng.random(2) + 0.1)
+                    for _ in range(60)]
+        measures += [(rng.choice(outside, size=3, replace=False), rng.random(3) + 0.1)
+                     for _ in range(240)]
+        keys = index.add(measures)
+        inv = index._segments[0].inverted_file(index.trees, index._edge_weight)
+        assert inv.col_slot[u] < 0 and inv.col_slot[v] < 0
+        assert inv.slot_list[u] == inv.slot_list[v]
+        query = (np.array([u, v]), np.array([0.5, 0.5]))
+        alive = np.ones(len(keys), dtype=bool)
+        D = brute_force(index, measures, alive, [query], 1, [0, 1])
+        for n_threads in (1, 2):
+            check(index.search([query], k=5, p=1, n_threads=n_threads), D, keys, alive, 5)

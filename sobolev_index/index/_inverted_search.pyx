@@ -34,6 +34,18 @@ in any other range searched for the same query. Candidates still within
 the threshold at the end get their exact value (no cancellation), the
 row's features rebuilt from its stored measure, so results are exact.
 
+Several roots give the value sum_s eta_s S_p^(s) (S_p^(s) summed per root,
+then its p-th root: the bounds are per root). At p = 1 it is linear:
+sum_s eta_s D_L^(s) = sum_s eta_s (|q|_L + |x|_L)^(s) - sum over the
+query's posted entries of 2 eta_s w_c min(q_c, x_c). A segment stores a
+posting list once for all the slots (root, edge) that have it (see
+inverted.share_lists), so a search at p = 1 over several roots (a
+"merged" search) walks each list once per distinct query value, with the
+slots' coefficients summed, into one accumulator; the bounds add the
+roots' other terms, weighted by eta_s, and subtract that accumulator once.
+With ten random roots on the bench topic corpus, the time a query spends
+on postings fell about ninefold (docs/benchmarks.md).
+
 p = inf (S_inf = max_c |q_c - x_c|, no weights) has no such identity, but
 the dense columns alone bound it from below: max over c in H of
 |q_c - x_c| <= S_inf(q, x). That bound is read for every row, from the
@@ -72,7 +84,8 @@ from .._typedefs cimport float32_t, float64_t, node_t, offset_t
 from ._heap cimport Found, Tagged, worse
 from ._inverted_common cimport N_COARSE
 from ._search_common cimport (
-    N_COUNTS, N_TIMES, SHARED_STRIDE, VALUE_ATOL, VALUE_RTOL, Scratch, Search, SegmentView,
+    ERR_RTOL, N_COUNTS, N_TIMES, SHARED_STRIDE, VALUE_ATOL, VALUE_RTOL, Scratch, Search,
+    SegmentView,
     search_unit_t, si_set_subnormal_flush,
 )
 from ._search_knn cimport knn_unit
@@ -150,8 +163,10 @@ cdef class RowNorms:
     cdef const float32_t* coarse_root
     cdef const float32_t* group_root
     cdef tuple _keep
+    cdef dict _merged
 
     def __cinit__(self, low, high, coarse_root, group_root):
+        self._merged = {}
         arrays = tuple(np.ascontiguousarray(a, dtype=dtype) for a, dtype in
                        ((low, np.float64), (high, np.float64), (coarse_root, np.float32),
                         (group_root, np.float32)))
@@ -161,6 +176,26 @@ cdef class RowNorms:
         self.high = <const float64_t*> <size_t> arrays[1].ctypes.data
         self.coarse_root = <const float32_t*> <size_t> arrays[2].ctypes.data
         self.group_root = <const float32_t*> <size_t> arrays[3].ctypes.data
+
+    cdef const float64_t* merged_low(self, const int64_t[::1] positions,
+                                     const float64_t[::1] eta, float64_t low_rtol) except NULL:
+        """Per row, sum_s eta_s ((1 - low_rtol) x_low - low_rtol x_high) of
+        the selected roots: the row's part of a merged search's cheapest
+        bound (see _bound_rows_by_root), kept for the next search with the
+        same roots and weights (a few selections at most)."""
+        key = (np.asarray(positions).tobytes(), np.asarray(eta).tobytes(), low_rtol)
+        merged = self._merged.get(key)
+        if merged is None:
+            low, high = self._keep[0], self._keep[1]
+            merged = np.zeros(low.shape[1] if low.ndim == 2 else 1)
+            for s in range(positions.shape[0]):
+                merged += eta[s] * ((1.0 - low_rtol) * low[positions[s]]
+                                    - low_rtol * high[positions[s]])
+            merged = np.ascontiguousarray(merged)
+            if len(self._merged) >= 4:
+                self._merged.clear()
+            self._merged[key] = merged
+        return <const float64_t*> <size_t> merged.ctypes.data
 
 
 cdef class _RowScratch:
@@ -231,6 +266,7 @@ def search_segments(
     float64_t[:, ::1] out_value, int64_t[:, ::1] out_segment, int64_t[:, ::1] out_row,
     int64_t[:, ::1] out_doc, list parents, const node_t[::1] root_nodes,
     n_threads=None, bound=None, bint grow=False, bint timing=False,
+    Py_ssize_t ranges_per_worker=1,
 ):
     """The k nearest stored rows of each query over several segments, exactly.
 
@@ -276,7 +312,8 @@ def search_segments(
     cdef Py_ssize_t n_sel = positions.shape[0]
     cdef int kind = power_kind(p)
     cdef int n_workers = effective_threads(n_threads)
-    cdef Py_ssize_t t, n_units, max_dense = 1, max_groups = 1, work = 0, per_thread
+    cdef Py_ssize_t t, n_units, max_dense = 1, max_groups = 1, max_lists = 1, work = 0
+    cdef Py_ssize_t per_thread
     cdef Search se
     cdef search_unit_t unit
     cdef Scratch* scratch
@@ -298,12 +335,14 @@ def search_segments(
                       np.zeros(0, np.int64), np.zeros(0, np.int64))
         return counts_arr, times_arr, (no_results if grow else None)
 
-    views_mem = _segment_views(segments, norms, mask, kind == 3, &max_dense, &max_groups, &work)
+    views_mem = _segment_views(segments, norms, mask, kind == 3, &max_dense, &max_groups,
+                               &max_lists, &work, positions, eta,
+                               ERR_RTOL + p * VALUE_RTOL if kind == 0 and n_sel > 1 else -1.0)
     cdef SegmentView* views = <SegmentView*> <size_t> views_mem.ctypes.data
     cdef Py_ssize_t n_nodes = views[0].n_cols
     parents_mem = _parent_pointers(parents, root_nodes, (<SegmentArrays> segments[0]).n_roots,
                                    n_nodes)
-    units_arr = _plan_units(views, n_segments, n_q, n_workers)
+    units_arr = _plan_units(views, n_segments, n_q, n_workers, max(1, ranges_per_worker))
     cdef const int64_t[:, ::1] units = units_arr
     n_units = units_arr.shape[0]
     n_workers = 1 if n_q * n_units < 2 else effective_threads(n_threads, work)
@@ -314,6 +353,7 @@ def search_segments(
     se.chunk = chunk
     se.kind = kind
     se.single = n_sel == 1
+    se.merged = kind == 0 and n_sel > 1
     se.p = p
     se.radius = grow or bool((bound_arr < INFINITY).any())
     se.grow = grow
@@ -342,6 +382,7 @@ def search_segments(
 
     # Owns the scratch memory that scratch_base points into, until the call returns.
     _scratch_owner = _lay_out_scratch(n_workers, n_sel, k, chunk, max_dense, max_groups,
+                                      max_lists if se.merged else 0,
                                       _max_entries(q_indptr, n_q, n_sel),
                                       max(4 * k, min_candidates), &scratch_base, &per_thread)
     # One cache line per query, which the query's units lower as they
@@ -403,12 +444,17 @@ cdef object _checked_bound(bound, Py_ssize_t n_q):
 
 
 cdef object _segment_views(list segments, list norms, const uint8_t[::1] mask, bint max_kind,
-                           Py_ssize_t* max_dense, Py_ssize_t* max_groups, Py_ssize_t* work):
+                           Py_ssize_t* max_dense, Py_ssize_t* max_groups,
+                           Py_ssize_t* max_lists, Py_ssize_t* work,
+                           const int64_t[::1] positions, const float64_t[::1] eta,
+                           float64_t merged_rtol):
     """The segments' views (SegmentView, in a byte array that holds them)
     with their row norms and their part of the mask; also the most dense
-    columns and groups of a segment, and the work the search may do (in
-    stored values: its posting lists, and at p = inf, ``max_kind``, every
-    dense value)."""
+    columns, groups and posting lists of a segment, and the work the
+    search may do (in stored values: its posting lists, and at p = inf,
+    ``max_kind``, every dense value). A merged search (``merged_rtol`` >= 0,
+    the rows' allowance factor) also takes each segment's merged row
+    norms."""
     cdef Py_ssize_t g, offset = 0, n_segments = len(segments)
     cdef SegmentArrays arrays
     cdef RowNorms row_norms
@@ -422,10 +468,14 @@ cdef object _segment_views(list segments, list norms, const uint8_t[::1] mask, b
         views[g].x_high = row_norms.high
         views[g].x_coarse = row_norms.coarse_root
         views[g].x_group_root = row_norms.group_root
+        views[g].x_merged = NULL
+        if merged_rtol >= 0.0:
+            views[g].x_merged = row_norms.merged_low(positions, eta, merged_rtol)
         views[g].mask = &mask[offset]
         offset += views[g].n_rows
         max_dense[0] = max(max_dense[0], views[g].n_dense)
         max_groups[0] = max(max_groups[0], views[g].n_groups)
+        max_lists[0] = max(max_lists[0], views[g].n_lists)
         work[0] += views[g].ptr[views[g].n_lists]
         if max_kind:
             # Every row's dense values are read too.
@@ -459,14 +509,14 @@ cdef Py_ssize_t _max_entries(const offset_t[::1] q_indptr, Py_ssize_t n_q,
 
 
 cdef object _plan_units(const SegmentView* views, Py_ssize_t n_segments, Py_ssize_t n_q,
-                        int n_workers):
+                        int n_workers, Py_ssize_t ranges_per_worker):
     """The units of work, as rows (segment, first row, end row): every
     segment, cut into row ranges of whole blocks while there are fewer
     queries than threads. Largest first, for balance (a stable insertion
     sort: there are a few dozen at most)."""
     cdef Py_ssize_t g, t, u, n_units = 0, n_blocks, n_ranges, max_ranges = 1, lo, hi, size
-    if n_q < 2 * n_workers:
-        max_ranges = (2 * n_workers + n_q - 1) // n_q
+    if n_q < ranges_per_worker * n_workers:
+        max_ranges = (ranges_per_worker * n_workers + n_q - 1) // n_q
     units_arr = np.empty((n_segments * max_ranges, 3), dtype=np.int64)
     cdef int64_t[:, ::1] unit_rows = units_arr
     for g in range(n_segments):
@@ -505,7 +555,8 @@ cdef inline void* _take(char** free_at, Py_ssize_t n_bytes) noexcept nogil:
 
 cdef object _lay_out_scratch(int n_workers, Py_ssize_t n_sel, Py_ssize_t k, Py_ssize_t chunk,
                              Py_ssize_t max_dense, Py_ssize_t max_groups,
-                             Py_ssize_t max_entries, Py_ssize_t cap, char** base,
+                             Py_ssize_t max_lists, Py_ssize_t max_entries, Py_ssize_t cap,
+                             char** base,
                              Py_ssize_t* per_thread):
     """One zeroed block (returned, to keep alive) of every thread's Scratch
     and buffers, thread t's at base[0] + t * per_thread[0]; the Scratch.f_*
@@ -527,6 +578,9 @@ cdef object _lay_out_scratch(int n_workers, Py_ssize_t n_sel, Py_ssize_t k, Py_s
         # Per selected root: |q|_L, |q|_H, the query's allowance.
         + _lines(3 * n_sel * sizeof(float64_t))         # norms
         + 2 * _lines(max_entries * sizeof(int64_t))     # cursor, cursor_end
+        + _lines(max_entries * sizeof(int64_t))         # m_list
+        + 2 * _lines(max_entries * sizeof(float64_t))   # m_value, m_coef
+        + 2 * _lines(max_lists * sizeof(int64_t))       # list_stamp, list_entry
         + _lines(cap * sizeof(int64_t))                 # cand_rows
         + _lines(cap * sizeof(float64_t)))              # cand_lows
     scratch_mem = np.zeros(n_workers * per_thread[0] + 64, dtype=np.uint8)
@@ -545,6 +599,13 @@ cdef object _lay_out_scratch(int n_workers, Py_ssize_t n_sel, Py_ssize_t k, Py_s
         scratch.norms = <float64_t*> _take(&free_at, 3 * n_sel * sizeof(float64_t))
         scratch.cursor = <int64_t*> _take(&free_at, max_entries * sizeof(int64_t))
         scratch.cursor_end = <int64_t*> _take(&free_at, max_entries * sizeof(int64_t))
+        scratch.m_list = <int64_t*> _take(&free_at, max_entries * sizeof(int64_t))
+        scratch.m_value = <float64_t*> _take(&free_at, max_entries * sizeof(float64_t))
+        scratch.m_coef = <float64_t*> _take(&free_at, max_entries * sizeof(float64_t))
+        scratch.n_merged = 0
+        scratch.list_stamp = <int64_t*> _take(&free_at, max_lists * sizeof(int64_t))
+        scratch.list_entry = <int64_t*> _take(&free_at, max_lists * sizeof(int64_t))
+        scratch.stamp = 0
         scratch.cand_rows = <int64_t*> _take(&free_at, cap * sizeof(int64_t))
         scratch.cand_lows = <float64_t*> _take(&free_at, cap * sizeof(float64_t))
         scratch.cap = cap

@@ -19,7 +19,11 @@ from ._search_common cimport (
 
 cdef inline float64_t combine(const Search* se, Py_ssize_t s, float64_t total,
                               float64_t part) noexcept nogil:
-    """Add root s's p-th power ``part`` to a total in the caller's units."""
+    """Add root s's p-th power ``part`` to a total in the caller's units.
+    A merged search's parts lack the shared sum (subtracted from the total
+    once, see merged_acc), so they are not clipped at zero."""
+    if se.merged:
+        return total + se.eta[s] * part
     if part < 0.0:
         part = 0.0
     if se.single:
@@ -29,10 +33,19 @@ cdef inline float64_t combine(const Search* se, Py_ssize_t s, float64_t total,
 
 cdef inline float64_t low_part(const Search* se, const SegmentView* sg, const Scratch* sc,
                                Py_ssize_t s, Py_ssize_t j, float64_t* err) noexcept nogil:
-    """D_L of root s for row j, and the allowance of the row's value."""
+    """D_L of root s for row j (without the shared sum in a merged
+    search), and the allowance of the row's value."""
     cdef Py_ssize_t at = se.positions[s] * sg.n_rows + j
     err[0] = sc.norms[3 * s + 2] + (ERR_RTOL + se.value_rtol) * (sg.x_low[at] + sg.x_high[at])
+    if se.merged:
+        return sc.norms[3 * s] + sg.x_low[at]
     return sc.norms[3 * s] + sg.x_low[at] - sc.acc[s * se.chunk + j - sc.j0]
+
+
+cdef inline float64_t merged_acc(const Search* se, const Scratch* sc, Py_ssize_t j) noexcept nogil:
+    """What a merged search subtracts once from row j's total: sum_s
+    eta_s acc_s (see start_query); 0 otherwise."""
+    return sc.acc[j - sc.j0] if se.merged else 0.0
 
 
 cdef inline void prefetch_row(const float32_t* row, Py_ssize_t n) noexcept nogil:
@@ -43,6 +56,46 @@ cdef inline void prefetch_row(const float32_t* row, Py_ssize_t n) noexcept nogil
     for h in range(0, n, 16):
         SI_PREFETCH(row + h)
     SI_PREFETCH(row + n - 1)
+
+
+cdef inline void _bound_rows_merged(const Search* se, const SegmentView* sg, const Scratch* sc,
+                                    Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
+    """bound_rows of a merged search (p = 1 over several roots): the sum
+    over roots of eta_s (D_L less its allowance) is the query's part, plus
+    the row's (sg.x_merged), less the shared sum (sc.acc); then each root's
+    coarse group terms, one root at a time."""
+    cdef Py_ssize_t j, s, r, n = j1 - j0
+    cdef float64_t* bounds = sc.bounds
+    cdef const uint8_t* mask = sg.mask + j0
+    cdef const float64_t* acc = sc.acc + j0 - sc.j0
+    cdef const float64_t* x_merged = sg.x_merged + j0
+    cdef const float32_t* x0
+    cdef const float32_t* x1
+    cdef const float32_t* x2
+    cdef const float32_t* x3
+    cdef float64_t q = 0.0, q0, q1, q2, q3, eta, d
+    for s in range(se.n_sel):
+        q = q + se.eta[s] * (sc.norms[3 * s] - sc.norms[3 * s + 2])
+    for j in range(n):
+        bounds[j] = q + x_merged[j] - acc[j]
+    # (Written for N_COARSE = 4, as bound_rows.)
+    for s in range(se.n_sel):
+        r = se.positions[s]
+        eta = se.eta[s]
+        x0 = sg.x_coarse + r * N_COARSE * sg.n_rows + j0
+        x1 = x0 + sg.n_rows
+        x2 = x1 + sg.n_rows
+        x3 = x2 + sg.n_rows
+        q0 = sc.qc_root[s * N_COARSE]
+        q1 = sc.qc_root[s * N_COARSE + 1]
+        q2 = sc.qc_root[s * N_COARSE + 2]
+        q3 = sc.qc_root[s * N_COARSE + 3]
+        for j in range(n):
+            d = (fabs(q0 - x0[j]) + fabs(q1 - x1[j])) + (fabs(q2 - x2[j]) + fabs(q3 - x3[j]))
+            bounds[j] = bounds[j] + eta * d
+    for j in range(n):
+        d = bounds[j]
+        bounds[j] = (d if d > 0.0 else 0.0) if mask[j] else INFINITY
 
 
 cdef inline void _bound_rows_by_root(const Search* se, const SegmentView* sg, const Scratch* sc,
@@ -63,6 +116,9 @@ cdef inline void _bound_rows_by_root(const Search* se, const SegmentView* sg, co
     cdef const float64_t* acc
     cdef const float32_t* x_coarse
     cdef const float64_t* q_coarse
+    if se.merged:
+        _bound_rows_merged(se, sg, sc, j0, j1)
+        return
     for j in range(n):
         bounds[j] = 0.0
     for s in range(se.n_sel):
@@ -156,7 +212,7 @@ cdef inline float64_t bound_groups(const Search* se, const SegmentView* sg, cons
         for g in range(sg.root_groups[r], sg.root_groups[r + 1]):
             part = part + abs_pow(sc.qg_root[g] - row[g], se.p, se.kind)
         total = combine(se, s, total, part)
-    return total
+    return total - merged_acc(se, sc, j)
 
 
 cdef inline bint dense_ok(const Search* se, const SegmentView* sg, Py_ssize_t j) noexcept nogil:
@@ -197,8 +253,8 @@ cdef inline void row_value(const Search* se, const SegmentView* sg, const Scratc
                 d = d + sg.dense_weight[h] * pow(fabs(qh[h] - row[h]), se.p)
         lo = combine(se, s, lo, d - err)
         up = combine(se, s, up, d + err)
-    lower[0] = lo
-    upper[0] = up
+    lower[0] = lo - merged_acc(se, sc, j)
+    upper[0] = up - merged_acc(se, sc, j)
 
 
 cdef inline bint read_row(const Search* se, const SegmentView* sg, Py_ssize_t segment,

@@ -208,6 +208,10 @@ cdef struct SegmentView:
     const float64_t* x_high
     const float32_t* x_coarse
     const float32_t* x_group_root
+    # A merged search: per row, sum_s eta_s (x_low_s less the part of its
+    # allowance that depends on the row) over the selected roots (see
+    # RowNorms.merged_low); NULL otherwise.
+    const float64_t* x_merged
     const uint8_t* mask
 
 
@@ -216,6 +220,11 @@ cdef struct Search:
     Py_ssize_t n_q, n_sel, k, chunk
     int kind
     bint single
+    # p = 1 over several roots: the value is linear in the roots' parts, so
+    # the query's posted entries that read one list with one value are
+    # walked once, into one accumulator holding sum_s eta_s acc_s, which
+    # the bounds subtract once (see start_query).
+    bint merged
     float64_t p
     float64_t value_rtol, value_atol
     const int64_t* positions
@@ -246,6 +255,16 @@ cdef struct Scratch:
     float64_t* norms
     int64_t* cursor
     int64_t* cursor_end
+    # A merged search's entries (list, query value, coefficient), n_merged
+    # of them; and, per posting list of the segment, the stamp of the last
+    # query that met it and the entry it made (stamp: the current one).
+    int64_t* m_list
+    float64_t* m_value
+    float64_t* m_coef
+    Py_ssize_t n_merged
+    int64_t* list_stamp
+    int64_t* list_entry
+    int64_t stamp
     float64_t* upper
     int64_t* cand_rows
     float64_t* cand_lows

@@ -74,11 +74,19 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
     row's allowance that depends on the query only (sc.norms too), its
     dense values (sc.qh), group norms (sc.qg_root) and coarse group norms
     (sc.qc_root), and where each of its posting lists enters the unit's
-    rows (sc.cursor)."""
+    rows (sc.cursor).
+
+    A merged search (p = 1 over several roots, se.merged) gathers the
+    query's posted entries by posting list first: entries of one list with
+    the same query value (the same subtree under several roots) become one,
+    with coefficient sum 2 eta_s w_slot, and sc.cursor follows these
+    (sc.m_list, sc.m_value, sc.m_coef). An entry whose list was met with
+    another value stays on its own: equal lists need not be equal
+    subtrees (a chain of edges without supports between them)."""
     cdef Py_ssize_t n_cols = sg.n_cols
-    cdef Py_ssize_t s, r, t, h, gg, cg, q_entry
+    cdef Py_ssize_t s, r, t, h, gg, cg, q_entry, m
     cdef int kind = se.kind
-    cdef float64_t p = se.p, v
+    cdef float64_t p = se.p, v, c
     cdef offset_t slot, lst
     cdef const float64_t* weight = sg.weight
     # Each unit looks at the mode of the thread that runs it.
@@ -102,6 +110,9 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
             if row_lo != 0:
                 SI_PREFETCH(sg.block_start + lst * sg.block_stride + row_lo // sg.block_rows)
     q_entry = 0
+    if se.merged:
+        sc.stamp += 1
+        sc.n_merged = 0
     for s in range(se.n_sel):
         r = se.positions[s]
         sc.norms[3 * s] = 0.0
@@ -114,6 +125,25 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
             else:
                 sc.norms[3 * s] += weight[slot] * abs_pow(se.q_data[t], p, kind)
                 lst = sg.slot_list[slot]
+                if se.merged:
+                    v = se.q_data[t]
+                    c = 2.0 * se.eta[s] * weight[slot]
+                    if sc.list_stamp[lst] == sc.stamp:
+                        m = sc.list_entry[lst]
+                        if sc.m_value[m] == v:
+                            sc.m_coef[m] += c
+                            q_entry = q_entry + 1
+                            continue
+                    else:
+                        sc.list_stamp[lst] = sc.stamp
+                        sc.list_entry[lst] = sc.n_merged
+                    m = sc.n_merged
+                    sc.m_list[m] = lst
+                    sc.m_value[m] = v
+                    sc.m_coef[m] = c
+                    sc.n_merged = m + 1
+                    q_entry = q_entry + 1
+                    continue
                 if row_lo == 0:
                     sc.cursor[q_entry] = sg.ptr[lst]
                 else:
@@ -142,6 +172,15 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
         sc.norms[3 * s + 2] = ((ERR_RTOL + se.value_rtol) * (sc.norms[3 * s] + sc.norms[3 * s + 1])
                                + atol * (sg.root_weight[r] + N_COARSE
                                          + sg.root_groups[r + 1] - sg.root_groups[r]))
+    if se.merged:
+        for m in range(sc.n_merged):
+            lst = sc.m_list[m]
+            if row_lo == 0:
+                sc.cursor[m] = sg.ptr[lst]
+            else:
+                sc.cursor[m] = sg.block_start[lst * sg.block_stride + row_lo // sg.block_rows]
+            SI_PREFETCH(sg.post_rows + sc.cursor[m])
+            SI_PREFETCH(sg.post_values + sc.cursor[m])
 
 
 cdef inline Py_ssize_t chunk_end(const Search* se, Py_ssize_t j0, Py_ssize_t row_hi) noexcept nogil:
@@ -150,6 +189,46 @@ cdef inline Py_ssize_t chunk_end(const Search* se, Py_ssize_t j0, Py_ssize_t row
     posting offsets): none spans two blocks."""
     cdef Py_ssize_t j1 = (j0 // se.chunk + 1) * se.chunk
     return row_hi if j1 > row_hi else j1
+
+
+cdef inline void _add_merged(const Search* se, const SegmentView* sg, Scratch* sc,
+                             Py_ssize_t j0, Py_ssize_t j1, Py_ssize_t block_base,
+                             bint new_block, bint chunk_ends) noexcept nogil:
+    """add_postings for a merged search (p = 1): each merged entry's list
+    walked once, into sc.acc[j - j0] = sum_s eta_s acc_s."""
+    cdef Py_ssize_t m, at = block_base - j0, limit = j1 - block_base
+    cdef offset_t e, e_end, e_stop, lst
+    cdef float64_t v, c, x
+    cdef float64_t* acc = sc.acc
+    cdef const uint16_t* post_rows = sg.post_rows
+    cdef const float32_t* post_values = sg.post_values
+    memset(acc, 0, (j1 - j0) * sizeof(float64_t))
+    for m in range(sc.n_merged):
+        lst = sc.m_list[m]
+        v = sc.m_value[m]
+        c = sc.m_coef[m]
+        e = sc.cursor[m]
+        if new_block:
+            e_end = sg.ptr[lst + 1]
+            if block_base + BLOCK_ROWS < sg.n_rows:
+                e_end = sg.block_start[lst * sg.block_stride
+                                       + (block_base + BLOCK_ROWS) // sg.block_rows]
+            sc.cursor_end[m] = e_end
+        e_end = sc.cursor_end[m]
+        if chunk_ends:
+            e_stop = e_end
+            if j1 < block_base + BLOCK_ROWS and j1 < sg.n_rows:
+                e_stop = sg.block_start[lst * sg.block_stride + j1 // sg.block_rows]
+            add_min(acc + at, post_rows, post_values, e, e_stop, c, v)
+            e = e_stop
+        else:
+            while e < e_end and post_rows[e] < limit:
+                SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
+                SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
+                x = post_values[e]
+                acc[at + post_rows[e]] += c * (v if v < x else x)
+                e = e + 1
+        sc.cursor[m] = e
 
 
 cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* sc,
@@ -179,6 +258,9 @@ cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* 
     # segment's end, its block's end or a table boundary.
     chunk_ends = (j1 == sg.n_rows or j1 == block_base + BLOCK_ROWS
                   or (sg.block_start != NULL and j1 % sg.block_rows == 0))
+    if se.merged:
+        _add_merged(se, sg, sc, j0, j1, block_base, new_block, chunk_ends)
+        return
     for s in range(se.n_sel):
         r = se.positions[s]
         memset(&acc[s * chunk], 0, (j1 - j0) * sizeof(float64_t))

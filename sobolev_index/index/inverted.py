@@ -41,6 +41,12 @@ CHUNK = 8192
 # block, so that a range finds its start at once; each segment records the
 # block size it was written with, so a later change applies to new segments.
 RANGE_BLOCK_ROWS = 8192
+# With fewer queries than this many per thread, a query's segments are cut
+# into row ranges (of whole RANGE_BLOCK_ROWS blocks) until there are about
+# this many units per thread. Each range keeps its own k best and computes
+# their exact values, so more ranges balance the threads better but cost
+# more exact values (see docs/benchmarks.md).
+RANGES_PER_WORKER = 1
 # Candidate places per row range (at least 4 k): rows that may reach the top
 # k wait there, and only those still in reach when the range is done get an
 # exact value; ties beyond this many get theirs at once.
@@ -778,7 +784,8 @@ def search(files, mask, queries, positions, eta, k, p, trees, n_threads=None, bo
             k, p, CHUNK, MIN_CANDIDATES, values, segments, rows, docs,
             [tree.parent32 for tree in trees],
             np.array([tree.root for tree in trees], dtype=np.int32), n_threads=n_threads,
-            bound=np.ascontiguousarray(bound), grow=grow, timing=bool(timing))
+            bound=np.ascontiguousarray(bound), grow=grow, timing=bool(timing),
+            ranges_per_worker=RANGES_PER_WORKER)
     except _inverted_search.BadStoredValue as exc:
         g, row, dense = exc.args
         if dense:
