@@ -59,7 +59,7 @@ from .params import (
               help="Weights of diagram points [default: persistence].")
 @click.option("--recipe", default="quality", show_default=True, type=click.Choice(["quality", "fast"]),
               help="Defaults of the options below: 'quality' slices S_p over 10 roots, 'fast' "
-                   "uses one (about 10 times faster queries and a fifth of the disk, 1.8 to 2.9 "
+                   "uses one (about 3 times faster queries and half the disk, 1.8 to 2.9 "
                    "points more k-NN error; see docs/quality.md).")
 @click.option("--nodes", default=None, type=click.IntRange(2),
               help="Graph nodes M: clusters of the word vectors (or points) [default: every "

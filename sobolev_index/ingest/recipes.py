@@ -27,8 +27,11 @@ Orbit (within one split's standard deviation).
 
 ``"quality"`` (the default) is all of that; ``"fast"`` keeps the graph
 and the text settings but uses one root (the most central node): at
-10^5 documents about 10 times faster single queries and a fifth of the
-disk, for 1.8 to 2.9 points more k-NN error. Both take every word (or point)
+10^5 documents about 3 times faster single queries (2.6 times in a batch)
+and half the disk, for 1.8 to 2.9 points more k-NN error. (Ten roots cost
+this little because most of their trees' edges cut off the same subtrees:
+an index stores such posting lists once, and a search at p = 1 reads
+each once; docs/quality.md measures it.) Both take every word (or point)
 as a node up to :data:`MAX_NODES`; above it the words are clustered into
 that many nodes.
 
