@@ -23,7 +23,7 @@ self, which its allowance covers. These functions serve finite p only.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, fmin
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 import numpy as np
 
@@ -121,6 +121,55 @@ def block_offsets(const int32_t[::1] rows):
         for e in range(n):
             offsets[e] = <uint16_t> (rows[e] & (BLOCK_ROWS - 1))
     return offsets_arr
+
+
+def list_hashes(const offset_t[::1] ptr, const int32_t[::1] rows,
+                const float32_t[::1] values):
+    """A 64-bit hash (FNV-1a over 32-bit words) of each list's rows and
+    value bits, list c being rows[ptr[c]:ptr[c + 1]]: equal lists hash
+    alike; lists that hash alike must still be compared (lists_equal)."""
+    cdef Py_ssize_t n = ptr.shape[0] - 1, c
+    cdef offset_t e
+    cdef uint64_t h
+    out_arr = np.zeros(max(n, 0), dtype=np.uint64)
+    if n <= 0 or rows.shape[0] == 0:
+        return out_arr
+    cdef uint64_t[::1] out = out_arr
+    cdef const uint32_t* bits = <const uint32_t*> &values[0]
+    cdef int n_workers = effective_threads(None, rows.shape[0])
+    for c in prange(n, nogil=True, schedule="dynamic", chunksize=256, num_threads=n_workers):
+        h = 14695981039346656037ULL
+        for e in range(ptr[c], ptr[c + 1]):
+            h = (h ^ <uint32_t> rows[e]) * 1099511628211ULL
+            h = (h ^ bits[e]) * 1099511628211ULL
+        out[c] = h
+    return out_arr
+
+
+def lists_equal(const offset_t[::1] ptr, const int32_t[::1] rows, const float32_t[::1] values,
+                const int64_t[::1] a, const int64_t[::1] b):
+    """uint8 per pair t: whether lists a[t] and b[t] hold the same rows and
+    the same value bits."""
+    cdef Py_ssize_t n = a.shape[0], t
+    cdef offset_t e, start_a, start_b, length
+    out_arr = np.zeros(n, dtype=np.uint8)
+    if n == 0:
+        return out_arr
+    cdef uint8_t[::1] out = out_arr
+    cdef const uint32_t* bits = <const uint32_t*> &values[0] if values.shape[0] else NULL
+    cdef int n_workers = effective_threads(None, rows.shape[0])
+    for t in prange(n, nogil=True, schedule="dynamic", chunksize=256, num_threads=n_workers):
+        start_a = ptr[a[t]]
+        start_b = ptr[b[t]]
+        length = ptr[a[t] + 1] - start_a
+        if ptr[b[t] + 1] - start_b != length:
+            continue
+        out[t] = 1
+        for e in range(length):
+            if rows[start_a + e] != rows[start_b + e] or bits[start_a + e] != bits[start_b + e]:
+                out[t] = 0
+                break
+    return out_arr
 
 
 def to_float32(const float64_t[::1] values):

@@ -12,7 +12,6 @@ which bound S_inf from below.
 This module knows nothing of files or SQLite: ``storage.py`` writes and reads
 the arrays, ``query.py`` decides which segments to search and with what.
 """
-import hashlib
 import math
 import threading
 
@@ -257,9 +256,10 @@ def share_lists(ptr, rows, values):
     values)`` where slot s reads list ``slot_list[s]`` (int32), whose
     postings are ``rows[ptr[l]:ptr[l + 1]]``. List 0 is the empty list.
 
-    Two lists are one when their rows and values are equal, bit for bit
-    (compared in full; the hash only finds the candidates), so a slot reads
-    exactly what it would read from a list of its own. With several roots
+    A slot shares the list of the first slot with the same hash when the
+    two lists are equal, rows and value bits compared in full, so a slot
+    reads exactly what it would read from a list of its own (a list whose
+    hash collides with an unequal one keeps its own). With several roots
     most lists are shared: an edge whose subtree holds the same nodes under
     two roots has the same mass in every row, and away from the roots most
     subtrees do. The lists keep the order of their first slots."""
@@ -267,29 +267,30 @@ def share_lists(ptr, rows, values):
     rows = np.ascontiguousarray(rows, dtype=np.int32)
     values = np.ascontiguousarray(values, dtype=np.float32)
     slot_list = np.zeros(len(ptr) - 1, dtype=np.int32)
-    first = {}
-    kept = []
-    for slot in np.flatnonzero(np.diff(ptr)).tolist():
-        a, b = int(ptr[slot]), int(ptr[slot + 1])
-        digest = hashlib.blake2b(rows[a:b], digest_size=16)
-        digest.update(values[a:b])
-        same_hash = first.setdefault(digest.digest(), [])
-        for other in same_hash:
-            c, d = int(ptr[other]), int(ptr[other + 1])
-            if np.array_equal(rows[a:b], rows[c:d]) \
-                    and np.array_equal(values[a:b].view(np.uint32), values[c:d].view(np.uint32)):
-                slot_list[slot] = slot_list[other]
-                break
-        else:
-            same_hash.append(slot)
-            kept.append(slot)
-            slot_list[slot] = len(kept)
-    kept = np.asarray(kept, dtype=np.int64)
+    posted = np.flatnonzero(np.diff(ptr))
+    if len(posted):
+        hashes = _list_hashes(ptr, rows, values)[posted]
+        _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+        # np.unique's index is the first occurrence: the earliest slot.
+        candidate = posted[first[inverse.reshape(-1)]]
+        same = _inverted_build.lists_equal(ptr, rows, values, posted, candidate).view(bool)
+        owner = np.where(same, candidate, posted)
+        kept = np.flatnonzero(owner == posted)
+        number = np.zeros(len(slot_list), dtype=np.int32)
+        number[posted[kept]] = np.arange(1, len(kept) + 1, dtype=np.int32)
+        slot_list[posted] = number[owner]
+        kept = posted[kept]
+    else:
+        kept = np.zeros(0, dtype=np.int64)
     lengths = ptr[kept + 1] - ptr[kept]
     out_ptr = np.zeros(len(kept) + 2, dtype=np.int64)
     np.cumsum(lengths, out=out_ptr[2:])
     at = np.repeat(ptr[kept] - out_ptr[1:-1], lengths) + np.arange(out_ptr[-1], dtype=np.int64)
     return slot_list, out_ptr, rows[at], values[at]
+
+
+# (A name of its own, so that a test can make every list's hash collide.)
+_list_hashes = _inverted_build.list_hashes
 
 
 def from_v3(arrays):
