@@ -321,7 +321,7 @@ def _refuse_sharded(path):
         raise NotAnIndexError(
             f"{path} is a sharded index; this command works on one index: give it a shard "
             f"({os.path.join(path, 'shard-000')}, ...), or use search, add, info, gram, get, "
-            "delete, compact, verify or knn-graph, which take a sharded index")
+            "delete, compact, verify, upgrade or knn-graph, which take a sharded index")
 
 
 def _refuse_shard_writes(path):

@@ -1,5 +1,6 @@
 """Commands that look after an index: ``info``, ``delete``, ``compact``,
 ``upgrade``, ``verify`` and ``recover``."""
+import os
 import sys
 import time
 
@@ -14,7 +15,6 @@ from ._common import (
     _opened,
     _recipe_text,
     _refuse_shard_writes,
-    _refuse_sharded,
     _scheduler_option,
     _sharded,
     _table,
@@ -74,14 +74,19 @@ def compact(index, as_json, wait):
 def upgrade(index, as_json, wait):
     """Rewrite an index written by an older release in this release's format.
 
-    Releases older than this one cannot read the index afterwards. Safe to
-    interrupt: run it again to finish."""
+    A sharded index is rewritten shard by shard. Releases older than this
+    one cannot read the index afterwards. Safe to interrupt: run it again
+    to finish."""
     from .. import SobolevIndex
 
-    _refuse_sharded(index)
     _refuse_shard_writes(index)
     started = time.perf_counter()
-    out = SobolevIndex.upgrade(index, timeout=wait)
+    if _sharded(index) and not os.path.isfile(os.path.join(index, "catalog.sqlite")):
+        from ..distributed import ShardedIndex
+
+        out = ShardedIndex.upgrade(index, timeout=wait)
+    else:
+        out = SobolevIndex.upgrade(index, timeout=wait)
     out["seconds"] = round(time.perf_counter() - started, 3)
     if as_json:
         _echo_json(out)

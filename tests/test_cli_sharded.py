@@ -258,11 +258,13 @@ def test_gram_refuses_what_does_not_fit(built, tmp_path):
 def test_commands_of_one_index_name_the_shards(built):
     _, split, _, _, _ = built
     for args in (("sql", split, "SELECT 1"), ("distance", split, "space-1", "space-2"),
-                 ("export", split, "out.jsonl"), ("upgrade", split),
+                 ("export", split, "out.jsonl"),
                  ("duplicates", split), ("explain", split, "space-1", "space-2")):
         result = run(*args, ok=False)
         assert result.exit_code == 1, args
         assert "is a sharded index" in result.output and "shard-000" in result.output, args
+    # (upgrade takes a sharded index: test_index_upgrade.py upgrades an old one.)
+    assert "nothing to do" in run("upgrade", split).output
     result = run("search", split.parent / "source", "--key", "space-1", "--scheduler",
                  "tcp://127.0.0.1:1", ok=False)
     assert result.exit_code == 2 and "not one" in result.output

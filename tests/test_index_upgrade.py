@@ -327,3 +327,47 @@ def test_an_index_of_an_older_format_can_be_copied_rebuilt_and_split(old_path, t
         found = sharded.search(keys, k=7)
         assert found.keys == expected.keys
         assert np.array_equal(found.distances, expected.distances)
+
+
+def test_a_sharded_index_of_an_older_format_is_upgraded_shard_by_shard(tmp_path, monkeypatch):
+    """A sharded index whose shards an older release wrote: readable,
+    refused for writing, and rewritten by `upgrade` on the sharded path
+    (the CLI refuses the path of one shard), answering as before."""
+    from sobolev_index import Graph
+    from sobolev_index.distributed import ShardedIndex, ShardError
+
+    rng = np.random.default_rng(4)
+    graph = Graph.from_points(rng.normal(size=(300, 3)), n_nodes=40, k=5, edges="knn", seed=1)
+    measures = [(rng.choice(40, size=int(rng.integers(1, 6)), replace=False), None)
+                for _ in range(120)]
+    path = tmp_path / "sharded"
+    # What the previous release wrote: the same arrays, labelled format 3
+    # (a format-3 reader takes lists that carry slot_list as they are).
+    monkeypatch.setattr(storage, "FORMAT_VERSION", 3)
+    with ShardedIndex.create(path, graph, roots=3, shards=2, on_violation="perturb") as index:
+        index.add(measures[:80], keys=[f"k{i}" for i in range(80)])
+        index.add(measures[80:], keys=[f"k{i}" for i in range(80, 120)])
+    monkeypatch.undo()
+    queries = measures[:6]
+    with ShardedIndex.open(path) as index:
+        before = index.search(queries, k=8, p=1)
+    with pytest.raises(ShardError, match="format version 3"):
+        ShardedIndex.open(path, "a")
+    refused = run("upgrade", path / "shard-000", ok=False)
+    assert refused.exit_code == 1 and str(path) in refused.output
+
+    report = json.loads(run("upgrade", path, "--json").output)
+    assert report["from_version"] == 3 and report["to_version"] == NEW
+    assert report["shards"] == 2 and report["documents"] == 120
+    assert report["segments_rewritten"] >= 2
+    for shard in ("shard-000", "shard-001"):
+        assert set(_segment_versions(path / shard)) == {NEW}
+        assert _catalog_version(path / shard) == NEW
+    with ShardedIndex.open(path, "a") as index:
+        after = index.search(queries, k=8, p=1)
+        assert after.keys == before.keys
+        assert np.array_equal(after.distances, before.distances)
+        assert index.verify()["ok"]
+        index.add([([1, 2], [0.5, 0.5])], keys=["new"])
+        assert len(index) == 121
+    assert f"already in format {NEW}; nothing to do" in run("upgrade", path).output

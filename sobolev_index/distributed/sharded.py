@@ -520,6 +520,32 @@ class ShardedIndex(IndexBase):
                             lambda i: ([keys[j] for j in parts[i]],), self.shard_paths))
         return count
 
+    @classmethod
+    def upgrade(cls, path, timeout=None):
+        """Rewrite every shard that an older release wrote in this release's
+        format (:meth:`SobolevIndex.upgrade` on each, in this process, one
+        after the other), holding the sharded index's writer lock (waiting
+        up to ``timeout`` seconds, and as long for each shard's). Keys, ids
+        and the manifest are unchanged. Interrupted, it leaves every shard
+        readable and the ones already rewritten writable; running it again
+        finishes the job. Returns ``{"path", "from_version" (the oldest
+        shard's), "to_version", "segments_rewritten", "documents" (over all
+        shards), "shards"}``.
+        """
+        path = os.fspath(path)
+        manifest = read_manifest(path)
+        lock = storage.WriterLock(path, timeout)
+        try:
+            reports = [SobolevIndex.upgrade(os.path.join(path, name), timeout=timeout)
+                       for name in manifest["shards"]]
+        finally:
+            lock.release()
+        return {"path": os.path.abspath(path),
+                "from_version": min(r["from_version"] for r in reports),
+                "to_version": storage.FORMAT_VERSION,
+                "segments_rewritten": sum(r["segments_rewritten"] for r in reports),
+                "documents": sum(r["documents"] for r in reports), "shards": len(reports)}
+
     def compact(self):
         """Compact every shard (see :meth:`SobolevIndex.compact`)."""
         self._check_writable()
