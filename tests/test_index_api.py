@@ -934,3 +934,32 @@ def test_create_like_copies_graph_trees_roots_eta_and_p(tmp_path):
             SobolevIndex.create_like(tmp_path / "b", source)
     with pytest.raises(TypeError, match="expected an open SobolevIndex"):
         SobolevIndex.create_like(tmp_path / "c", str(tmp_path / "a"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd (Linux)")
+def test_a_reader_holds_one_descriptor_per_segment_file_and_none_once_closed(tmp_path):
+    """Segment arrays are views of one memory map per file: a map per array
+    held a descriptor each (about twenty per segment), and a long-lived
+    process with many open segments ran into the limit of select() and of
+    the open-file limit."""
+    import gc
+
+    rng = np.random.default_rng(3)
+    graph = Graph.from_points(rng.normal(size=(200, 3)), n_nodes=30, seed=0)
+    with SobolevIndex.create(tmp_path / "idx", graph, roots=3, seed=0) as index:
+        for _ in range(4):
+            index.add([(rng.choice(30, size=3, replace=False), None) for _ in range(20)])
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    reader = SobolevIndex.open(tmp_path / "idx")
+    reader.search([([1, 2], [0.5, 0.5])], k=3)
+    n_segments = reader.info()["segments"]
+    held = len(os.listdir("/proc/self/fd")) - before
+    assert n_segments >= 2
+    # One map per segment, plus the catalog (its file, -wal and -shm) and
+    # the lock files.
+    assert held <= n_segments + 6, (held, n_segments)
+    reader.close()
+    del reader
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before

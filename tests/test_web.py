@@ -9,7 +9,7 @@ import json
 import math
 import os
 import re
-import select
+import selectors
 import shutil
 import subprocess
 import sys
@@ -653,7 +653,11 @@ def start_server(index, timeout=60, args=()):
                              "--port", "0", "--silent", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env(), cwd=os.path.dirname(str(index)))
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    # (A selector, not select.select: a test process may hold descriptors
+    # above select's limit of 1024.)
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(proc.stdout, selectors.EVENT_READ)
+        ready = waiting.select(timeout)
     line = proc.stdout.readline().strip() if ready else ""
     if not line.startswith("http://"):
         stop_server(proc)

@@ -34,6 +34,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import mmap
 import os
 import re
 import shutil
@@ -516,13 +517,21 @@ def read_segment(index_path, name, n_roots, checksum=None):
     path = os.path.join(index_path, SEGMENT_DIR, check_segment_name(name))
     if checksum is not None:
         check_segment_checksum(index_path, name, checksum)
+    # Contiguous datasets are memory-mapped: opening costs no reads, and
+    # the page cache is shared between processes searching one index. One
+    # map per file, which the arrays keep alive: a map per array would hold
+    # a file descriptor each (about twenty per segment).
+    mapped = []
+
     def load(dataset):
-        # Contiguous datasets are memory-mapped: opening costs no reads, and
-        # the page cache is shared between processes searching one index.
         offset = dataset.id.get_offset()
         if offset is None or dataset.size == 0:
             return dataset[...]
-        return np.memmap(path, dtype=dataset.dtype, mode="r", offset=offset, shape=dataset.shape)
+        if not mapped:
+            with open(path, "rb") as handle:
+                mapped.append(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+        return np.frombuffer(mapped[0], dtype=dataset.dtype, count=dataset.size,
+                             offset=offset).reshape(dataset.shape)
 
     try:
         with h5py.File(path, "r") as f:
