@@ -191,6 +191,40 @@ cdef inline Py_ssize_t chunk_end(const Search* se, Py_ssize_t j0, Py_ssize_t row
     return row_hi if j1 > row_hi else j1
 
 
+cdef inline offset_t block_end(const SegmentView* sg, offset_t lst,
+                               Py_ssize_t block_base) noexcept nogil:
+    """Where list ``lst`` leaves the BLOCK_ROWS-row block starting at row
+    block_base (offsets start again at 0 in the next block)."""
+    if block_base + BLOCK_ROWS < sg.n_rows:
+        return sg.block_start[lst * sg.block_stride + (block_base + BLOCK_ROWS) // sg.block_rows]
+    return sg.ptr[lst + 1]
+
+
+cdef inline offset_t chunk_stop(const SegmentView* sg, offset_t lst, Py_ssize_t block_base,
+                                Py_ssize_t j1, offset_t e_end) noexcept nogil:
+    """Where list ``lst`` leaves a chunk that ends at row j1 on a boundary
+    of the table of range starts (or at its block's or the segment's end,
+    e_end): the walk then tests nothing but its count."""
+    if j1 < block_base + BLOCK_ROWS and j1 < sg.n_rows:
+        return sg.block_start[lst * sg.block_stride + j1 // sg.block_rows]
+    return e_end
+
+
+cdef inline offset_t add_min_below(float64_t* acc, const uint16_t* rows, const float32_t* values,
+                                   offset_t e, offset_t e_end, Py_ssize_t limit, float64_t c,
+                                   float64_t v) noexcept nogil:
+    """acc[rows[e]] += c min(v, values[e]) from e while the offset is below
+    ``limit`` (p = 1); returns where it stopped."""
+    cdef float64_t x
+    while e < e_end and rows[e] < limit:
+        SI_PREFETCH(values + e + PREFETCH_AHEAD)
+        SI_PREFETCH(rows + e + PREFETCH_AHEAD)
+        x = values[e]
+        acc[rows[e]] += c * (v if v < x else x)
+        e = e + 1
+    return e
+
+
 cdef inline void _add_merged(const Search* se, const SegmentView* sg, Scratch* sc,
                              Py_ssize_t j0, Py_ssize_t j1, Py_ssize_t block_base,
                              bint new_block, bint chunk_ends) noexcept nogil:
@@ -198,36 +232,22 @@ cdef inline void _add_merged(const Search* se, const SegmentView* sg, Scratch* s
     walked once, into sc.acc[j - j0] = sum_s eta_s acc_s."""
     cdef Py_ssize_t m, at = block_base - j0, limit = j1 - block_base
     cdef offset_t e, e_end, e_stop, lst
-    cdef float64_t v, c, x
     cdef float64_t* acc = sc.acc
-    cdef const uint16_t* post_rows = sg.post_rows
-    cdef const float32_t* post_values = sg.post_values
     memset(acc, 0, (j1 - j0) * sizeof(float64_t))
     for m in range(sc.n_merged):
         lst = sc.m_list[m]
-        v = sc.m_value[m]
-        c = sc.m_coef[m]
         e = sc.cursor[m]
         if new_block:
-            e_end = sg.ptr[lst + 1]
-            if block_base + BLOCK_ROWS < sg.n_rows:
-                e_end = sg.block_start[lst * sg.block_stride
-                                       + (block_base + BLOCK_ROWS) // sg.block_rows]
-            sc.cursor_end[m] = e_end
+            sc.cursor_end[m] = block_end(sg, lst, block_base)
         e_end = sc.cursor_end[m]
         if chunk_ends:
-            e_stop = e_end
-            if j1 < block_base + BLOCK_ROWS and j1 < sg.n_rows:
-                e_stop = sg.block_start[lst * sg.block_stride + j1 // sg.block_rows]
-            add_min(acc + at, post_rows, post_values, e, e_stop, c, v)
+            e_stop = chunk_stop(sg, lst, block_base, j1, e_end)
+            add_min(acc + at, sg.post_rows, sg.post_values, e, e_stop, sc.m_coef[m],
+                    sc.m_value[m])
             e = e_stop
         else:
-            while e < e_end and post_rows[e] < limit:
-                SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
-                SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
-                x = post_values[e]
-                acc[at + post_rows[e]] += c * (v if v < x else x)
-                e = e + 1
+            e = add_min_below(acc + at, sg.post_rows, sg.post_values, e, e_end, limit,
+                              sc.m_coef[m], sc.m_value[m])
         sc.cursor[m] = e
 
 
@@ -276,18 +296,10 @@ cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* 
                 # again at 0 in the next block).
                 lst = sg.slot_list[slot]
                 if new_block:
-                    e_end = sg.ptr[lst + 1]
-                    if block_base + BLOCK_ROWS < sg.n_rows:
-                        e_end = sg.block_start[lst * sg.block_stride
-                                               + (block_base + BLOCK_ROWS) // sg.block_rows]
-                    sc.cursor_end[q_entry] = e_end
+                    sc.cursor_end[q_entry] = block_end(sg, lst, block_base)
                 e_end = sc.cursor_end[q_entry]
                 if kind != 2 and chunk_ends:
-                    # The list's end within the chunk is in the table: the
-                    # loop then tests nothing but its count.
-                    e_stop = e_end
-                    if j1 < block_base + BLOCK_ROWS and j1 < sg.n_rows:
-                        e_stop = sg.block_start[lst * sg.block_stride + j1 // sg.block_rows]
+                    e_stop = chunk_stop(sg, lst, block_base, j1, e_end)
                     if kind == 0:
                         add_min(acc + at, post_rows, post_values, e, e_stop,
                                 2.0 * weight[slot], v)
@@ -296,13 +308,8 @@ cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* 
                                     2.0 * weight[slot] * v)
                     e = e_stop
                 elif kind == 0:
-                    c = 2.0 * weight[slot]
-                    while e < e_end and post_rows[e] < limit:
-                        SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
-                        SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
-                        x = post_values[e]
-                        acc[at + post_rows[e]] += c * (v if v < x else x)
-                        e = e + 1
+                    e = add_min_below(acc + at, post_rows, post_values, e, e_end, limit,
+                                      2.0 * weight[slot], v)
                 elif kind == 1:
                     c = 2.0 * weight[slot] * v
                     while e < e_end and post_rows[e] < limit:
