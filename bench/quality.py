@@ -473,25 +473,51 @@ def topic_measures(n, threads):
                    for i in range(n)]
 
 
+def time_rounds(readers, queries, threads, rounds, n_single=None):
+    """Open indexes ``readers`` ({roots: reader}) timed against one another:
+    ``rounds`` rounds, each reader in turn, each block an untimed warm-up
+    search, then the first ``n_single`` queries one by one (median) and all
+    of them in one call (time per query). Per reader: medians over the
+    rounds, the medians of each round's ratio to the smallest key's reader
+    (``ratio_single``, ``ratio_batched``) and the rounds' own figures."""
+    n_single = len(queries) if n_single is None else n_single
+    single, batched = {r: [] for r in readers}, {r: [] for r in readers}
+    for _ in range(rounds):
+        for roots, reader in readers.items():
+            reader.search(queries[:5], k=10, n_threads=threads)
+            times = []
+            for q in queries[:n_single]:
+                t = time.perf_counter()
+                reader.search([q], k=10, n_threads=threads)
+                times.append(time.perf_counter() - t)
+            single[roots].append(1000 * float(np.median(times)))
+            t = time.perf_counter()
+            reader.search(queries, k=10, n_threads=threads)
+            batched[roots].append(1000 * (time.perf_counter() - t) / len(queries))
+    first = min(readers)
+    return {roots: {"single_ms": float(np.median(single[roots])),
+                    "batched_ms": float(np.median(batched[roots])),
+                    "ratio_single": float(np.median(np.divide(single[roots], single[first]))),
+                    "ratio_batched": float(np.median(np.divide(batched[roots], batched[first]))),
+                    "rounds_single_ms": single[roots], "rounds_batched_ms": batched[roots]}
+            for roots in readers}
+
+
 def root_cost(threads):
     """Single-query and batched latency and disk per document, 1 against 10
     roots, on the synthetic topic corpus at N = COST_N with the recipe's
     graph recipe (10,000 nodes, 5 nearest-node edges). Both indexes are
-    open at once and timed in alternating blocks (COST_ROUNDS rounds of
-    the COST_QUERIES queries one by one, then all of them in one call),
-    each block after an untimed warm-up search; the figures are medians
-    over the rounds, and ``ratio_single`` / ``ratio_batched`` the medians
-    of each round's ratio to one root."""
+    open at once and timed against each other (time_rounds, COST_ROUNDS
+    rounds of the COST_QUERIES queries)."""
     from sobolev_index import SobolevIndex
 
     graph, measures = topic_measures(COST_N + COST_QUERIES, threads)
     queries = measures[COST_N:]
-    counts = (1, ROOTS)
-    out, single, batched = {}, {r: [] for r in counts}, {r: [] for r in counts}
+    out = {}
     with tempfile.TemporaryDirectory() as tmp:
         readers = {}
         try:
-            for roots in counts:
+            for roots in (1, ROOTS):
                 path = os.path.join(tmp, f"r{roots}")
                 started = time.perf_counter()
                 index = SobolevIndex.create(path, graph, roots=None if roots == 1 else roots,
@@ -503,27 +529,11 @@ def root_cost(threads):
                 out[roots] = {"bytes_per_document": size / COST_N,
                               "build_seconds": time.perf_counter() - started}
                 readers[roots] = SobolevIndex.open(path)
-            for _ in range(COST_ROUNDS):
-                for roots, reader in readers.items():
-                    reader.search(queries[:5], k=10, n_threads=threads)
-                    times = []
-                    for q in queries:
-                        t = time.perf_counter()
-                        reader.search([q], k=10, n_threads=threads)
-                        times.append(time.perf_counter() - t)
-                    single[roots].append(1000 * float(np.median(times)))
-                    t = time.perf_counter()
-                    reader.search(queries, k=10, n_threads=threads)
-                    batched[roots].append(1000 * (time.perf_counter() - t) / len(queries))
+            for roots, row in time_rounds(readers, queries, threads, COST_ROUNDS).items():
+                out[roots].update(row)
         finally:
             for reader in readers.values():
                 reader.close()
-    for roots in counts:
-        out[roots].update(
-            single_ms=float(np.median(single[roots])),
-            batched_ms=float(np.median(batched[roots])),
-            ratio_single=float(np.median(np.divide(single[roots], single[1]))),
-            ratio_batched=float(np.median(np.divide(batched[roots], batched[1]))))
     return out
 
 

@@ -9,8 +9,8 @@ built, one root (the central node, ``--recipe fast``) and ``--roots``
 random roots (the default recipe's 10), the measures added 10,000 at a time.
 Both are then open at once and timed in ``--rounds`` alternating rounds
 (``--single`` single queries, median; then all ``--queries`` queries in one
-call), each round after an untimed warm-up search; the figures are medians
-over the rounds and the ratios medians of each round's. The ten nearest of
+call; ``quality.time_rounds``): medians over the rounds, and the ratios
+medians of each round's. The ten nearest of
 ``--check`` queries are compared with brute force over every document
 (each root's features made chunk by chunk), and the run exits with status 1
 when a distance differs by more than 1e-9 (relative).
@@ -50,30 +50,6 @@ def build(path, graph, measures, n, roots):
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path)
                for f in files)
     return {"build_seconds": seconds, "bytes_per_document": size / n}
-
-
-def timed_rounds(readers, queries, n_single, rounds, threads):
-    single = {r: [] for r in readers}
-    batched = {r: [] for r in readers}
-    for _ in range(rounds):
-        for roots, reader in readers.items():
-            reader.search(queries[:5], k=10, n_threads=threads)
-            times = []
-            for q in queries[:n_single]:
-                t = time.perf_counter()
-                reader.search([q], k=10, n_threads=threads)
-                times.append(time.perf_counter() - t)
-            single[roots].append(1000 * float(np.median(times)))
-            t = time.perf_counter()
-            reader.search(queries, k=10, n_threads=threads)
-            batched[roots].append(1000 * (time.perf_counter() - t) / len(queries))
-    first = min(readers)
-    return {roots: {"single_ms": float(np.median(single[roots])),
-                    "batched_ms": float(np.median(batched[roots])),
-                    "ratio_single": float(np.median(np.divide(single[roots], single[first]))),
-                    "ratio_batched": float(np.median(np.divide(batched[roots], batched[first]))),
-                    "rounds_single_ms": single[roots], "rounds_batched_ms": batched[roots]}
-            for roots in readers}
 
 
 def worst_error(reader, measures, n, probe, threads):
@@ -121,8 +97,8 @@ def main(argv=None):
                 print(f"[build] {roots} root(s): {report['indexes'][roots]}", file=sys.stderr,
                       flush=True)
                 readers[roots] = SobolevIndex.open(path)
-            for roots, row in timed_rounds(readers, queries, args.single, args.rounds,
-                                           args.threads).items():
+            for roots, row in quality.time_rounds(readers, queries, args.threads, args.rounds,
+                                                  args.single).items():
                 report["indexes"][roots].update(row)
             for roots, reader in readers.items():
                 report["indexes"][roots]["max_relative_error"] = worst_error(
