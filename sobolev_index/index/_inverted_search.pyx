@@ -181,8 +181,11 @@ cdef class RowNorms:
                                      const float64_t[::1] eta, float64_t low_rtol) except NULL:
         """Per row, sum_s eta_s ((1 - low_rtol) x_low - low_rtol x_high) of
         the selected roots: the row's part of a merged search's cheapest
-        bound (see _bound_rows_by_root), kept for the next search with the
-        same roots and weights (a few selections at most)."""
+        bound (see _bound_rows_merged), kept for the next search with the
+        same roots and weights. Never dropped while this object lives: a
+        search in another thread may be reading it (the search holds this
+        object for its call), so a cache that evicted would free it under
+        that search."""
         key = (np.asarray(positions).tobytes(), np.asarray(eta).tobytes(), low_rtol)
         merged = self._merged.get(key)
         if merged is None:
@@ -191,10 +194,8 @@ cdef class RowNorms:
             for s in range(positions.shape[0]):
                 merged += eta[s] * ((1.0 - low_rtol) * low[positions[s]]
                                     - low_rtol * high[positions[s]])
-            merged = np.ascontiguousarray(merged)
-            if len(self._merged) >= 4:
-                self._merged.clear()
-            self._merged[key] = merged
+            # Two threads may both miss: both then read the one kept.
+            merged = self._merged.setdefault(key, np.ascontiguousarray(merged))
         return <const float64_t*> <size_t> merged.ctypes.data
 
 
