@@ -691,7 +691,8 @@ def render(report):
             "## What 10 roots cost",
             "",
             f"Synthetic topic corpus of `bench/` ({COST_N:,} documents, a 10,000-node graph with "
-            f"5 nearest-node edges), k = 10, median of {COST_QUERIES} single queries, "
+            f"5 nearest-node edges), k = 10, {COST_QUERIES} queries one by one (median) and "
+            f"in one batch, both indexes timed in {COST_ROUNDS} alternating rounds (medians), "
             f"`--threads {report['args']['threads']}`:",
             "",
             "| roots | single query (ms) | batched (ms/query) | bytes on disk per document |",

@@ -88,7 +88,7 @@ class Segment:
         return tree.feature_arrays_of_batch(checked_batch(indptr, nodes, masses, scale))
 
     def row_scale(self, n_nodes):
-        """What each row's masses are multiplied by to sum to 1: stored by
+        """What each row's masses are multiplied by to sum to 1: stored since
         format 3, computed as when the rows were added for format 2; checked
         once to be finite and positive."""
         if "row_scale" not in self._checked:
