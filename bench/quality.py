@@ -711,8 +711,8 @@ def render(report):
             + (f", {many['ratio_batched']:.1f}x per query in a batch" if "ratio_batched" in many
                else "")
             + f", and {many['bytes_per_document'] / one['bytes_per_document']:.1f}x the disk"
-            + (f" (both indexes open at once, timed in {COST_ROUNDS} alternating rounds; the "
-               "ratios are medians of each round's)" if "ratio_single" in many else "") + ".",
+            + (" (the ratios are medians of each round's)" if "ratio_single" in many else "")
+            + ".",
             "",
         ]
     lines += ["![k-NN error by setting](figures/quality.png)", ""]

@@ -1,6 +1,5 @@
 """Commands that look after an index: ``info``, ``delete``, ``compact``,
 ``upgrade``, ``verify`` and ``recover``."""
-import os
 import sys
 import time
 
@@ -77,16 +76,11 @@ def upgrade(index, as_json, wait):
     A sharded index is rewritten shard by shard. Releases older than this
     one cannot read the index afterwards. Safe to interrupt: run it again
     to finish."""
-    from .. import SobolevIndex
+    from ..distributed.opening import upgrade_index
 
     _refuse_shard_writes(index)
     started = time.perf_counter()
-    if _sharded(index) and not os.path.isfile(os.path.join(index, "catalog.sqlite")):
-        from ..distributed import ShardedIndex
-
-        out = ShardedIndex.upgrade(index, timeout=wait)
-    else:
-        out = SobolevIndex.upgrade(index, timeout=wait)
+    out = upgrade_index(index, timeout=wait)
     out["seconds"] = round(time.perf_counter() - started, 3)
     if as_json:
         _echo_json(out)

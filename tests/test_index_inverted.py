@@ -787,10 +787,10 @@ def test_p1_merging_keeps_each_query_value_of_a_shared_list(tmp_path):
     """Edges u and its parent v share a list when no document has support
     at v or in v's other branches. A query with mass at both has different
     values there (q_v > q_u), so a merged search keeps two entries for the
-    one list; the answers stay those of brute force. (Results alone do not
-    show which entries were kept: folding both into u's entry raises the
-    bounds and the upper values of the documents below u alike, so they
-    are still found.)"""
+    one list; the answers stay those of brute force. Folding both into
+    u's entry would raise the bounds and upper values of the documents
+    below u alike, which only loses them when the k-th result lies
+    elsewhere: hence the larger k."""
     rng = np.random.default_rng(8)
     graph = Graph.from_points(rng.normal(size=(600, 2)), n_nodes=120, k=4, edges="knn", seed=5)
     with SobolevIndex.create(tmp_path / "idx", graph, roots=2, seed=0,
@@ -828,5 +828,9 @@ def test_p1_merging_keeps_each_query_value_of_a_shared_list(tmp_path):
         query = (np.array([u, v]), np.array([0.5, 0.5]))
         alive = np.ones(len(keys), dtype=bool)
         D = brute_force(index, measures, alive, [query], 1, [0, 1])
-        for n_threads in (1, 2):
-            check(index.search([query], k=5, p=1, n_threads=n_threads), D, keys, alive, 5)
+        # With k past the 60 documents below u, the k-th is a document
+        # elsewhere, whose bound a fold would not raise: folding the two
+        # values into u's entry would then lose documents below u.
+        for k in (5, 30, 60, 70):
+            for n_threads in (1, 2):
+                check(index.search([query], k=k, p=1, n_threads=n_threads), D, keys, alive, k)

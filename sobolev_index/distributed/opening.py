@@ -57,6 +57,17 @@ def open_index(path, mode="r", client=None, timeout=None, check=False, task_time
     return ShardedIndex.open(path, mode=mode, client=client, timeout=timeout, **bound)
 
 
+def upgrade_index(path, timeout=None):
+    """Rewrite the index at ``path``, single or sharded, in this release's
+    format: :meth:`SobolevIndex.upgrade` or :meth:`ShardedIndex.upgrade`
+    (which adds ``"shards"`` to the report)."""
+    if not is_sharded(path):
+        return SobolevIndex.upgrade(path, timeout=timeout)
+    from .sharded import ShardedIndex
+
+    return ShardedIndex.upgrade(path, timeout=timeout)
+
+
 @contextlib.contextmanager
 def settings_holder(path):
     """What holds the build settings (kind, text settings, words) of the

@@ -43,8 +43,6 @@ inverted.share_lists), so a search at p = 1 over several roots (a
 "merged" search) walks each list once per distinct query value, with the
 slots' coefficients summed, into one accumulator; the bounds add the
 roots' other terms, weighted by eta_s, and subtract that accumulator once.
-With ten random roots on the bench topic corpus, the time a query spends
-on postings fell about ninefold (docs/benchmarks.md).
 
 p = inf (S_inf = max_c |q_c - x_c|, no weights) has no such identity, but
 the dense columns alone bound it from below: max over c in H of

@@ -11,6 +11,13 @@ which bound S_inf from below.
 
 This module knows nothing of files or SQLite: ``storage.py`` writes and reads
 the arrays, ``query.py`` decides which segments to search and with what.
+
+In order: the layout's constants; writing (``build``, its stored form
+``_stored_form`` and ``share_lists``, which stores a list once for all the
+roots' edges that have it); older formats (``from_v3``, ``from_v2``); the
+dense columns' groups (``dense_groups``, ``subtree_groups``) and norms;
+reading (``InvertedFile``: the checks of a file's arrays, lists checked at
+first use, row norms per p); and ``search``, the call into the kernel.
 """
 import math
 import threading
