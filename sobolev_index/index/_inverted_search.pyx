@@ -579,6 +579,7 @@ cdef object _lay_out_scratch(int n_workers, Py_ssize_t n_sel, Py_ssize_t k, Py_s
         + 2 * _lines(max_entries * sizeof(int64_t))     # cursor, cursor_end
         + _lines(max_entries * sizeof(int64_t))         # m_list
         + 2 * _lines(max_entries * sizeof(float64_t))   # m_value, m_coef
+        + _lines((n_sel + 1) * sizeof(Py_ssize_t))      # m_root
         + 2 * _lines(max_lists * sizeof(int64_t))       # list_stamp, list_entry
         + _lines(cap * sizeof(int64_t))                 # cand_rows
         + _lines(cap * sizeof(float64_t)))              # cand_lows
@@ -601,6 +602,7 @@ cdef object _lay_out_scratch(int n_workers, Py_ssize_t n_sel, Py_ssize_t k, Py_s
         scratch.m_list = <int64_t*> _take(&free_at, max_entries * sizeof(int64_t))
         scratch.m_value = <float64_t*> _take(&free_at, max_entries * sizeof(float64_t))
         scratch.m_coef = <float64_t*> _take(&free_at, max_entries * sizeof(float64_t))
+        scratch.m_root = <Py_ssize_t*> _take(&free_at, (n_sel + 1) * sizeof(Py_ssize_t))
         scratch.n_merged = 0
         scratch.list_stamp = <int64_t*> _take(&free_at, max_lists * sizeof(int64_t))
         scratch.list_entry = <int64_t*> _take(&free_at, max_lists * sizeof(int64_t))

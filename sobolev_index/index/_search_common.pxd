@@ -255,12 +255,15 @@ cdef struct Scratch:
     float64_t* norms
     int64_t* cursor
     int64_t* cursor_end
-    # A merged search's entries (list, query value, coefficient), n_merged
-    # of them; and, per posting list of the segment, the stamp of the last
-    # query that met it and the entry it made (stamp: the current one).
+    # The query's posted entries (list, query value, coefficient), n_merged
+    # of them, selected root s's from m_root[s] (a merged search's all in
+    # m_root[0]..m_root[1]); and, per posting list of the segment in a
+    # merged search, the stamp of the last query that met it and the entry
+    # it made (stamp: the current one).
     int64_t* m_list
     float64_t* m_value
     float64_t* m_coef
+    Py_ssize_t* m_root
     Py_ssize_t n_merged
     int64_t* list_stamp
     int64_t* list_entry

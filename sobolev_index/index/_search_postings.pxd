@@ -73,18 +73,21 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
     its posted norm |q|_L and dense norm |q|_H (sc.norms), the part of each
     row's allowance that depends on the query only (sc.norms too), its
     dense values (sc.qh), group norms (sc.qg_root) and coarse group norms
-    (sc.qc_root), and where each of its posting lists enters the unit's
-    rows (sc.cursor).
+    (sc.qc_root), and its posted entries (list, query value, coefficient
+    of the walk: sc.m_list, sc.m_value, sc.m_coef; root s's are
+    sc.m_root[s]..sc.m_root[s + 1]) with where each list enters the unit's
+    rows (sc.cursor). The walks of add_postings then read nothing of the
+    segment but the postings.
 
     A merged search (p = 1 over several roots, se.merged) gathers the
-    query's posted entries by posting list first: entries of one list with
-    the same query value (the same subtree under several roots) become one,
-    with coefficient sum 2 eta_s w_slot, and sc.cursor follows these
-    (sc.m_list, sc.m_value, sc.m_coef). An entry whose list was met with
-    another value stays on its own: equal lists need not be equal
-    subtrees (a chain of edges without supports between them)."""
+    query's posted entries by posting list: entries of one list with the
+    same query value (the same subtree under several roots) become one,
+    with coefficient sum 2 eta_s w_slot, all in sc.m_root[0]..m_root[1].
+    An entry whose list was met with another value stays on its own: equal
+    lists need not be equal subtrees (a chain of edges without supports
+    between them)."""
     cdef Py_ssize_t n_cols = sg.n_cols
-    cdef Py_ssize_t s, r, t, h, gg, cg, q_entry, m
+    cdef Py_ssize_t s, r, t, h, gg, cg, m
     cdef int kind = se.kind
     cdef float64_t p = se.p, v, c
     cdef offset_t slot, lst
@@ -101,20 +104,13 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
             slot = r * n_cols + se.q_indices[t]
             SI_PREFETCH(sg.col_slot + slot)
             SI_PREFETCH(sg.slot_list + slot)
-    # Then, as the slots' lists arrive, where the lists start.
-    for s in range(se.n_sel):
-        r = se.positions[s]
-        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
-            lst = sg.slot_list[r * n_cols + se.q_indices[t]]
-            SI_PREFETCH(sg.ptr + lst)
-            if row_lo != 0:
-                SI_PREFETCH(sg.block_start + lst * sg.block_stride + row_lo // sg.block_rows)
-    q_entry = 0
     if se.merged:
         sc.stamp += 1
-        sc.n_merged = 0
+    sc.n_merged = 0
     for s in range(se.n_sel):
         r = se.positions[s]
+        if not se.merged:
+            sc.m_root[s] = sc.n_merged
         sc.norms[3 * s] = 0.0
         sc.norms[3 * s + 1] = 0.0
         for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
@@ -122,37 +118,33 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
             h = sg.col_slot[slot]
             if h >= 0:
                 sc.qh[h] = se.q_data[t]
+                continue
+            v = se.q_data[t]
+            sc.norms[3 * s] += weight[slot] * abs_pow(v, p, kind)
+            lst = sg.slot_list[slot]
+            if kind == 0:
+                c = 2.0 * (se.eta[s] if se.merged else 1.0) * weight[slot]
+            elif kind == 1:
+                c = 2.0 * weight[slot] * v
             else:
-                sc.norms[3 * s] += weight[slot] * abs_pow(se.q_data[t], p, kind)
-                lst = sg.slot_list[slot]
-                if se.merged:
-                    v = se.q_data[t]
-                    c = 2.0 * se.eta[s] * weight[slot]
-                    if sc.list_stamp[lst] == sc.stamp:
-                        m = sc.list_entry[lst]
-                        if sc.m_value[m] == v:
-                            sc.m_coef[m] += c
-                            q_entry = q_entry + 1
-                            continue
-                    else:
-                        sc.list_stamp[lst] = sc.stamp
-                        sc.list_entry[lst] = sc.n_merged
-                    m = sc.n_merged
-                    sc.m_list[m] = lst
-                    sc.m_value[m] = v
-                    sc.m_coef[m] = c
-                    sc.n_merged = m + 1
-                    q_entry = q_entry + 1
-                    continue
-                if row_lo == 0:
-                    sc.cursor[q_entry] = sg.ptr[lst]
+                c = weight[slot]
+            if se.merged:
+                if sc.list_stamp[lst] == sc.stamp:
+                    m = sc.list_entry[lst]
+                    if sc.m_value[m] == v:
+                        sc.m_coef[m] += c
+                        continue
                 else:
-                    sc.cursor[q_entry] = sg.block_start[lst * sg.block_stride
-                                                        + row_lo // sg.block_rows]
-                # The list's first postings, for the first chunk.
-                SI_PREFETCH(sg.post_rows + sc.cursor[q_entry])
-                SI_PREFETCH(sg.post_values + sc.cursor[q_entry])
-            q_entry = q_entry + 1
+                    sc.list_stamp[lst] = sc.stamp
+                    sc.list_entry[lst] = sc.n_merged
+            m = sc.n_merged
+            sc.m_list[m] = lst
+            sc.m_value[m] = v
+            sc.m_coef[m] = c
+            sc.n_merged = m + 1
+            SI_PREFETCH(sg.ptr + lst)
+            if row_lo != 0:
+                SI_PREFETCH(sg.block_start + lst * sg.block_stride + row_lo // sg.block_rows)
         for gg in range(sg.root_groups[r], sg.root_groups[r + 1]):
             v = 0.0
             for t in range(sg.group_ptr[gg], sg.group_ptr[gg + 1]):
@@ -173,14 +165,20 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
                                + atol * (sg.root_weight[r] + N_COARSE
                                          + sg.root_groups[r + 1] - sg.root_groups[r]))
     if se.merged:
-        for m in range(sc.n_merged):
-            lst = sc.m_list[m]
-            if row_lo == 0:
-                sc.cursor[m] = sg.ptr[lst]
-            else:
-                sc.cursor[m] = sg.block_start[lst * sg.block_stride + row_lo // sg.block_rows]
-            SI_PREFETCH(sg.post_rows + sc.cursor[m])
-            SI_PREFETCH(sg.post_values + sc.cursor[m])
+        sc.m_root[0] = 0
+        sc.m_root[1] = sc.n_merged
+    else:
+        sc.m_root[se.n_sel] = sc.n_merged
+    # Where the lists enter the unit, and their first postings for the
+    # first chunk.
+    for m in range(sc.n_merged):
+        lst = sc.m_list[m]
+        if row_lo == 0:
+            sc.cursor[m] = sg.ptr[lst]
+        else:
+            sc.cursor[m] = sg.block_start[lst * sg.block_stride + row_lo // sg.block_rows]
+        SI_PREFETCH(sg.post_rows + sc.cursor[m])
+        SI_PREFETCH(sg.post_values + sc.cursor[m])
 
 
 cdef inline Py_ssize_t chunk_end(const Search* se, Py_ssize_t j0, Py_ssize_t row_hi) noexcept nogil:
@@ -225,29 +223,50 @@ cdef inline offset_t add_min_below(float64_t* acc, const uint16_t* rows, const f
     return e
 
 
-cdef inline void _add_merged(const Search* se, const SegmentView* sg, Scratch* sc,
-                             Py_ssize_t j0, Py_ssize_t j1, Py_ssize_t block_base,
-                             bint new_block, bint chunk_ends) noexcept nogil:
-    """add_postings for a merged search (p = 1): each merged entry's list
-    walked once, into sc.acc[j - j0] = sum_s eta_s acc_s."""
-    cdef Py_ssize_t m, at = block_base - j0, limit = j1 - block_base
+cdef inline void _walk(const SegmentView* sg, Scratch* sc, float64_t* acc, Py_ssize_t m0,
+                       Py_ssize_t m1, int kind, float64_t p, Py_ssize_t block_base,
+                       Py_ssize_t limit, Py_ssize_t j1, bint new_block,
+                       bint chunk_ends) noexcept nogil:
+    """Walk entries m0..m1 of the query (see start_query) from sc.cursor
+    to the end of the chunk (row j1, offset ``limit`` within the block at
+    block_base), adding into acc[offset]; the cursors move on."""
+    cdef Py_ssize_t m
     cdef offset_t e, e_end, e_stop, lst
-    cdef float64_t* acc = sc.acc
-    memset(acc, 0, (j1 - j0) * sizeof(float64_t))
-    for m in range(sc.n_merged):
+    cdef float64_t v, c, x, vp
+    cdef const uint16_t* post_rows = sg.post_rows
+    cdef const float32_t* post_values = sg.post_values
+    for m in range(m0, m1):
         lst = sc.m_list[m]
+        v = sc.m_value[m]
+        c = sc.m_coef[m]
         e = sc.cursor[m]
+        # Stop at the first row >= j1: by its offset within the block, and
+        # at the block's last posting (offsets start again at 0 in the
+        # next block).
         if new_block:
             sc.cursor_end[m] = block_end(sg, lst, block_base)
         e_end = sc.cursor_end[m]
-        if chunk_ends:
+        if kind != 2 and chunk_ends:
             e_stop = chunk_stop(sg, lst, block_base, j1, e_end)
-            add_min(acc + at, sg.post_rows, sg.post_values, e, e_stop, sc.m_coef[m],
-                    sc.m_value[m])
+            if kind == 0:
+                add_min(acc, post_rows, post_values, e, e_stop, c, v)
+            else:
+                add_product(acc, post_rows, post_values, e, e_stop, c)
             e = e_stop
+        elif kind == 0:
+            e = add_min_below(acc, post_rows, post_values, e, e_end, limit, c, v)
+        elif kind == 1:
+            while e < e_end and post_rows[e] < limit:
+                SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
+                SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
+                acc[post_rows[e]] += c * post_values[e]
+                e = e + 1
         else:
-            e = add_min_below(acc + at, sg.post_rows, sg.post_values, e, e_end, limit,
-                              sc.m_coef[m], sc.m_value[m])
+            vp = pow(v, p)
+            while e < e_end and post_rows[e] < limit:
+                x = post_values[e]
+                acc[post_rows[e]] += c * (vp + pow(x, p) - pow(fabs(v - x), p))
+                e = e + 1
         sc.cursor[m] = e
 
 
@@ -257,20 +276,12 @@ cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* 
     """Walk query i's posting lists over rows j0..j1 of a unit starting at
     row_lo (from sc.cursor, which moves on): sc.acc[s * chunk + j - j0]
     holds sum w_c g(q_c, x_c) over the posted columns of selected root s
-    shared by the query and row j. The posting streams are prefetched:
-    short lists restart often, and the hardware prefetcher alone leaves
-    the loop waiting on memory."""
-    cdef Py_ssize_t chunk = se.chunk, n_cols = sg.n_cols
-    cdef Py_ssize_t s, r, t, q_entry, block_base, at, limit
+    shared by the query and row j; a merged search's sc.acc[j - j0] holds
+    sum_s eta_s of these. The posting streams are prefetched: short lists
+    restart often, and the hardware prefetcher alone leaves the loop
+    waiting on memory."""
+    cdef Py_ssize_t s, block_base, limit
     cdef bint new_block, chunk_ends
-    cdef int kind = se.kind
-    cdef float64_t p = se.p, v, c, x
-    cdef offset_t e, e_end, e_stop, slot, lst
-    cdef float64_t* acc = sc.acc
-    cdef const uint16_t* post_rows = sg.post_rows
-    cdef const float32_t* post_values = sg.post_values
-    cdef const float64_t* weight = sg.weight
-    q_entry = 0
     block_base = (j0 >> BLOCK_SHIFT) << BLOCK_SHIFT
     new_block = j0 == row_lo or j0 == block_base
     limit = j1 - block_base
@@ -278,51 +289,8 @@ cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* 
     # segment's end, its block's end or a table boundary.
     chunk_ends = (j1 == sg.n_rows or j1 == block_base + BLOCK_ROWS
                   or (sg.block_start != NULL and j1 % sg.block_rows == 0))
-    if se.merged:
-        _add_merged(se, sg, sc, j0, j1, block_base, new_block, chunk_ends)
-        return
-    for s in range(se.n_sel):
-        r = se.positions[s]
-        memset(&acc[s * chunk], 0, (j1 - j0) * sizeof(float64_t))
-        # Row j of this chunk is acc[at + j - block_base].
-        at = s * chunk + block_base - j0
-        for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
-            slot = r * n_cols + se.q_indices[t]
-            if sg.col_slot[slot] < 0:
-                v = se.q_data[t]
-                e = sc.cursor[q_entry]
-                # Stop at the first row >= j1: by its offset within the
-                # block, and at the block's last posting (offsets start
-                # again at 0 in the next block).
-                lst = sg.slot_list[slot]
-                if new_block:
-                    sc.cursor_end[q_entry] = block_end(sg, lst, block_base)
-                e_end = sc.cursor_end[q_entry]
-                if kind != 2 and chunk_ends:
-                    e_stop = chunk_stop(sg, lst, block_base, j1, e_end)
-                    if kind == 0:
-                        add_min(acc + at, post_rows, post_values, e, e_stop,
-                                2.0 * weight[slot], v)
-                    else:
-                        add_product(acc + at, post_rows, post_values, e, e_stop,
-                                    2.0 * weight[slot] * v)
-                    e = e_stop
-                elif kind == 0:
-                    e = add_min_below(acc + at, post_rows, post_values, e, e_end, limit,
-                                      2.0 * weight[slot], v)
-                elif kind == 1:
-                    c = 2.0 * weight[slot] * v
-                    while e < e_end and post_rows[e] < limit:
-                        SI_PREFETCH(post_values + e + PREFETCH_AHEAD)
-                        SI_PREFETCH(post_rows + e + PREFETCH_AHEAD)
-                        acc[at + post_rows[e]] += c * post_values[e]
-                        e = e + 1
-                else:
-                    c = pow(v, p)
-                    while e < e_end and post_rows[e] < limit:
-                        x = post_values[e]
-                        acc[at + post_rows[e]] += weight[slot] * (
-                            c + pow(x, p) - pow(fabs(v - x), p))
-                        e = e + 1
-                sc.cursor[q_entry] = e
-            q_entry = q_entry + 1
+    for s in range(1 if se.merged else se.n_sel):
+        memset(&sc.acc[s * se.chunk], 0, (j1 - j0) * sizeof(float64_t))
+        # Row j of this chunk is acc[s * chunk + block_base - j0 + offset].
+        _walk(sg, sc, sc.acc + s * se.chunk + block_base - j0, sc.m_root[s], sc.m_root[s + 1],
+              se.kind, se.p, block_base, limit, j1, new_block, chunk_ends)
