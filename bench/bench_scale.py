@@ -31,6 +31,13 @@ For every corpus and every N (default 10^5 and 10^6; 10^7 with ``--n``):
   and of those whose distance was computed exactly. The index has no
   blocks of rows to skip, so this stands for the "fraction of blocks
   scored".
+- the exact k-NN graph (k = 15, ``SobolevIndex.knn_graph``): timed over
+  every row when N <= ``--graph-rows``; above that, its work on
+  ``--graph-rows`` stored documents drawn at random (each searched for
+  its 16 nearest, itself among them, in batches of the size knn_graph
+  uses), and the per-row time times N is reported as an estimate
+  (``graph_estimated`` in the JSON). Every sampled row must find itself
+  at distance 0, or the run fails. ``--graph-rows 0`` skips it.
 - peak RSS (VmHWM, else ``ru_maxrss``; see :func:`peak_rss`) of this
   process after the build and at the end of the (corpus, N), and of the
   warm reader child. It is the peak since the process started, so a later
@@ -50,6 +57,13 @@ w^(1/p)) against the checked queries, keeping a running top k. The batch
 has 50 queries; the checks are the same as in the small mode. Its corpus
 is of the same distribution as the small mode's but not the same
 measures. At or below the limit everything is as described above.
+
+Roots (``--roots``, default 1): each (corpus, N) is built once per count
+in the list, 1 being the central root and R > 1 random roots (the
+default build recipe's 10, for instance: ``--roots 1,10``). With several
+roots S_p is a weighted sum over trees, which no single scikit-learn
+metric computes, so scikit-learn is not timed and the exactness check is
+the chunked brute force of the large mode, summed over the trees.
 
 Corpora (``--corpus``): "topics" is ``_common.synthetic_corpus`` as
 bench_index.py uses it (20 topics, a 10,000-node graph, 20-150 supports,
@@ -118,6 +132,9 @@ PEER_LIMIT = 2_000_000
 BRUTE_BLOCK_ENTRIES = 2_000_000
 METRIC = {1: "manhattan", 2: "euclidean"}
 NOT_TIMED = "n/a (chunked check)"
+# The k-NN graph's k (the issues' figure), and the rows its estimate times.
+GRAPH_K = 15
+GRAPH_ROWS = 1_000
 
 
 def log(message):
@@ -170,6 +187,22 @@ def measures_of(indptr, nodes, masses, start, stop):
     """(nodes, masses) pairs of measures start..stop-1, views into the CSR arrays."""
     return [(nodes[indptr[i]:indptr[i + 1]], masses[indptr[i]:indptr[i + 1]])
             for i in range(start, stop)]
+
+
+def fmt_long(s):
+    """Seconds, or hours when they are many."""
+    return f"{s / 3600:.1f} h" if s >= 3600 else fmt_seconds(s)
+
+
+def rows_or_none(text):
+    """--graph-rows: a count, 0 allowed."""
+    try:
+        value = int(float(text))
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of rows (0 skips the graph)")
+    return value
 
 
 def int_list(text):
@@ -290,13 +323,14 @@ def concatenated(chunks):
             np.concatenate([part[3] for part in parts]))
 
 
-def build(path, graph, chunks, n, batch_size):
-    """Create the index and add the n measures of ``chunks`` ((start, indptr,
-    node ids, masses), as made) in batches; returns build figures."""
+def build(path, graph, chunks, n, batch_size, roots=1):
+    """Create the index (the central root, or ``roots`` random roots) and add
+    the n measures of ``chunks`` ((start, indptr, node ids, masses), as made)
+    in batches; returns build figures."""
     from sobolev_index import SobolevIndex
 
     started = time.perf_counter()
-    index = SobolevIndex.create(path, graph, roots=None, p=1)
+    index = SobolevIndex.create(path, graph, roots=None if roots == 1 else roots, p=1)
     create_s = time.perf_counter() - started
     done, seconds = [], []
     support_sum, support_max = 0, 0
@@ -486,20 +520,20 @@ def peer_searches(reader, corpus_csr, query_csr, n_single, n_batch, blocks, thre
     return results, F.nnz / F.shape[0]
 
 
-def brute_force(tree, chunks, query_csr, ps, threads):
-    """The exact k nearest rows of each query at each p in ``ps``: scikit-learn's
-    ``pairwise_distances`` on the features scaled by w^(1/p), over the corpus
-    chunk by chunk, in blocks of at most BRUTE_BLOCK_ENTRIES distances,
-    keeping a running top k.
+def brute_force(trees, eta, chunks, query_csr, ps, threads):
+    """The exact k nearest rows of each query at each p in ``ps``: the sum
+    over the trees of eta times scikit-learn's ``pairwise_distances`` on the
+    tree's features scaled by w^(1/p), over the corpus chunk by chunk, in
+    blocks of at most BRUTE_BLOCK_ENTRIES distances, keeping a running top k.
 
     Returns ({p: (distances, rows)}, each (queries, K) in order of distance;
-    nonzero features per row).
+    nonzero features per row, over all the trees).
     """
     from sklearn.metrics import pairwise_distances
 
-    FQ = tree.features(*query_csr, n_threads=threads)
-    Q = {p: scaled(FQ, tree.length, p) for p in ps}
-    n_queries = FQ.shape[0]
+    FQ = [tree.features(*query_csr, n_threads=threads) for tree in trees]
+    Q = {p: [scaled(F, tree.length, p) for F, tree in zip(FQ, trees)] for p in ps}
+    n_queries = FQ[0].shape[0]
     rows_per_block = max(1_000, BRUTE_BLOCK_ENTRIES // n_queries)
     best = {p: (np.empty((n_queries, 0)), np.empty((n_queries, 0), dtype=np.int64)) for p in ps}
     nnz = rows = 0
@@ -507,12 +541,16 @@ def brute_force(tree, chunks, query_csr, ps, threads):
         for a in range(0, len(indptr) - 1, rows_per_block):
             b = min(len(indptr) - 1, a + rows_per_block)
             lo, hi = indptr[a], indptr[b]
-            F = tree.features(indptr[a:b + 1] - lo, nodes[lo:hi], masses[lo:hi], n_threads=threads)
-            nnz, rows = nnz + F.nnz, rows + F.shape[0]
+            F = [tree.features(indptr[a:b + 1] - lo, nodes[lo:hi], masses[lo:hi],
+                               n_threads=threads) for tree in trees]
+            nnz, rows = nnz + sum(part.nnz for part in F), rows + b - a
             row_ids = np.arange(chunk_start + a, chunk_start + b)
             for p in ps:
-                D = pairwise_distances(Q[p], scaled(F, tree.length, p), metric=METRIC[p],
-                                       n_jobs=threads)
+                D = None
+                for Qr, Fr, tree, weight in zip(Q[p], F, trees, eta):
+                    part = pairwise_distances(Qr, scaled(Fr, tree.length, p), metric=METRIC[p],
+                                              n_jobs=threads)
+                    D = weight * part if D is None else D + weight * part
                 # The k smallest of the running top k and this block.
                 d = np.concatenate([best[p][0], D], axis=1)
                 r = np.concatenate([best[p][1], np.broadcast_to(row_ids, D.shape)], axis=1)
@@ -540,7 +578,7 @@ def chunked_searches(reader, chunks, query_csr, n_single, n_batch, blocks, threa
     log(f"[{label}] exactness: chunked brute force, {n_checked} queries ...")
     started = time.perf_counter()
     truth, nnz_per_row = brute_force(
-        reader.trees[0], chunks(),
+        reader.trees, reader.eta, chunks(),
         (indptr[:n_checked + 1], nodes[:indptr[n_checked]], masses[:indptr[n_checked]]),
         (1, 2), threads)
     log(f"[{label}] brute force took {fmt_seconds(time.perf_counter() - started)}")
@@ -555,17 +593,57 @@ def chunked_searches(reader, chunks, query_csr, n_single, n_batch, blocks, threa
     return results, nnz_per_row
 
 
-def run_one(corpus, n, nodes, args, workdir, graphs, checks):
-    """Everything for one (corpus, N); returns its JSON entry."""
+def graph_timing(reader, n, rows, threads, label, checks):
+    """The exact k-NN graph (k = GRAPH_K): ``knn_graph`` timed over every row
+    when n <= rows, else the same searches (each document for its
+    GRAPH_K + 1 nearest, KNN_GRAPH_BATCH per call) of ``rows`` documents
+    drawn at random, and n times their time per row as the estimate."""
+    from sobolev_index.index.base import KNN_GRAPH_BATCH
+
+    keys = reader.keys_in_order()
+    reader.search(keys[:64], k=GRAPH_K + 1, n_threads=threads)  # warm-up
+    if n <= rows:
+        log(f"[{label}] k-NN graph, k = {GRAPH_K}, every row ...")
+        started = time.perf_counter()
+        graph = reader.knn_graph(GRAPH_K, n_threads=threads)
+        seconds = time.perf_counter() - started
+        checks.require(f"{label} k-NN graph holds k entries per row",
+                       graph.nnz == n * GRAPH_K, f"{graph.nnz} entries for {n} rows")
+        return {"graph_k": GRAPH_K, "graph_rows_timed": n, "graph_estimated": False,
+                "graph_seconds": seconds, "graph_ms_per_row": 1e3 * seconds / n}
+    sample = np.sort(np.random.default_rng(0).choice(n, size=rows, replace=False))
+    chosen = [keys[i] for i in sample]
+    log(f"[{label}] k-NN graph, k = {GRAPH_K}: timing {rows:,} of {n:,} rows ...")
+    missing = 0
+    started = time.perf_counter()
+    for start in range(0, rows, KNN_GRAPH_BATCH):
+        batch = chosen[start:start + KNN_GRAPH_BATCH]
+        found = reader.search(batch, k=GRAPH_K + 1, n_threads=threads)
+        missing += sum(key not in hits or float(d[list(hits).index(key)]) != 0.0
+                       for key, hits, d in zip(batch, found.keys, found.distances))
+    seconds = time.perf_counter() - started
+    checks.require(f"{label} k-NN graph rows ({rows:,} sampled) find themselves at 0",
+                   missing == 0, f"{missing} rows did not")
+    per_row = seconds / rows
+    return {"graph_k": GRAPH_K, "graph_rows_timed": rows, "graph_estimated": True,
+            "graph_seconds": per_row * n, "graph_ms_per_row": 1e3 * per_row}
+
+
+def run_one(corpus, n, nodes, roots, args, workdir, graphs, made, checks):
+    """Everything for one (corpus, N, roots); returns its JSON entry. ``made``
+    keeps the last corpus made, for the next root count of the same N."""
     from sobolev_index import SobolevIndex
 
     threads = args.threads
     large = n > args.peer_limit
+    # Several roots: no single scikit-learn metric is their weighted sum.
+    peer = not large and roots == 1
     n_single = args.queries
     n_queries = max(SMALL_BATCH_QUERIES if args.quick or large else BATCH_QUERIES, n_single + 1)
     n_batch = min(SMALL_BATCH_QUERIES if large else BATCH_QUERIES, n_queries)
     blocks = 2 if args.quick else 5
-    label = f"{corpus}" + (f"-{nodes}" if corpus == "uniform" else "") + f" N={n:,}"
+    label = (f"{corpus}" + (f"-{nodes}" if corpus == "uniform" else "") + f" N={n:,}"
+             + (f" R={roots}" if roots > 1 else ""))
     if large:
         log(f"[{label}] large mode (N > --peer-limit {args.peer_limit:,}): the corpus made chunk "
             f"by chunk, scikit-learn not timed; {n_queries} queries ...")
@@ -576,9 +654,12 @@ def run_one(corpus, n, nodes, args, workdir, graphs, checks):
 
         query_csr = concatenated(corpus_chunks(corpus, graph, n_queries, nodes, stream=1))
     else:
-        log(f"[{label}] corpus: {n:,} measures + {n_queries} queries ...")
-        graph, indptr, node_ids, masses, graph_s = make_corpus(corpus, n + n_queries, nodes,
-                                                               threads, graphs)
+        if made.get("key") != (corpus, n, nodes, n_queries):
+            made.clear()
+            log(f"[{label}] corpus: {n:,} measures + {n_queries} queries ...")
+            made["key"] = (corpus, n, nodes, n_queries)
+            made["corpus"] = make_corpus(corpus, n + n_queries, nodes, threads, graphs)
+        graph, indptr, node_ids, masses, graph_s = made["corpus"]
         corpus_csr = (indptr[:n + 1], node_ids[:indptr[n]], masses[:indptr[n]])
 
         def chunks():
@@ -586,12 +667,12 @@ def run_one(corpus, n, nodes, args, workdir, graphs, checks):
 
         q0, q1 = indptr[n], indptr[n + n_queries]
         query_csr = (indptr[n:n + n_queries + 1] - q0, node_ids[q0:q1], masses[q0:q1])
-    entry = {"corpus": corpus, "n": n, "mode": "chunked" if large else "peer",
+    entry = {"corpus": corpus, "n": n, "roots": roots, "mode": "peer" if peer else "chunked",
              "nodes": graph.n_nodes, "edges": graph.n_edges, "graph_build_s": graph_s}
     path = os.path.join(workdir, label.replace(" ", "_").replace(",", "").replace("=", ""))
     try:
         log(f"[{label}] build: graph {graph.n_nodes:,} nodes ({fmt_seconds(graph_s)}); adding ...")
-        entry.update(build(path, graph, chunks(), n, 1_000 if args.quick else 10_000))
+        entry.update(build(path, graph, chunks(), n, 1_000 if args.quick else 10_000, roots))
         entry["bytes_on_disk"] = dir_bytes(path)
         entry["bytes_per_measure"] = entry["bytes_on_disk"] / n
         log(f"[{label}] built in {entry['add_s']:.1f} s; {entry['bytes_per_measure']:,.0f} B/measure; "
@@ -614,7 +695,7 @@ def run_one(corpus, n, nodes, args, workdir, graphs, checks):
 
         reader = SobolevIndex.open(path, "r")
         try:
-            if large:
+            if not peer:
                 entry["search"], entry["nnz_per_row"] = chunked_searches(
                     reader, chunks, query_csr, n_single - n_single % blocks, n_batch, blocks,
                     threads, label, checks)
@@ -622,6 +703,11 @@ def run_one(corpus, n, nodes, args, workdir, graphs, checks):
                 entry["search"], entry["nnz_per_row"] = peer_searches(
                     reader, corpus_csr, query_csr, n_single - n_single % blocks, n_batch, blocks,
                     threads, label, checks)
+            if args.graph_rows:
+                entry.update(graph_timing(reader, n, args.graph_rows, threads, label, checks))
+                log(f"[{label}] k-NN graph: {entry['graph_ms_per_row']:.2f} ms per row, "
+                    f"{'about ' if entry['graph_estimated'] else ''}"
+                    f"{fmt_long(entry['graph_seconds'])} for the {n:,} rows")
         finally:
             reader.close()
         entry["peak_rss_bytes"] = peak_rss()
@@ -636,8 +722,12 @@ def tables(entries, threads, blocks_note):
         """The peer's figures, or NOT_TIMED where it was not timed (None)."""
         return NOT_TIMED if values[0] is None else form.format(*values)
 
-    build_rows, search_rows = [], []
+    build_rows, search_rows, graph_rows = [], [], []
     for label, e in entries:
+        if "graph_seconds" in e:
+            graph_rows.append([
+                label, f"{e['graph_rows_timed']:,}", f"{e['graph_ms_per_row']:.2f}",
+                ("about " if e["graph_estimated"] else "") + fmt_long(e["graph_seconds"])])
         r = e["reader"]
         build_rows.append([
             label, f"{e['nnz_per_row']:.0f}", fmt_seconds(e["graph_build_s"]),
@@ -677,6 +767,10 @@ def tables(entries, threads, blocks_note):
                 ["corpus, N", "p", "ours single", "sklearn single", "ours batched",
                  "sklearn batched", "rows read / exact", "exact queries", "max rel diff"],
                 search_rows, threads)
+    if graph_rows:
+        print_table(f"exact k-NN graph, k={GRAPH_K}, p=1 (every row timed, or the rows "
+                    f"timed x N: an estimate)",
+                    ["corpus, N", "rows timed", "ms per row", "whole graph"], graph_rows, threads)
 
 
 def main(argv=None):
@@ -698,6 +792,14 @@ def main(argv=None):
                              f"corpus made and added chunk by chunk, never held whole, "
                              f"scikit-learn not timed, exactness checked by a chunked brute "
                              f"force with scikit-learn")
+    parser.add_argument("--roots", type=int_list, default=[1],
+                        help="root counts, comma-separated (default 1, the central root; "
+                             "R > 1: R random roots, as the default build recipe's 10); each "
+                             "(corpus, N) is built once per count")
+    parser.add_argument("--graph-rows", type=rows_or_none, default=GRAPH_ROWS,
+                        help=f"the exact k-NN graph (k = {GRAPH_K}): timed whole up to this N, "
+                             f"estimated from this many random rows above it (default "
+                             f"{GRAPH_ROWS:,}; 0 skips it)")
     parser.add_argument("--threads", type=positive_int, default=2,
                         help="threads for ours (n_threads) and scikit-learn (n_jobs, BLAS, "
                              "OpenMP) alike (default 2)")
@@ -744,7 +846,10 @@ def main(argv=None):
                 graphs = {}
                 for nodes in (node_counts if corpus == "uniform" else [TOPIC_NODES]):
                     for n in sizes:
-                        entries.append(run_one(corpus, n, nodes, args, workdir, graphs, checks))
+                        made = {}
+                        for roots in args.roots:
+                            entries.append(run_one(corpus, n, nodes, roots, args, workdir,
+                                                   graphs, made, checks))
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
