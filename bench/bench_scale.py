@@ -67,7 +67,9 @@ the chunked brute force of the large mode, summed over the trees.
 
 Corpora (``--corpus``): "topics" is ``_common.synthetic_corpus`` as
 bench_index.py uses it (20 topics, a 10,000-node graph, 20-150 supports,
-geometric counts); "uniform" is ``_common.uniform_corpus``: no topics,
+geometric counts; ``--edges``: random "log" edges by default, or "knn",
+the build recipes' 5 nearest nodes: ``--edges knn --roots 1,10`` is the
+default recipe against ``--recipe fast``); "uniform" is ``_common.uniform_corpus``: no topics,
 uniformly chosen words, 95% short measures (5-30 supports) and 5% long ones
 (300-1,000), Zipf masses, on each graph size of ``--nodes`` (default 1,000
 and 50,000 nodes).
@@ -124,6 +126,10 @@ TOPIC_NODES = 10_000
 # The corpora's parameters besides the graph size, shared by the whole
 # corpus (small mode) and its chunks (large mode).
 TOPIC_PARAMS = {"n_topics": 20, "seed": 1}
+# The topic corpus's graph (--edges): "log", random edges (M ln M), as in
+# the runs before 2026-11-28; "knn", each node's 5 nearest nodes, the
+# graph of the build recipes (bench/quality.py's topic corpus).
+TOPIC_EDGES = {"log": {"edges": "log"}, "knn": {"edges": "knn", "k": 5}}
 UNIFORM_PARAMS = {"seed": 2}
 # Above this N the large mode runs (--peer-limit).
 PEER_LIMIT = 2_000_000
@@ -280,12 +286,14 @@ def run_reader_child(path, query_file, threads):
 
 
 # ----------------------------------------------------------------- one corpus
-def make_corpus(name, n_measures, nodes, threads, graphs):
+def make_corpus(name, n_measures, nodes, threads, graphs, edges="log"):
     """(graph, indptr, node ids, masses, graph_seconds) of n_measures measures
-    (0 for the graph alone: it does not depend on the number of measures)."""
+    (0 for the graph alone: it does not depend on the number of measures);
+    the topic corpus's graph has ``edges`` (see TOPIC_EDGES)."""
     if name == "topics":
         graph, indptr, words, counts, _, graph_s = synthetic_corpus(
-            n_measures, n_nodes=TOPIC_NODES, n_threads=threads, **TOPIC_PARAMS)
+            n_measures, n_nodes=TOPIC_NODES, n_threads=threads, **TOPIC_EDGES[edges],
+            **TOPIC_PARAMS)
         return graph, indptr, graph.assignment[words], counts, graph_s
     graph, indptr, words, masses, _, graph_s = uniform_corpus(
         n_measures, n_nodes=nodes, n_threads=threads, graph=graphs.get(nodes), **UNIFORM_PARAMS)
@@ -642,12 +650,13 @@ def run_one(corpus, n, nodes, roots, args, workdir, graphs, made, checks):
     n_queries = max(SMALL_BATCH_QUERIES if args.quick or large else BATCH_QUERIES, n_single + 1)
     n_batch = min(SMALL_BATCH_QUERIES if large else BATCH_QUERIES, n_queries)
     blocks = 2 if args.quick else 5
-    label = (f"{corpus}" + (f"-{nodes}" if corpus == "uniform" else "") + f" N={n:,}"
+    label = (f"{corpus}" + (f"-{nodes}" if corpus == "uniform" else "")
+             + (f"-{args.edges}" if corpus == "topics" and args.edges != "log" else "") + f" N={n:,}"
              + (f" R={roots}" if roots > 1 else ""))
     if large:
         log(f"[{label}] large mode (N > --peer-limit {args.peer_limit:,}): the corpus made chunk "
             f"by chunk, scikit-learn not timed; {n_queries} queries ...")
-        graph, _, _, _, graph_s = make_corpus(corpus, 0, nodes, threads, graphs)
+        graph, _, _, _, graph_s = make_corpus(corpus, 0, nodes, threads, graphs, args.edges)
 
         def chunks():
             return corpus_chunks(corpus, graph, n, nodes, stream=0)
@@ -658,7 +667,8 @@ def run_one(corpus, n, nodes, roots, args, workdir, graphs, made, checks):
             made.clear()
             log(f"[{label}] corpus: {n:,} measures + {n_queries} queries ...")
             made["key"] = (corpus, n, nodes, n_queries)
-            made["corpus"] = make_corpus(corpus, n + n_queries, nodes, threads, graphs)
+            made["corpus"] = make_corpus(corpus, n + n_queries, nodes, threads, graphs,
+                                         args.edges)
         graph, indptr, node_ids, masses, graph_s = made["corpus"]
         corpus_csr = (indptr[:n + 1], node_ids[:indptr[n]], masses[:indptr[n]])
 
@@ -667,7 +677,9 @@ def run_one(corpus, n, nodes, roots, args, workdir, graphs, made, checks):
 
         q0, q1 = indptr[n], indptr[n + n_queries]
         query_csr = (indptr[n:n + n_queries + 1] - q0, node_ids[q0:q1], masses[q0:q1])
-    entry = {"corpus": corpus, "n": n, "roots": roots, "mode": "peer" if peer else "chunked",
+    entry = {"corpus": corpus, "n": n, "roots": roots,
+             "edge_rule": args.edges if corpus == "topics" else "log",
+             "mode": "peer" if peer else "chunked",
              "nodes": graph.n_nodes, "edges": graph.n_edges, "graph_build_s": graph_s}
     path = os.path.join(workdir, label.replace(" ", "_").replace(",", "").replace("=", ""))
     try:
@@ -796,6 +808,9 @@ def main(argv=None):
                         help="root counts, comma-separated (default 1, the central root; "
                              "R > 1: R random roots, as the default build recipe's 10); each "
                              "(corpus, N) is built once per count")
+    parser.add_argument("--edges", choices=sorted(TOPIC_EDGES), default="log",
+                        help="the topic corpus's graph: log (random edges; the default, as in "
+                             "earlier runs) or knn (5 nearest nodes: the build recipes' graph)")
     parser.add_argument("--graph-rows", type=rows_or_none, default=GRAPH_ROWS,
                         help=f"the exact k-NN graph (k = {GRAPH_K}): timed whole up to this N, "
                              f"estimated from this many random rows above it (default "
