@@ -51,10 +51,11 @@ stream, the queries from another; the graph is the one of the small mode),
 so it is never held whole; scikit-learn is not timed (the tables say "n/a
 (chunked check)", the JSON null), and the exactness check is a chunked
 brute force: each chunk is made again, its features computed with the
-index's tree and compared with ``sklearn.metrics.pairwise_distances``
+index's trees and compared with ``sklearn.metrics.pairwise_distances``
 ("manhattan" at p = 1, "euclidean" at p = 2, on features scaled by
-w^(1/p)) against the checked queries, keeping a running top k. The batch
-has 50 queries; the checks are the same as in the small mode. Its corpus
+w^(1/p), summed over the trees with the index's weights) against the
+checked queries, keeping a running top k. The batch has 50 queries (so
+has the chunked check of several roots); the checks are the same as in the small mode. Its corpus
 is of the same distribution as the small mode's but not the same
 measures. At or below the limit everything is as described above.
 
@@ -200,21 +201,21 @@ def fmt_long(s):
     return f"{s / 3600:.1f} h" if s >= 3600 else fmt_seconds(s)
 
 
-def rows_or_none(text):
-    """--graph-rows: a count, 0 allowed."""
+def row_count(text):
+    """--graph-rows: a whole number of rows, 0 allowed (also written like 2e3)."""
     try:
-        value = int(float(text))
+        value = float(text)
     except ValueError:
-        value = -1
-    if value < 0:
+        value = -1.0
+    if not (0 <= value < 2**62) or value != int(value):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a number of rows (0 skips the graph)")
-    return value
+    return int(value)
 
 
 def int_list(text):
     try:
         values = [int(float(v)) for v in text.split(",") if v.strip()]
-    except ValueError:
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a comma-separated list of integers") from None
     if not values or min(values) < 1:
@@ -615,21 +616,24 @@ def graph_timing(reader, n, rows, threads, label, checks):
         started = time.perf_counter()
         graph = reader.knn_graph(GRAPH_K, n_threads=threads)
         seconds = time.perf_counter() - started
+        width = min(GRAPH_K, n - 1)
         checks.require(f"{label} k-NN graph holds k entries per row",
-                       graph.nnz == n * GRAPH_K, f"{graph.nnz} entries for {n} rows")
+                       graph.nnz == n * width, f"{graph.nnz} entries for {n} rows")
         return {"graph_k": GRAPH_K, "graph_rows_timed": n, "graph_estimated": False,
                 "graph_seconds": seconds, "graph_ms_per_row": 1e3 * seconds / n}
     sample = np.sort(np.random.default_rng(0).choice(n, size=rows, replace=False))
     chosen = [keys[i] for i in sample]
     log(f"[{label}] k-NN graph, k = {GRAPH_K}: timing {rows:,} of {n:,} rows ...")
-    missing = 0
+    del keys
+    results = []
     started = time.perf_counter()
     for start in range(0, rows, KNN_GRAPH_BATCH):
         batch = chosen[start:start + KNN_GRAPH_BATCH]
-        found = reader.search(batch, k=GRAPH_K + 1, n_threads=threads)
-        missing += sum(key not in hits or float(d[list(hits).index(key)]) != 0.0
-                       for key, hits, d in zip(batch, found.keys, found.distances))
+        results.append((batch, reader.search(batch, k=GRAPH_K + 1, n_threads=threads)))
     seconds = time.perf_counter() - started
+    missing = sum(key not in hits or float(d[list(hits).index(key)]) != 0.0
+                  for batch, found in results
+                  for key, hits, d in zip(batch, found.keys, found.distances))
     checks.require(f"{label} k-NN graph rows ({rows:,} sampled) find themselves at 0",
                    missing == 0, f"{missing} rows did not")
     per_row = seconds / rows
@@ -647,8 +651,11 @@ def run_one(corpus, n, nodes, roots, args, workdir, graphs, made, checks):
     # Several roots: no single scikit-learn metric is their weighted sum.
     peer = not large and roots == 1
     n_single = args.queries
-    n_queries = max(SMALL_BATCH_QUERIES if args.quick or large else BATCH_QUERIES, n_single + 1)
-    n_batch = min(SMALL_BATCH_QUERIES if large else BATCH_QUERIES, n_queries)
+    # The chunked check costs a pass over every row per query and tree:
+    # without the peer the batch is the small one.
+    n_queries = max(SMALL_BATCH_QUERIES if args.quick or not peer else BATCH_QUERIES,
+                    n_single + 1)
+    n_batch = min(BATCH_QUERIES if peer else SMALL_BATCH_QUERIES, n_queries)
     blocks = 2 if args.quick else 5
     label = (f"{corpus}" + (f"-{nodes}" if corpus == "uniform" else "")
              + (f"-{args.edges}" if corpus == "topics" and args.edges != "log" else "") + f" N={n:,}"
@@ -663,11 +670,14 @@ def run_one(corpus, n, nodes, roots, args, workdir, graphs, made, checks):
 
         query_csr = concatenated(corpus_chunks(corpus, graph, n_queries, nodes, stream=1))
     else:
-        if made.get("key") != (corpus, n, nodes, n_queries):
+        # As many queries as any root count of this N takes, so that they
+        # all search the same corpus with the first n_queries of them.
+        made_queries = max(SMALL_BATCH_QUERIES if args.quick else BATCH_QUERIES, n_single + 1)
+        if made.get("key") != (corpus, n, nodes, made_queries):
             made.clear()
-            log(f"[{label}] corpus: {n:,} measures + {n_queries} queries ...")
-            made["key"] = (corpus, n, nodes, n_queries)
-            made["corpus"] = make_corpus(corpus, n + n_queries, nodes, threads, graphs,
+            log(f"[{label}] corpus: {n:,} measures + {made_queries} queries ...")
+            made["key"] = (corpus, n, nodes, made_queries)
+            made["corpus"] = make_corpus(corpus, n + made_queries, nodes, threads, graphs,
                                          args.edges)
         graph, indptr, node_ids, masses, graph_s = made["corpus"]
         corpus_csr = (indptr[:n + 1], node_ids[:indptr[n]], masses[:indptr[n]])
@@ -770,7 +780,7 @@ def tables(entries, threads, blocks_note):
     print_table("build, storage and open (insert rates in measures/s; open = open time / "
                 "open to first result, in a fresh process; peak RSS = VmHWM of this process "
                 "after the build / at the end, and of the warm reader)",
-                ["corpus, N", "nnz/row", "graph", "add", "insert first 10%", "insert last 10%",
+                ["corpus, N", "nnz/row (all roots)", "graph", "add", "insert first 10%", "insert last 10%",
                  "last/first", "slowest add", "disk B/measure",
                  "reader RSS / anon B/measure", "open cold-ish",
                  "open warm", "peak RSS build / end", "reader peak RSS"], build_rows, threads)
@@ -797,7 +807,7 @@ def main(argv=None):
                              "--quick: 1000)")
     parser.add_argument("--queries", type=positive_int, default=None,
                         help="distinct timed single queries per corpus, N and p (default 50; "
-                             "--quick: 20); the batch has 200 (--quick and the large mode: 50)")
+                             "--quick: 20); the batch has 200 (--quick, the large mode and R > 1: 50)")
     parser.add_argument("--peer-limit", type=count, default=PEER_LIMIT,
                         help=f"largest N timed against scikit-learn on the whole feature matrix "
                              f"(default {PEER_LIMIT:,}); a larger N runs in the large mode: the "
@@ -811,7 +821,7 @@ def main(argv=None):
     parser.add_argument("--edges", choices=sorted(TOPIC_EDGES), default="log",
                         help="the topic corpus's graph: log (random edges; the default, as in "
                              "earlier runs) or knn (5 nearest nodes: the build recipes' graph)")
-    parser.add_argument("--graph-rows", type=rows_or_none, default=GRAPH_ROWS,
+    parser.add_argument("--graph-rows", type=row_count, default=GRAPH_ROWS,
                         help=f"the exact k-NN graph (k = {GRAPH_K}): timed whole up to this N, "
                              f"estimated from this many random rows above it (default "
                              f"{GRAPH_ROWS:,}; 0 skips it)")
@@ -836,6 +846,8 @@ def main(argv=None):
     if unknown or not corpora:
         parser.error(f"--corpus: unknown corpus {', '.join(sorted(unknown)) or '(none)'}; "
                      "expected topics and/or uniform")
+    if len(set(args.roots)) != len(args.roots):
+        parser.error(f"--roots: {','.join(map(str, args.roots))} names a count twice")
     sizes = args.n or ([20_000] if args.quick else [100_000, 1_000_000])
     node_counts = args.nodes or ([1_000] if args.quick else [1_000, 50_000])
     args.queries = args.queries or (20 if args.quick else 50)

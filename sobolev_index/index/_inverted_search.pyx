@@ -603,7 +603,7 @@ cdef object _lay_out_scratch(int n_workers, Py_ssize_t n_sel, Py_ssize_t k, Py_s
         scratch.m_value = <float64_t*> _take(&free_at, max_entries * sizeof(float64_t))
         scratch.m_coef = <float64_t*> _take(&free_at, max_entries * sizeof(float64_t))
         scratch.m_root = <Py_ssize_t*> _take(&free_at, (n_sel + 1) * sizeof(Py_ssize_t))
-        scratch.n_merged = 0
+        scratch.n_entries = 0
         scratch.list_stamp = <int64_t*> _take(&free_at, max_lists * sizeof(int64_t))
         scratch.list_entry = <int64_t*> _take(&free_at, max_lists * sizeof(int64_t))
         scratch.stamp = 0

@@ -255,7 +255,7 @@ cdef struct Scratch:
     float64_t* norms
     int64_t* cursor
     int64_t* cursor_end
-    # The query's posted entries (list, query value, coefficient), n_merged
+    # The query's posted entries (list, query value, coefficient), n_entries
     # of them, selected root s's from m_root[s] (a merged search's all in
     # m_root[0]..m_root[1]); and, per posting list of the segment in a
     # merged search, the stamp of the last query that met it and the entry
@@ -264,7 +264,7 @@ cdef struct Scratch:
     float64_t* m_value
     float64_t* m_coef
     Py_ssize_t* m_root
-    Py_ssize_t n_merged
+    Py_ssize_t n_entries
     int64_t* list_stamp
     int64_t* list_entry
     int64_t stamp

@@ -1,9 +1,9 @@
 # The posted columns at a finite p, shared by the k-NN and radius units:
-# a query's setup for one unit (its norms, dense values, group norms and
-# where its posting lists enter the unit's rows), and the walk of its
-# posting lists over one chunk of rows, which leaves in sc.acc, per row of
-# the chunk, sum over the shared posted columns c of w_c g(q_c, x_c) (see
-# _inverted_search.pyx).
+# a query's setup for one unit (its norms, dense values, group norms, and
+# its posted entries with where their lists enter the unit's rows), and
+# the walk of its posting lists over one chunk of rows, which leaves in
+# sc.acc, per row of the chunk, sum over the shared posted columns c of
+# w_c g(q_c, x_c) (see _inverted_search.pyx).
 from libc.math cimport fabs, fmin, pow
 from libc.stdint cimport uint16_t
 from libc.string cimport memset
@@ -77,7 +77,7 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
     of the walk: sc.m_list, sc.m_value, sc.m_coef; root s's are
     sc.m_root[s]..sc.m_root[s + 1]) with where each list enters the unit's
     rows (sc.cursor). The walks of add_postings then read nothing of the
-    segment but the postings.
+    segment but the lists' postings and where they cross blocks.
 
     A merged search (p = 1 over several roots, se.merged) gathers the
     query's posted entries by posting list: entries of one list with the
@@ -106,11 +106,11 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
             SI_PREFETCH(sg.slot_list + slot)
     if se.merged:
         sc.stamp += 1
-    sc.n_merged = 0
+    sc.n_entries = 0
     for s in range(se.n_sel):
         r = se.positions[s]
         if not se.merged:
-            sc.m_root[s] = sc.n_merged
+            sc.m_root[s] = sc.n_entries
         sc.norms[3 * s] = 0.0
         sc.norms[3 * s + 1] = 0.0
         for t in range(se.q_indptr[s * se.n_q + i], se.q_indptr[s * se.n_q + i + 1]):
@@ -136,12 +136,12 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
                         continue
                 else:
                     sc.list_stamp[lst] = sc.stamp
-                    sc.list_entry[lst] = sc.n_merged
-            m = sc.n_merged
+                    sc.list_entry[lst] = sc.n_entries
+            m = sc.n_entries
             sc.m_list[m] = lst
             sc.m_value[m] = v
             sc.m_coef[m] = c
-            sc.n_merged = m + 1
+            sc.n_entries = m + 1
             SI_PREFETCH(sg.ptr + lst)
             if row_lo != 0:
                 SI_PREFETCH(sg.block_start + lst * sg.block_stride + row_lo // sg.block_rows)
@@ -166,12 +166,12 @@ cdef inline void start_query(const Search* se, const SegmentView* sg, Scratch* s
                                          + sg.root_groups[r + 1] - sg.root_groups[r]))
     if se.merged:
         sc.m_root[0] = 0
-        sc.m_root[1] = sc.n_merged
+        sc.m_root[1] = sc.n_entries
     else:
-        sc.m_root[se.n_sel] = sc.n_merged
+        sc.m_root[se.n_sel] = sc.n_entries
     # Where the lists enter the unit, and their first postings for the
     # first chunk.
-    for m in range(sc.n_merged):
+    for m in range(sc.n_entries):
         lst = sc.m_list[m]
         if row_lo == 0:
             sc.cursor[m] = sg.ptr[lst]
@@ -271,10 +271,10 @@ cdef inline void _walk(const SegmentView* sg, Scratch* sc, float64_t* acc, Py_ss
 
 
 cdef inline void add_postings(const Search* se, const SegmentView* sg, Scratch* sc,
-                              Py_ssize_t i, Py_ssize_t row_lo, Py_ssize_t j0,
-                              Py_ssize_t j1) noexcept nogil:
-    """Walk query i's posting lists over rows j0..j1 of a unit starting at
-    row_lo (from sc.cursor, which moves on): sc.acc[s * chunk + j - j0]
+                              Py_ssize_t row_lo, Py_ssize_t j0, Py_ssize_t j1) noexcept nogil:
+    """Walk the posting lists of the query that start_query set up, over
+    rows j0..j1 of a unit starting at row row_lo (from sc.cursor, which
+    moves on): sc.acc[s * chunk + j - j0]
     holds sum w_c g(q_c, x_c) over the posted columns of selected root s
     shared by the query and row j; a merged search's sc.acc[j - j0] holds
     sum_s eta_s of these. The posting streams are prefetched: short lists

@@ -64,7 +64,7 @@ cdef void radius_unit(const Search* se, const SegmentView* sg, Py_ssize_t segmen
         read_before = sc.counts[C_READ]
         if se.timing:
             t_mark = si_now()
-        add_postings(se, sg, sc, i, row_lo, j0, j1)
+        add_postings(se, sg, sc, row_lo, j0, j1)
         if se.timing:
             t_now = si_now()
             sc.times[T_POSTINGS] += t_now - t_mark
