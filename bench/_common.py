@@ -373,12 +373,13 @@ def _uniform_vocabulary(vocabulary, n_nodes):
 
 def uniform_corpus(n_measures, n_nodes=1_000, vocabulary=None, dim=32, short=(5, 30),
                    long=(300, 1_000), long_fraction=0.05, zipf_exponent=1.0, seed=0,
-                   n_threads=None, graph=None):
+                   n_threads=None, graph=None, edges="log", k=10):
     """A corpus without topics: short and long measures of uniformly chosen words.
 
     Words are ``vocabulary`` points (default: twice ``n_nodes``, at least
     20,000) drawn from one standard normal in ``dim`` dimensions, so no region
-    of the graph is favoured; the "log" graph has ``n_nodes`` nodes over them.
+    of the graph is favoured; the graph has ``n_nodes`` nodes over them
+    (``edges``, ``k`` as in ``Graph.from_points``; "log" unless told).
     A share ``long_fraction`` of the measures has ``long`` supports, the rest
     ``short``; each measure's words are drawn uniformly from the whole
     vocabulary, and its j-th word (j = 1, 2, ...) gets mass proportional to
@@ -399,7 +400,7 @@ def uniform_corpus(n_measures, n_nodes=1_000, vocabulary=None, dim=32, short=(5,
     graph_seconds = 0.0
     if graph is None:
         started = time.perf_counter()
-        graph = Graph.from_points(points, n_nodes=n_nodes, edges="log", seed=seed,
+        graph = Graph.from_points(points, n_nodes=n_nodes, edges=edges, k=k, seed=seed,
                                   n_threads=n_threads)
         graph_seconds = time.perf_counter() - started
     # The measures get their own stream, so they do not depend on whether the

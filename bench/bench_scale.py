@@ -68,12 +68,12 @@ the chunked brute force of the large mode, summed over the trees.
 
 Corpora (``--corpus``): "topics" is ``_common.synthetic_corpus`` as
 bench_index.py uses it (20 topics, a 10,000-node graph, 20-150 supports,
-geometric counts; ``--edges``: random "log" edges by default, or "knn",
-the build recipes' 5 nearest nodes: ``--edges knn --roots 1,10`` is the
-default recipe against ``--recipe fast``); "uniform" is ``_common.uniform_corpus``: no topics,
+geometric counts); "uniform" is ``_common.uniform_corpus``: no topics,
 uniformly chosen words, 95% short measures (5-30 supports) and 5% long ones
 (300-1,000), Zipf masses, on each graph size of ``--nodes`` (default 1,000
-and 50,000 nodes).
+and 50,000 nodes). Both graphs have random "log" edges unless ``--edges
+knn`` gives them the build recipes' 5 nearest nodes: ``--edges knn --roots
+1,10`` is the default recipe against ``--recipe fast``.
 
 ``--threads N`` (default 2) goes to our searches and builds (``n_threads``),
 to scikit-learn (``n_jobs``), and caps every BLAS and OpenMP library in this
@@ -127,10 +127,10 @@ TOPIC_NODES = 10_000
 # The corpora's parameters besides the graph size, shared by the whole
 # corpus (small mode) and its chunks (large mode).
 TOPIC_PARAMS = {"n_topics": 20, "seed": 1}
-# The topic corpus's graph (--edges): "log", random edges (M ln M), as in
-# the runs before 2026-11-28; "knn", each node's 5 nearest nodes, the
-# graph of the build recipes (bench/quality.py's topic corpus).
-TOPIC_EDGES = {"log": {"edges": "log"}, "knn": {"edges": "knn", "k": 5}}
+# The corpora's graph (--edges): "log", random edges (M ln M), as in the
+# runs before 2026-11-28; "knn", each node's 5 nearest nodes, the graph of
+# the build recipes (bench/quality.py's topic corpus).
+EDGES = {"log": {"edges": "log"}, "knn": {"edges": "knn", "k": 5}}
 UNIFORM_PARAMS = {"seed": 2}
 # Above this N the large mode runs (--peer-limit).
 PEER_LIMIT = 2_000_000
@@ -290,14 +290,15 @@ def run_reader_child(path, query_file, threads):
 def make_corpus(name, n_measures, nodes, threads, graphs, edges="log"):
     """(graph, indptr, node ids, masses, graph_seconds) of n_measures measures
     (0 for the graph alone: it does not depend on the number of measures);
-    the topic corpus's graph has ``edges`` (see TOPIC_EDGES)."""
+    the graph has ``edges`` (see EDGES)."""
     if name == "topics":
         graph, indptr, words, counts, _, graph_s = synthetic_corpus(
-            n_measures, n_nodes=TOPIC_NODES, n_threads=threads, **TOPIC_EDGES[edges],
+            n_measures, n_nodes=TOPIC_NODES, n_threads=threads, **EDGES[edges],
             **TOPIC_PARAMS)
         return graph, indptr, graph.assignment[words], counts, graph_s
     graph, indptr, words, masses, _, graph_s = uniform_corpus(
-        n_measures, n_nodes=nodes, n_threads=threads, graph=graphs.get(nodes), **UNIFORM_PARAMS)
+        n_measures, n_nodes=nodes, n_threads=threads, graph=graphs.get(nodes), **EDGES[edges],
+        **UNIFORM_PARAMS)
     if nodes in graphs:
         # The clustering was done for a smaller N; report its time again.
         graph_s = graphs[f"{nodes}-seconds"]
@@ -658,7 +659,7 @@ def run_one(corpus, n, nodes, roots, args, workdir, graphs, made, checks):
     n_batch = min(BATCH_QUERIES if peer else SMALL_BATCH_QUERIES, n_queries)
     blocks = 2 if args.quick else 5
     label = (f"{corpus}" + (f"-{nodes}" if corpus == "uniform" else "")
-             + (f"-{args.edges}" if corpus == "topics" and args.edges != "log" else "") + f" N={n:,}"
+             + (f"-{args.edges}" if args.edges != "log" else "") + f" N={n:,}"
              + (f" R={roots}" if roots > 1 else ""))
     if large:
         log(f"[{label}] large mode (N > --peer-limit {args.peer_limit:,}): the corpus made chunk "
@@ -688,7 +689,7 @@ def run_one(corpus, n, nodes, roots, args, workdir, graphs, made, checks):
         q0, q1 = indptr[n], indptr[n + n_queries]
         query_csr = (indptr[n:n + n_queries + 1] - q0, node_ids[q0:q1], masses[q0:q1])
     entry = {"corpus": corpus, "n": n, "roots": roots,
-             "edge_rule": args.edges if corpus == "topics" else "log",
+             "edge_rule": args.edges,
              "mode": "peer" if peer else "chunked",
              "nodes": graph.n_nodes, "edges": graph.n_edges, "graph_build_s": graph_s}
     path = os.path.join(workdir, label.replace(" ", "_").replace(",", "").replace("=", ""))
@@ -818,8 +819,8 @@ def main(argv=None):
                         help="root counts, comma-separated (default 1, the central root; "
                              "R > 1: R random roots, as the default build recipe's 10); each "
                              "(corpus, N) is built once per count")
-    parser.add_argument("--edges", choices=sorted(TOPIC_EDGES), default="log",
-                        help="the topic corpus's graph: log (random edges; the default, as in "
+    parser.add_argument("--edges", choices=sorted(EDGES), default="log",
+                        help="the corpora's graph: log (random edges; the default, as in "
                              "earlier runs) or knn (5 nearest nodes: the build recipes' graph)")
     parser.add_argument("--graph-rows", type=row_count, default=GRAPH_ROWS,
                         help=f"the exact k-NN graph (k = {GRAPH_K}): timed whole up to this N, "
