@@ -31,7 +31,9 @@ and the text settings but uses one root (the most central node): at
 and half the disk, for 1.8 to 2.9 points more k-NN error. (Ten roots cost
 this little because most of their trees' edges cut off the same subtrees:
 an index stores such posting lists once, and a search at p = 1 reads
-each once; docs/quality.md measures it.) Both take every word (or point)
+each once; docs/quality.md measures it. On a graph of random edges,
+"log" or "sqrt", the trees differ, and ten roots take about 4 times the
+disk of one.) Both take every word (or point)
 as a node up to :data:`MAX_NODES`; above it the words are clustered into
 that many nodes.
 
