@@ -59,8 +59,9 @@ from .params import (
               help="Weights of diagram points [default: persistence].")
 @click.option("--recipe", default="quality", show_default=True, type=click.Choice(["quality", "fast"]),
               help="Defaults of the options below: 'quality' slices S_p over 10 roots, 'fast' "
-                   "uses one (about 3 times faster queries and half the disk, 1.8 to 2.9 "
-                   "points more k-NN error; see docs/quality.md).")
+                   "uses one (3 to 10 times faster queries and half to a fifth of the disk, "
+                   "depending on the corpus; 1.8 to 2.9 points more k-NN error; see "
+                   "docs/quality.md).")
 @click.option("--nodes", default=None, type=click.IntRange(2),
               help="Graph nodes M: clusters of the word vectors (or points) [default: every "
                    "word a node, at most 10,000].")

@@ -27,13 +27,14 @@ Orbit (within one split's standard deviation).
 
 ``"quality"`` (the default) is all of that; ``"fast"`` keeps the graph
 and the text settings but uses one root (the most central node): at
-10^5 documents about 3 times faster single queries (2.6 times in a batch)
-and half the disk, for 1.8 to 2.9 points more k-NN error. (Ten roots cost
-this little because most of their trees' edges cut off the same subtrees:
-an index stores such posting lists once, and a search at p = 1 reads
-each once; docs/quality.md measures it. On a graph of random edges,
-"log" or "sqrt", the trees differ, and ten roots take about 4 times the
-disk of one.) Both take every word (or point)
+10^5 documents of the benchmark's topic corpus about 3 times faster
+single queries (2.6 times in a batch) and half the disk, for 1.8 to 2.9
+points more k-NN error. (Ten roots cost this little where most of their
+trees' edges cut off the same subtrees: an index stores such posting
+lists once, and a search at p = 1 reads each once; docs/quality.md
+measures it. Where the trees share few subtrees, as on TWITTER's graph,
+on uniformly spread words or with random edges, ten roots cost up to
+ten times one root's search and five times its disk.) Both take every word (or point)
 as a node up to :data:`MAX_NODES`; above it the words are clustered into
 that many nodes.
 
