@@ -58,6 +58,11 @@ from .params import (
               help="With --radius: at most the N nearest per query.")
 @_p_option
 @_roots_option
+@click.option("--candidates", default=None, type=click.IntRange(1), metavar="N",
+              help="Approximate search: rank the N nearest on the first roots by the "
+                   "distance over all roots (N >= k).")
+@click.option("--candidate-roots", default=None, type=click.IntRange(1), metavar="R",
+              help="With --candidates: how many roots the candidates come from.  [default: 2]")
 @click.option("--label", "labels", multiple=True, help="Only documents with this label (repeatable).")
 @click.option("--vectors", default=None, metavar="FILE",
               help="Vectors to place query words the index does not know.")
@@ -68,16 +73,22 @@ from .params import (
               help="Also print what each query read and the time of each phase.")
 @_json_option
 @_scheduler_option
-def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, vectors,
-           corpus_format, key_column, text_column, label_column, encoding, show_stats, as_json,
-           scheduler):
+def search(index, texts, keys, query_file, k, radius, limit, p, roots, candidates,
+           candidate_roots, labels, vectors, corpus_format, key_column, text_column,
+           label_column, encoding, show_stats, as_json, scheduler):
     """The k nearest documents of each query, by ascending S_p, or with
     --radius every document within that distance.
 
     Queries are answered in this order: --key ones, then --text ones, then
     those of --file. --json prints one list of {"key", "distance", "label"}
-    per query, in that order; with --stats, {"results": those lists,
-    "stats": {...}}.
+    per query, in that order; with --stats or --candidates,
+    {"results": those lists, "stats": {...}, "certified": [...]}, each key
+    present when its option is given.
+
+    --candidates N searches approximately, for an index with several roots:
+    the N nearest on the first --candidate-roots roots are ranked by their
+    exact distance over all roots. "certified" (per query) says when the
+    answer is provably the exact one.
     """
     from ..ingest.pipelines import query_measures
 
@@ -90,6 +101,8 @@ def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, v
         query_names, results = [], []
         options = dict(k=k, p=parse_p(p), roots=parse_roots(roots), where=where,
                        radius=radius, limit=limit, stats=show_stats)
+        if candidates is not None or candidate_roots is not None:
+            options.update(candidates=candidates, candidate_roots=candidate_roots)
         if keys:
             results.append(opened.search(list(keys), **options))
             query_names += [f"key {key}" for key in keys]
@@ -104,13 +117,25 @@ def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, v
             _note(f"warning: {message}")
         records = [r for result in results for r in result.to_records()]
         truncated = [t for result in results for t in result.truncated]
+        certified = None
+        if candidates is not None:
+            certified = [bool(c) for result in results
+                         for c in (result.certified or [True] * len(result))]
         if not as_json:
             texts_of = _stored_texts(opened, {hit["key"] for hits in records for hit in hits})
     stats = _joined_stats([result.stats for result in results]) if show_stats else None
     if as_json:
-        _echo_json(records if stats is None else {"results": records, "stats": stats})
+        if stats is None and certified is None:
+            _echo_json(records)
+        else:
+            out = {"results": records}
+            if stats is not None:
+                out["stats"] = stats
+            if certified is not None:
+                out["certified"] = certified
+            _echo_json(out)
         return
-    for name, hits, cut in zip(query_names, records, truncated):
+    for q, (name, hits, cut) in enumerate(zip(query_names, records, truncated)):
         click.echo(f"query: {name}")
         if radius is not None and not hits:
             click.echo(f"no document within {radius:g}")
@@ -121,6 +146,9 @@ def search(index, texts, keys, query_file, k, radius, limit, p, roots, labels, v
                                for j, hit in enumerate(hits)]))
         if cut:
             click.echo(f"(more within the radius; the {limit} nearest are shown)")
+        if certified is not None:
+            click.echo("(approximate search: certified exact)" if certified[q] else
+                       "(approximate search: a nearer document may have been missed)")
         click.echo("")
     if stats is not None:
         click.echo("statistics:")

@@ -8,6 +8,7 @@ Features are the edge-mass rows made by :meth:`ShortestPathTree.features`
 and over several roots the sliced distance is sum_r eta_r S_p^(r) (Def. 4.6).
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -84,6 +85,15 @@ def _checked_features(F, tree, name):
         F = F.copy()
         F.sum_duplicates()
     return F
+
+
+class FeatureRows(NamedTuple):
+    """Feature rows as plain CSR arrays (int64 indptr, int32 indices,
+    float64 data, sorted columns), with the shape of the matrix."""
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple
 
 
 def _scaled_rows(F, tree, p):
@@ -163,6 +173,20 @@ def sliced_pairwise(FX, FY, trees, p, eta, n_threads=None, power=False):
     eta = normalise_eta(eta, len(trees))
     FX = _feature_list(FX, trees, "FX")
     FY = None if FY is None else _feature_list(FY, trees, "FY")
+    return _sliced(FX, FY, trees, p, eta, n_threads, power)
+
+
+def sliced_rows(FX, FY, trees, p, eta, n_threads=1):
+    """The matrix of :func:`sliced_pairwise` between :class:`FeatureRows`
+    that the caller built from checked measures (an index's stored rows and
+    its queries), with ``eta`` as given: no check and no conversion, for
+    the many small blocks of a search's re-ranking."""
+    return _sliced(FX, FY, trees, p, eta, n_threads, False)
+
+
+def _sliced(FX, FY, trees, p, eta, n_threads, power):
+    """sliced_pairwise on checked rows: per tree, anything with indptr,
+    indices, data and shape."""
     total = None
     for r, tree in enumerate(trees):
         if LARGE_P < p < math.inf:

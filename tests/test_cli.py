@@ -96,6 +96,23 @@ def test_search_from_a_file_with_label_filter_and_roots(built, tmp_path):
     assert all(h["label"] == "music" for hits in out for h in hits)
 
 
+def test_search_with_candidates_agrees_with_the_api(built):
+    index, _, _, _ = built
+    args = ("search", index, "--text", "space1 space2", "--text", "music3", "-k", 3,
+            "--candidates", 5, "--candidate-roots", 1)
+    out = json.loads(run(*args, "--json").stdout)
+    assert set(out) == {"results", "certified"} and len(out["results"]) == 2
+    with SobolevIndex.open(index) as reader:
+        expected = reader.search(text_measures(reader, ["space1 space2", "music3"]), k=3,
+                                 candidates=5, candidate_roots=1)
+    assert [[h["key"] for h in hits] for hits in out["results"]] == expected.keys
+    assert out["certified"] == expected.certified
+    table = run(*args).stdout
+    assert table.count("(approximate search: ") == 2
+    error = run("search", index, "--text", "music3", "-k", 3, "--candidates", 2, ok=False)
+    assert error.exit_code == 1 and "candidates is 2; expected at least k (3)" in error.output
+
+
 def test_search_needs_a_query_and_known_words(built):
     index, _, _, _ = built
     result = run("search", index, ok=False)

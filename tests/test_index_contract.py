@@ -213,6 +213,17 @@ def test_bad_searches_name_the_value(make):
         index.search("m0", where={"colour": "red"})
     with pytest.raises(KeyNotFoundError, match="'absent'"):
         index.search("absent")
+    with pytest.raises(ValueError, match=r"candidates is 3; expected at least k \(5\)"):
+        index.search("m0", k=5, candidates=3)
+    with pytest.raises(ValueError, match="candidates is 10 with a radius"):
+        index.search("m0", radius=1.0, candidates=10)
+    with pytest.raises(ValueError, match="candidate_roots is 1 without candidates"):
+        index.search("m0", candidate_roots=1)
+    with pytest.raises(ValueError, match=r"candidate_roots is 3; expected at most the number "
+                                         r"of roots searched \(2\)"):
+        index.search("m0", candidates=10, candidate_roots=3)
+    with pytest.raises(ValueError, match="candidates is 0; expected an integer >= 1"):
+        index.search("m0", candidates=0)
 
 
 @pytest.mark.parametrize("p", [1, 2, math.inf])
@@ -236,6 +247,62 @@ def test_knn_search_matches_brute_force(make, spec, p):
     ids, ordered = index.ids_and_keys()
     id_of = dict(zip(ordered, ids.tolist()))
     assert one.ids[0] == [id_of[key] for key in one.keys[0]]
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_approximate_search_ranks_its_candidates_by_their_exact_distance(make, kind, spec, p):
+    """candidates=C, candidate_roots=1: the answer is the k nearest over
+    both roots among the C nearest on root 0 (brute force on each), with
+    exact distances; an answer marked certified is the exact k nearest. A
+    sharded index takes C candidates in each shard: more than C, among
+    them the C nearest of all."""
+    index, measures, labels, keys = filled(make, p=p)
+    model = reference_model(spec, index)
+    alphas = {key: model.alphas(m) for key, m in measures.items()}
+    queries = [measures[keys[5]]] + random_measures(np.random.default_rng(4), N_NODES, 3)
+    k, n_candidates = 5, 12
+    found = index.search(queries, k=k, candidates=n_candidates, candidate_roots=1)
+    assert len(found.certified) == len(queries)
+    slack = 1e-9
+    for q, query in enumerate(queries):
+        qa = model.alphas(query)
+        full = expected_dists(model, qa, alphas, p, index.eta)
+        first = expected_dists(model, qa, alphas, p, index.eta, positions=[0])
+        last = sorted(first.values())[n_candidates - 1]
+        # Candidates: surely those nearer than the C-th on root 0, maybe
+        # those tied with it.
+        maybe = {key for key, d in first.items() if d <= last * (1 + slack) + 1e-12}
+        sure = {key for key, d in first.items() if d < last * (1 - slack) - 1e-12}
+        got = found.keys[q]
+        assert len(got) == k
+        if kind == "single":
+            assert set(got) <= maybe, f"query {q}: {got} are not all candidates"
+        dists = found.distances[q]
+        assert list(dists) == sorted(dists)
+        for key, d in zip(got, dists):
+            assert math.isclose(d, full[key], rel_tol=1e-10, abs_tol=1e-12)
+        # No sure candidate left out is nearer than the k-th result.
+        for key in sure - set(got):
+            assert full[key] >= dists[-1] * (1 - slack) - 1e-12, (q, key)
+        if found.certified[q]:
+            check_topk(got, dists, full, k, what=f"certified query {q}")
+    # Candidates that hold every document (also under where): the exact
+    # answer, certified.
+    everything = index.search(queries, k=k, candidates=len(keys), candidate_roots=1)
+    assert everything.certified == [True] * len(queries)
+    group = index.search(queries[:1], k=k, candidates=len(keys), candidate_roots=1,
+                         where={"label": "group-2"})
+    for q, query in enumerate(queries):
+        exp = expected_dists(model, model.alphas(query), alphas, p, index.eta)
+        check_topk(everything.keys[q], everything.distances[q], exp, k, what=f"all, query {q}")
+        if q == 0:
+            sub = {key: d for key, d in exp.items() if labels[key] == "group-2"}
+            check_topk(group.keys[0], group.distances[0], sub, k, what="label group-2")
+    # As many candidate roots as roots searched: the exact search, certified.
+    exact = index.search(queries, k=k, candidates=k)
+    assert exact.certified == [True] * len(queries)
+    plain = index.search(queries, k=k)
+    assert plain.certified is None and exact.keys == plain.keys
 
 
 def test_a_stored_key_comes_first_among_its_copies(make):

@@ -33,6 +33,7 @@ from ..index.arguments import (
     check_room,
     check_str_keys,
     check_where,
+    checked_candidates,
     checked_column,
     checked_ids,
     checked_keys,
@@ -599,7 +600,7 @@ class ShardedIndex(IndexBase):
 
     # ---------------------------------------------------------------- search
     def search(self, queries, k=None, p=None, roots=None, where=None, n_threads=None,
-               radius=None, limit=None, stats=False):
+               radius=None, limit=None, stats=False, candidates=None, candidate_roots=None):
         """Exact k nearest neighbours under S_p over every shard, or every
         document within a radius: the arguments and the
         :class:`SearchResult` of :meth:`SobolevIndex.search`, and the same
@@ -620,12 +621,22 @@ class ShardedIndex(IndexBase):
         ``n_threads`` is per shard. ``stats`` sums the shards' counts; with
         ``stats=True`` ``seconds`` holds the wall-clock time of the fan-out
         (``search``), the ``merge`` and the ``total``.
+
+        With ``candidates`` (an approximate search, see
+        :meth:`SobolevIndex.search`) each shard takes its own
+        ``candidates`` and returns the k nearest of them: up to ``shards``
+        times as many candidates are ranked as in a single index, among
+        them the ``candidates`` nearest of all, so no answer is farther
+        than a single index's. A query's answer is ``certified`` when every
+        shard's is.
         """
         self._check_open()
         with self._placement.bounded():
-            return self._search(queries, k, p, roots, where, n_threads, radius, limit, stats)
+            return self._search(queries, k, p, roots, where, n_threads, radius, limit, stats,
+                                candidates, candidate_roots)
 
-    def _search(self, queries, k, p, roots, where, n_threads, radius, limit, stats):
+    def _search(self, queries, k, p, roots, where, n_threads, radius, limit, stats,
+                candidates=None, candidate_roots=None):
         started = time.perf_counter()
         p = self.p if p is None else check_p(p)
         # Checked here, before any shard is asked, as a single index checks
@@ -645,14 +656,19 @@ class ShardedIndex(IndexBase):
         if radius is not None:
             radius = radius_for_queries(radius, n_queries)
         check_where(where)
-        self._root_positions(roots)
+        approximate = checked_candidates(candidates, candidate_roots, k, radius,
+                                         len(self._root_positions(roots)))
+        # Candidates from every root searched: the exact search, certified.
+        ranked = approximate is not None and approximate[1] < len(self._root_positions(roots))
         kwargs = {"k": k, "p": p, "roots": roots, "n_threads": n_threads, "radius": radius,
                   "limit": limit, "stats": stats}
+        if ranked:
+            kwargs.update(candidates=candidates, candidate_roots=candidate_roots)
         shared = self._placement.scatter(queries, checked.indptr.nbytes + checked.nodes.nbytes
                                          + checked.masses.nbytes)
         args_of = {i: (shared, dict(kwargs, where=self._shard_where(where, i)), n_queries)
                    for i in range(self.shards)}
-        if radius is None:
+        if radius is None and not ranked:
             found = self._placement.map_in_turn(tasks.search_in_turn, args_of, int(k))
             # A shard whose group's task failed for want of a worker, or
             # went where a writer's shard is not, is asked again on its own,
@@ -691,6 +707,10 @@ class ShardedIndex(IndexBase):
             truncated = [bool(t or any(f.truncated[q] for f in found))
                          for q, t in enumerate(truncated)]
         totals = summed_stats(found, n_queries, stats)
+        certified = None
+        if approximate is not None:
+            certified = [all(f.certified is None or f.certified[q] for f in found)
+                         for q in range(n_queries)]
         if stats:
             totals["seconds"] = {"search": searched - started,
                                  "merge": time.perf_counter() - searched,
@@ -698,7 +718,7 @@ class ShardedIndex(IndexBase):
         return SearchResult(keys, distances, labels, p, totals,
                             radius=radius,
                             truncated=None if radius is None else truncated, ids=ids,
-                            scores=scores)
+                            scores=scores, certified=certified)
 
     def _stored_measures(self, keys):
         """(nodes, masses, label, id) of each stored key, from its shard."""

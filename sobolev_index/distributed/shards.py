@@ -168,7 +168,8 @@ def search(shard, queries, kwargs, n_queries):
             kwargs = dict(kwargs, where=dict(where, label=sorted(present)))
         result = index.search(queries, **kwargs)
         return ShardHits(result.distances, result.keys, result.labels, result.truncated,
-                         result.stats, absent, len(index), result.ids, result.scores)
+                         result.stats, absent, len(index), result.ids, result.scores,
+                         result.certified)
 
 
 def search_in_turn(shards, args, k):

@@ -113,6 +113,11 @@ def check_sample_size(sample):
 
 # A k above this is surely a mistake (it exceeds any index's size).
 MAX_K = 2**53
+# An approximate search takes its candidates from this many roots unless
+# told otherwise: with two roots the true ten nearest were among the first
+# 100 candidates for 94% (TWITTER) and 99% (topic corpus) of them, with
+# one root for 81% and 91% (docs/benchmarks.md).
+DEFAULT_CANDIDATE_ROOTS = 2
 
 
 def check_positive(name, value):
@@ -147,6 +152,35 @@ def checked_search_args(k, radius, limit):
         raise ValueError(f"k is {k}; expected at most {MAX_K:,} (larger k returns "
                          "every live document anyway)")
     return k, None
+
+
+def checked_candidates(candidates, candidate_roots, k, radius, n_roots):
+    """(candidates, roots) of an approximate k-NN search: how many
+    candidates, and from how many of the ``n_roots`` searched roots
+    (default DEFAULT_CANDIDATE_ROOTS, fewer when fewer are searched); None
+    for an exact search. A ValueError naming the value otherwise."""
+    if candidates is None:
+        if candidate_roots is not None:
+            raise ValueError(f"candidate_roots is {candidate_roots!r} without candidates; it "
+                             "says how many roots an approximate search (candidates=N) takes "
+                             "its candidates from")
+        return None
+    if radius is not None:
+        raise ValueError(f"candidates is {candidates!r} with a radius; candidates are for the "
+                         "k nearest (a radius search is always exact)")
+    check_positive("candidates", candidates)
+    if candidates < k:
+        raise ValueError(f"candidates is {candidates}; expected at least k ({k}): the k "
+                         "nearest are chosen among the candidates")
+    if candidates > MAX_K:
+        raise ValueError(f"candidates is {candidates}; expected at most {MAX_K:,}")
+    if candidate_roots is None:
+        return int(candidates), min(DEFAULT_CANDIDATE_ROOTS, n_roots)
+    check_positive("candidate_roots", candidate_roots)
+    if candidate_roots > n_roots:
+        raise ValueError(f"candidate_roots is {candidate_roots}; expected at most the number "
+                         f"of roots searched ({n_roots})")
+    return int(candidates), int(candidate_roots)
 
 
 def check_radius(radius, name="radius"):

@@ -172,9 +172,10 @@ class IndexBase(abc.ABC):
     # ------------------------------------------------------------- searching
     @abc.abstractmethod
     def search(self, queries, k=None, p=None, roots=None, where=None, n_threads=None,
-               radius=None, limit=None, stats=False):
-        """Exact k nearest neighbours, or every document within a radius:
-        a :class:`~sobolev_index.SearchResult`."""
+               radius=None, limit=None, stats=False, candidates=None, candidate_roots=None):
+        """Exact k nearest neighbours, or every document within a radius,
+        or with ``candidates`` an approximate k-NN search: a
+        :class:`~sobolev_index.SearchResult`."""
 
     def knn_graph(self, k, p=None, include_self=False, roots=None, batch=KNN_GRAPH_BATCH,
                   n_threads=None, progress=None):

@@ -24,24 +24,30 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
 from .. import _pairwise
 from ..distances import (
     LARGE_P,
+    FeatureRows,
     check_p,
     difference_distance,
     pairwise_sobolev,
     sliced_pairwise,
+    sliced_rows,
     sobolev_kernel,
 )
 from ..errors import InvalidMeasureError
-from ..measures import as_measure_batch
+from ..measures import as_measure_batch, checked_batch
 from . import inverted
-from .arguments import check_where, checked_search_args, radius_for_queries
-from .csr import row_range
+from .arguments import (
+    check_where,
+    checked_candidates,
+    checked_search_args,
+    radius_for_queries,
+)
+from .csr import gather_rows, row_range, stack_rows
 from .results import COUNTS, SearchResult, own_key_first
 
 # Queries searched together; bounds the (queries x rows) distance buffer of
@@ -67,10 +73,12 @@ class Query:
     def __init__(self, snap):
         self.snap = snap
 
-    def search(self, queries, k, p, roots, where, n_threads, radius, limit, stats):
+    def search(self, queries, k, p, roots, where, n_threads, radius, limit, stats,
+               candidates=None, candidate_roots=None):
         """SobolevIndex.search, as plan, execute and assemble."""
         started = time.perf_counter()
-        plan = self.plan(queries, k, p, roots, where, radius, limit)
+        plan = self.plan(queries, k, p, roots, where, radius, limit, candidates,
+                         candidate_roots)
         featured = time.perf_counter()
         found = self.execute(plan, n_threads, stats)
         result = self.assemble(plan, found, queries, stats)
@@ -81,17 +89,19 @@ class Query:
                                        "total": time.perf_counter() - started}
         return result
 
-    def plan(self, queries, k, p, roots, where, radius, limit):
+    def plan(self, queries, k, p, roots, where, radius, limit, candidates=None,
+             candidate_roots=None):
         """What a search does, with every argument checked and the query
         features computed: a :class:`SearchPlan`."""
         p = self.snap.p if p is None else check_p(p)
         k, radius = checked_search_args(k, radius, limit)
         positions, eta = self.snap.selected_roots(roots)
+        approximate = checked_candidates(candidates, candidate_roots, k, radius, len(positions))
         features = self.query_features(queries, positions, csr=False)
         n_queries = features[0].shape[0]
         radius = radius_for_queries(radius, n_queries)
         scope = self.search_scope(where)
-        n_columns = None
+        n_columns = rerank = None
         if radius is None:
             # More neighbours than live documents cannot be found: buffers
             # stay proportional to min(k, N), and every live document is
@@ -99,6 +109,10 @@ class Query:
             n_columns = min(int(k), self.snap.n_live)
             k = max(1, n_columns)
             radii = bound = np.full(n_queries, math.inf)
+            if approximate is not None and approximate[1] < len(positions):
+                rerank, positions, eta, features = self._rerank_plan(
+                    approximate, k, positions, eta, features)
+                k = max(1, min(approximate[0], self.snap.n_live))
         else:
             # A limit that cannot be reached needs no heap; one more than
             # the limit tells whether it cut the results.
@@ -114,14 +128,28 @@ class Query:
                 bound = np.full(n_queries, _kernel_bound(radius, p, len(positions)))
         return SearchPlan(p=p, k=k, n_columns=n_columns, radius=radius, limit=limit, radii=radii,
                           bound=bound, positions=positions, eta=eta, features=features,
-                          n_queries=n_queries, scope=scope, scan=LARGE_P < p < math.inf)
+                          n_queries=n_queries, scope=scope, scan=LARGE_P < p < math.inf,
+                          rerank=rerank, approximate=approximate is not None)
+
+    def _rerank_plan(self, approximate, k, positions, eta, features):
+        """An approximate search's two steps: the candidates' roots (the
+        first searched ones of positive weight), their eta and query
+        features, for the kernel; and the :class:`_Rerank` of the
+        candidates on every searched root."""
+        candidates, n_roots = approximate
+        chosen = [j for j in range(len(positions)) if eta[j] > 0][:n_roots]
+        total = float(eta[chosen].sum())
+        rerank = _Rerank(positions=positions, eta=eta, features=features, k=k,
+                         candidates=candidates, scale=total)
+        return (rerank, [positions[j] for j in chosen], eta[chosen] / total,
+                [features[j] for j in chosen])
 
     def execute(self, plan, n_threads, timing):
         """Run ``plan``: the inverted files chunk by chunk of queries, or
         one scan of every row (finite p > 16); each hit named from the
         catalog. A :class:`_Found`."""
         n_queries, scope = plan.n_queries, plan.scope
-        found = _Found(n_queries)
+        found = _Found(n_queries, approximate=plan.approximate)
         scanned = None
         if plan.scan:
             # The scan compares distances themselves, not p-th powers.
@@ -148,6 +176,13 @@ class Query:
                 found.counts["blocks"][start:stop] = scan_stats["blocks"]
                 found.counts["blocks_scored"][start:stop] = scan_stats["blocks_scored"]
                 found.seconds["scoring"][start:stop] = scan_stats["seconds"] / n_queries
+            if plan.rerank is not None:
+                reranked = time.perf_counter()
+                n_candidates = [len(hit[3]) for hit in hits]
+                hits, found.certified[start:stop] = self._rerank(plan, hits, start)
+                found.counts["exact"][start:stop] += n_candidates
+                found.seconds["exact"][start:stop] += (time.perf_counter() - reranked) / (
+                    stop - start)
             found.searched_seconds += time.perf_counter() - chunk_started
             chunk_started = time.perf_counter()
             named = self.snap.documents_named([doc for _, _, _, docs, _ in hits for doc in docs])
@@ -207,11 +242,12 @@ class Query:
                               for name in inverted.TIME_NAMES})
                 for q in range(n_queries)]
         return SearchResult(keys, distances, labels, plan.p, totals, radius=plan.radius,
-                            truncated=truncated, ids=ids, scores=scores)
+                            truncated=truncated, ids=ids, scores=scores,
+                            certified=found.certified)
 
     def query_features(self, queries, positions, csr=True):
         """Per selected root, the feature rows of ``queries``: the stored rows
-        of stored keys, else those of the measures given (as _FeatureRows
+        of stored keys, else those of the measures given (as FeatureRows
         when ``csr`` is False)."""
         if isinstance(queries, str) or (
                 isinstance(queries, (list, tuple)) and queries and
@@ -225,7 +261,7 @@ class Query:
             # A single query's search is a few milliseconds; building a SciPy
             # matrix (and checking it) would be a tenth of that.
             shape = (len(batch), self.snap.graph.n_nodes)
-            return [_FeatureRows(*self.snap.trees[r].feature_arrays_of_batch(batch), shape)
+            return [FeatureRows(*self.snap.trees[r].feature_arrays_of_batch(batch), shape)
                     for r in positions]
         return [self.snap.trees[r].features_of_batch(batch) for r in positions]
 
@@ -313,6 +349,56 @@ class Query:
             found.append((value, [searched[g] for g in segs[i][:n].tolist()],
                           rows[i][:n].tolist(), docs[i][:n].tolist(), score))
         return found, stats
+
+    def _rerank(self, plan, hits, start):
+        """The hits of queries start.. (candidates found on some roots, as
+        _search_chunk gives them) re-ranked by their distance on every
+        searched root: per query the k nearest candidates, and whether no
+        document left out can be nearer than the k-th (see
+        SearchResult.certified)."""
+        rerank, trees = plan.rerank, self.snap.trees
+        places = sorted({place for _, segs, rows, _, _ in hits for place in zip(segs, rows)})
+        position_of = {place: i for i, place in enumerate(places)}
+        segment_of = np.array([s for s, _ in places], dtype=np.int64)
+        row_of = np.array([r for _, r in places], dtype=np.int64)
+        # Each candidate's features once per root, however many queries
+        # found it, from one batch of their measures.
+        built = []
+        if places:
+            n_nodes = self.snap.graph.n_nodes
+            parts = [self.snap.segments[s].measures_of_rows(row_of[segment_of == s], n_nodes)
+                     for s in np.unique(segment_of).tolist()]
+            indptr, nodes, masses = stack_rows([part[:3] for part in parts])
+            batch = checked_batch(indptr, nodes, masses,
+                                  np.concatenate([part[3] for part in parts]))
+            built = [trees[root].feature_arrays_of_batch(batch) for root in rerank.positions]
+        searched = [trees[root] for root in rerank.positions]
+        out, certified = [], []
+        for i, (value, segs, rows, docs, _) in enumerate(hits):
+            if not docs:
+                out.append((value, segs, rows, docs, value))
+                certified.append(True)
+                continue
+            picked = np.array([position_of[place] for place in zip(segs, rows)], dtype=np.int64)
+            query = [FeatureRows(*row_range((F.indptr, F.indices, F.data), start + i,
+                                            start + i + 1), (1, F.shape[1]))
+                     for F in rerank.features]
+            candidates = [FeatureRows(*gather_rows(b[0], b[1:], picked), (len(picked), F.shape[1]))
+                          for b, F in zip(built, rerank.features)]
+            dist = sliced_rows(query, candidates, searched, plan.p, rerank.eta)[0]
+            doc_ids = np.asarray(docs, dtype=np.int64)
+            order = np.lexsort((doc_ids, dist))[:rerank.k]
+            dist = dist[order]
+            # Every document not among the candidates is at least as far on
+            # the candidates' roots as the last candidate, and the other
+            # roots only add to that: when this exceeds the k-th distance
+            # found, no document left out is nearer. The margin covers the
+            # rounding of the two ways of computing it.
+            certified.append(bool(len(docs) >= plan.scope.n_rows
+                                  or value[-1] * rerank.scale * (1.0 - 1e-9) >= dist[-1]))
+            out.append((dist, [segs[j] for j in order.tolist()],
+                        [rows[j] for j in order.tolist()], doc_ids[order].tolist(), dist))
+        return out, certified
 
     def _own_key_first(self, query_keys, keys, distances, labels, ids, masks, width):
         """results.own_key_first, with ``where``'s row masks deciding
@@ -465,7 +551,13 @@ class SearchPlan:
     search); ``radius`` as given (checked), ``radii`` one per query and
     ``bound`` the same in the kernel's units; the selected root
     ``positions`` with their renormalised ``eta``; the query ``features``
-    per root; the rows in ``scope``; and whether to ``scan`` every row."""
+    per root; the rows in ``scope``; whether to ``scan`` every row; and
+    for an approximate search, the :class:`_Rerank` of its candidates
+    (``positions``, ``eta``, ``features`` and ``k`` are then those of the
+    candidates' roots and their number), None when the candidates' roots
+    are all those searched (the search is then exact); ``approximate``
+    whether candidates were asked for (the result then says which answers
+    are certified)."""
 
     p: float
     k: object
@@ -480,18 +572,37 @@ class SearchPlan:
     n_queries: int
     scope: object
     scan: bool
+    rerank: object = None
+    approximate: bool = False
+
+
+@dataclass
+class _Rerank:
+    """The second step of an approximate search (see Query._rerank): the
+    searched root ``positions``, their ``eta`` and the query ``features``
+    on each; the ``k`` nearest to keep among the ``candidates`` found on
+    the first roots; ``scale`` turns the candidates' distances into the
+    sum over all roots' units (the first roots' share of eta)."""
+
+    positions: list
+    eta: np.ndarray
+    features: list
+    k: int
+    candidates: int
+    scale: float
 
 
 class _Found:
     """What an executed search found, per query (lists, before the radius
     cut and the padding), with its counts and times."""
 
-    def __init__(self, n_queries):
+    def __init__(self, n_queries, approximate=False):
         self.keys = [[] for _ in range(n_queries)]
         self.labels = [[] for _ in range(n_queries)]
         self.ids = [[] for _ in range(n_queries)]
         self.distances = [None] * n_queries
         self.scores = [None] * n_queries
+        self.certified = None if not approximate else [True] * n_queries
         self.counts = {name: np.zeros(n_queries, dtype=np.int64) for name in COUNTS}
         self.seconds = {name: np.zeros(n_queries) for name in inverted.TIME_NAMES}
         self.searched_seconds = 0.0
@@ -528,14 +639,6 @@ class _SearchScope:
         self.searched = searched
         self.mask = mask
         self.n_rows = sum(int(np.count_nonzero(masks[s])) for s in searched)
-
-
-class _FeatureRows(NamedTuple):
-    """Feature rows as plain CSR arrays, with the shape of the matrix."""
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray
-    shape: tuple
 
 
 class _TopK:

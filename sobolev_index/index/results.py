@@ -36,6 +36,14 @@ class SearchResult:
     would give needs the scores and ids. ``ids`` and ``scores`` are None in
     a result built without them.
 
+    An approximate search (``search(..., candidates=N)``) ranks its
+    candidates by their exact distance, so ``distances`` are S_p and
+    ``scores`` the same values; ``certified[i]`` is True when query i's
+    answer is provably the exact one (up to ties): its candidates held
+    every document in scope, or the last of them was, on the roots it was
+    found on alone, at least as far as the k-th result. Without
+    ``candidates`` it is None.
+
     A radius search finds a different number of documents per query:
     ``distances`` is then a list of one 1-D array per query
     (``distances[i][j]`` is S_p to ``keys[i][j]``), ``radius`` the radius
@@ -68,8 +76,9 @@ class SearchResult:
     """
 
     def __init__(self, keys, distances, labels, p, stats=None, radius=None, truncated=None, *,
-                 ids=None, scores=None):
+                 ids=None, scores=None, certified=None):
         self.keys = keys
+        self.certified = certified
         self.distances = distances
         self.labels = labels
         self.ids = ids
@@ -104,7 +113,9 @@ class ShardHits(NamedTuple):
     ``labels``, ``truncated``, ``stats``, ``ids``, ``scores``), ``absent``
     the wanted labels (of ``where``) it has no live document with, and
     ``live`` its number of live documents (a k-NN answer is min(k, live
-    documents over all shards) wide, whatever ``where`` admits)."""
+    documents over all shards) wide, whatever ``where`` admits), and
+    ``certified`` that of an approximate search (None otherwise, and for a
+    shard with nothing in scope)."""
 
     distances: object
     keys: list
@@ -115,6 +126,7 @@ class ShardHits(NamedTuple):
     live: int
     ids: list
     scores: object
+    certified: object = None
 
 
 def merge_hits(found, n_queries, width):

@@ -80,12 +80,17 @@ class Segment:
             indptr, nodes, masses = self.measure_rows(tree.n_nodes)
             scale = self.row_scale(tree.n_nodes)
         else:
-            indptr, nodes, masses = self.measure_pointers(tree.n_nodes)
-            rows = np.asarray(rows, dtype=np.int64)
-            indptr, nodes, masses = gather_rows(indptr, (nodes, masses), rows)
-            self._check_supports(nodes, masses, tree.n_nodes)
-            scale = self.row_scale(tree.n_nodes)[rows]
+            indptr, nodes, masses, scale = self.measures_of_rows(rows, tree.n_nodes)
         return tree.feature_arrays_of_batch(checked_batch(indptr, nodes, masses, scale))
+
+    def measures_of_rows(self, rows, n_nodes):
+        """(indptr, nodes, masses, normalising factors) of the rows ``rows``,
+        those rows' measures checked."""
+        indptr, nodes, masses = self.measure_pointers(n_nodes)
+        rows = np.asarray(rows, dtype=np.int64)
+        indptr, nodes, masses = gather_rows(indptr, (nodes, masses), rows)
+        self._check_supports(nodes, masses, n_nodes)
+        return indptr, nodes, masses, self.row_scale(n_nodes)[rows]
 
     def row_scale(self, n_nodes):
         """What each row's masses are multiplied by to sum to 1: stored since

@@ -404,7 +404,7 @@ class SobolevIndex(IndexBase):
 
     # ------------------------------------------------------------- searching
     def search(self, queries, k=None, p=None, roots=None, where=None, n_threads=None,
-               radius=None, limit=None, stats=False):
+               radius=None, limit=None, stats=False, candidates=None, candidate_roots=None):
         """Exact k nearest neighbours under S_p (sliced over the index's roots),
         or every document within a radius.
 
@@ -446,9 +446,20 @@ class SobolevIndex(IndexBase):
         ``SearchResult.ids`` holds the document ids of the results,
         mirroring ``keys``. ``stats=True`` adds per-query statistics and
         phase times to ``SearchResult.stats``.
+
+        ``candidates``: an approximate k-NN search, for indexes with several
+        roots. The ``candidates`` nearest documents on the first
+        ``candidate_roots`` searched roots (default 2) are found exactly,
+        then ranked by S_p over all searched roots, and the k nearest of
+        them returned with their exact distances. It costs about what a
+        search of ``candidate_roots`` roots costs, plus the ranking; a true
+        neighbour is missed when it is not among the candidates.
+        ``SearchResult.certified[i]`` says when query i's answer is
+        provably exact. docs/benchmarks.md gives recall against time.
         """
         self._check_open()
-        return self._query.search(queries, k, p, roots, where, n_threads, radius, limit, stats)
+        return self._query.search(queries, k, p, roots, where, n_threads, radius, limit, stats,
+                                  candidates, candidate_roots)
 
     def distance(self, a, b, p=None, roots=None):
         """S_p (sliced over ``roots``, default all) between two stored keys or
