@@ -555,6 +555,20 @@ class ShortestPathTree:
             batch.row_scale, n_threads=n_threads,
         )
 
+    def powers_to_batch(self, q_indices, q_data, batch, p):
+        """sum_v w_v |q_v - x_v|^p (max_v |q_v - x_v| for p = inf) between
+        one feature row (``q_indices``, ``q_data``: distinct columns, int32
+        and float64) and the features x of each measure of a
+        :class:`MeasureBatch` checked for this tree's graph, without
+        building those features as a matrix: S_p^p for finite p."""
+        out = np.zeros(len(batch), dtype=np.float64)
+        _features.powers_to_measures(
+            self._parent32, self.root, self.length,
+            np.ascontiguousarray(q_indices, dtype=np.int32),
+            np.ascontiguousarray(q_data, dtype=np.float64),
+            batch.indptr, batch.nodes, batch.masses, batch.row_scale, float(p), out)
+        return out
+
     def features_of_batch(self, batch, n_threads=None):
         """Like :meth:`features`, for a :class:`MeasureBatch` that
         :func:`as_measure_batch` already checked (nothing is checked again)."""

@@ -361,17 +361,14 @@ class Query:
         position_of = {place: i for i, place in enumerate(places)}
         segment_of = np.array([s for s, _ in places], dtype=np.int64)
         row_of = np.array([r for _, r in places], dtype=np.int64)
-        # Each candidate's features once per root, however many queries
-        # found it, from one batch of their measures.
-        built = []
+        # The measures of the chunk's candidates, read once however many
+        # queries found them.
         if places:
             n_nodes = self.snap.graph.n_nodes
             parts = [self.snap.segments[s].measures_of_rows(row_of[segment_of == s], n_nodes)
                      for s in np.unique(segment_of).tolist()]
             indptr, nodes, masses = stack_rows([part[:3] for part in parts])
-            batch = checked_batch(indptr, nodes, masses,
-                                  np.concatenate([part[3] for part in parts]))
-            built = [trees[root].feature_arrays_of_batch(batch) for root in rerank.positions]
+            scale = np.concatenate([part[3] for part in parts])
         searched = [trees[root] for root in rerank.positions]
         out, certified = [], []
         for i, (value, segs, rows, docs, _) in enumerate(hits):
@@ -380,12 +377,10 @@ class Query:
                 certified.append(True)
                 continue
             picked = np.array([position_of[place] for place in zip(segs, rows)], dtype=np.int64)
-            query = [FeatureRows(*row_range((F.indptr, F.indices, F.data), start + i,
-                                            start + i + 1), (1, F.shape[1]))
+            batch = checked_batch(*gather_rows(indptr, (nodes, masses), picked), scale[picked])
+            query = [row_range((F.indptr, F.indices, F.data), start + i, start + i + 1)
                      for F in rerank.features]
-            candidates = [FeatureRows(*gather_rows(b[0], b[1:], picked), (len(picked), F.shape[1]))
-                          for b, F in zip(built, rerank.features)]
-            dist = sliced_rows(query, candidates, searched, plan.p, rerank.eta)[0]
+            dist = _candidate_distances(query, batch, searched, plan.p, rerank.eta)
             doc_ids = np.asarray(docs, dtype=np.int64)
             order = np.lexsort((doc_ids, dist))[:rerank.k]
             dist = dist[order]
@@ -607,6 +602,27 @@ class _Found:
         self.seconds = {name: np.zeros(n_queries) for name in inverted.TIME_NAMES}
         self.searched_seconds = 0.0
         self.named_seconds = 0.0
+
+
+def _candidate_distances(query, batch, trees, p, eta):
+    """sum_r eta_r S_p^(r) between one query (its feature row per tree, as
+    (indptr, indices, data)) and each measure of ``batch``: from the
+    measures directly (as the kernel computes a candidate's exact value),
+    or for a finite p above LARGE_P from their features, relative to the
+    largest difference (as a scan does)."""
+    if LARGE_P < p < math.inf:
+        n_nodes = trees[0].n_nodes
+        rows = [FeatureRows(*tree.feature_arrays_of_batch(batch, n_threads=1),
+                            (len(batch), n_nodes)) for tree in trees]
+        return sliced_rows([FeatureRows(*q, (1, n_nodes)) for q in query], rows, trees, p,
+                           eta)[0]
+    total = np.zeros(len(batch))
+    for (_, q_indices, q_data), tree, weight in zip(query, trees, eta):
+        part = tree.powers_to_batch(q_indices, q_data, batch, p)
+        if p != 1.0 and not math.isinf(p):
+            part **= 1.0 / p
+        total += weight * part
+    return total
 
 
 def _kernel_bound(radius, p, n_roots):
