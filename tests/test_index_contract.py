@@ -298,6 +298,10 @@ def test_approximate_search_ranks_its_candidates_by_their_exact_distance(make, k
         if q == 0:
             sub = {key: d for key, d in exp.items() if labels[key] == "group-2"}
             check_topk(group.keys[0], group.distances[0], sub, k, what="label group-2")
+    # A stored key leads its copies, at distance 0 exactly, as in an exact
+    # search (m62 repeats m11).
+    own = index.search(["m62"], k=3, candidates=12, candidate_roots=1)
+    assert own.keys[0][:2] == ["m62", "m11"] and list(own.distances[0][:2]) == [0.0, 0.0]
     # As many candidate roots as roots searched: the exact search, certified.
     exact = index.search(queries, k=k, candidates=k)
     assert exact.certified == [True] * len(queries)
