@@ -65,6 +65,16 @@ def _corpus_list(text):
     return names
 
 
+def _int_list(text):
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers >= 1, comma-separated")
+    return values
+
+
 def synthetic(name, n, n_queries, threads, uniform_nodes):
     """(graph, stored measures, query measures) of a synthetic corpus."""
     from _common import synthetic_corpus, uniform_corpus
@@ -133,11 +143,12 @@ def tie_tolerant_recall(found, exact, k):
     return np.array(out)
 
 
-def measure(index, queries, threads, blocks, checks, label):
+def measure(index, queries, threads, blocks, checks, label, counts=COUNTS,
+            candidate_roots=CANDIDATE_ROOTS):
     """The table rows of one corpus."""
     configs = {"exact (10 roots)": {}, "root 0 alone": {"roots": [0]}}
-    for roots in CANDIDATE_ROOTS:
-        for count in COUNTS:
+    for roots in candidate_roots:
+        for count in counts:
             configs[f"R={roots} N={count}"] = {"candidates": count, "candidate_roots": roots}
 
     def single(options):
@@ -202,9 +213,15 @@ def main(argv=None):
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--uniform-nodes", type=int, default=50_000)
     parser.add_argument("--blocks", type=int, default=3)
+    parser.add_argument("--counts", type=_int_list, default=list(COUNTS),
+                        help="Numbers of candidates, comma-separated (default: %(default)s).")
+    parser.add_argument("--candidate-roots", type=_int_list, default=list(CANDIDATE_ROOTS),
+                        help="Numbers of candidate roots, comma-separated (default: %(default)s).")
     parser.add_argument("--json", default=None, help="Where to write the results' JSON.")
     add_threads_option(parser)
     args = parser.parse_args(argv)
+    if min(args.counts) < K:
+        parser.error(f"--counts: {min(args.counts)} candidates; expected at least k ({K})")
     threads = args.threads
     checks = Checks(tolerance=1e-9)
     report = {}
@@ -224,7 +241,8 @@ def main(argv=None):
                                           args.uniform_nodes)
             print(f"{name}: built in {time.perf_counter() - started:.0f} s", file=sys.stderr)
             with SobolevIndex.open(path) as index:
-                rows, out = measure(index, queries, threads, args.blocks, checks, name)
+                rows, out = measure(index, queries, threads, args.blocks, checks, name,
+                                    args.counts, args.candidate_roots)
                 pools = threadpools()
             report[name] = {"documents": len(index), "queries": len(queries), "rows": out}
             print_table(f"{name}: {report[name]['documents']:,} documents, "

@@ -114,9 +114,9 @@ def check_sample_size(sample):
 # A k above this is surely a mistake (it exceeds any index's size).
 MAX_K = 2**53
 # An approximate search takes its candidates from this many roots unless
-# told otherwise: with two roots the true ten nearest were among the first
-# 100 candidates for 94% (TWITTER) and 99% (topic corpus) of them, with
-# one root for 81% and 91% (docs/benchmarks.md).
+# told otherwise. With 100 candidates, two roots found 93% (TWITTER) and
+# 98% (topic corpus) of the ten nearest, one root 77% and 92%
+# (docs/benchmarks.md, bench/approximate.py).
 DEFAULT_CANDIDATE_ROOTS = 2
 
 
