@@ -16,6 +16,11 @@ keeps its own steps:
   padded to its width, a radius answer cut at each radius exactly, a stored
   key used as a query first among its copies, the statistics.
 
+An approximate search (``candidates``) plans its kernel pass on the
+candidates' roots (:meth:`Query._rerank_plan`) and ranks what that pass
+found on every root (:meth:`Query._rerank`, from the candidates' stored
+measures, ``_candidate_distances``) before the hits are named.
+
 ``distance``, ``pairwise`` and ``gram`` compute S_p between stored
 documents (or given measures) from their features.
 """
