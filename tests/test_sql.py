@@ -77,6 +77,34 @@ def test_bad_sql_and_bad_k_are_errors(reader):
     assert run_query(reader, "SELECT 1")[1] == [(1,)]
 
 
+def test_a_failing_function_is_reported_not_printed_as_unraisable(reader, monkeypatch):
+    # Where callback tracebacks are on (Datasette's import turns them on
+    # for the process; left on here), an exception raised inside an SQLite
+    # callback goes to sys.unraisablehook as well as failing the statement.
+    # The functions of a guarded statement interrupt it instead, and the
+    # runner reports their error once.
+    sqlite3.enable_callback_tracebacks(True)
+    unraisable = []
+    monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+    statements = ["SELECT sobolev_distance('space-1', 'space-2', 0.5)",
+                  "SELECT key FROM documents WHERE sobolev_knn(key, 0) IS NULL",
+                  "SELECT sobolev_distance(d.key, e.key, 'abc') FROM documents d, documents e"]
+    for statement in statements:
+        with pytest.raises(SobolevIndexError, match="SQL error in a sobolev function"):
+            run_query(reader, statement)
+    assert run_query(reader, "SELECT count(*) FROM documents")[1][0][0] > 0
+    assert unraisable == []
+    # On a caller's own connection (no statement running) the error is
+    # raised, and SQLite's message is what the caller's tool shows.
+    import sqlite_utils
+
+    db = sqlite_utils.Database(sqlite3.connect(":memory:"), execute_plugins=False)
+    register_functions(reader, db)
+    with pytest.raises(sqlite3.OperationalError, match="user-defined function raised"):
+        db.execute("SELECT sobolev_distance('space-1', 'space-2', 0.5)").fetchall()
+    assert len(unraisable) == 1 and "p is 0.5" in str(unraisable[0].exc_value)
+
+
 def test_attach_and_pragmas_are_refused(reader, index_path, tmp_path):
     target = tmp_path / "other.db"
     for statement in (f"ATTACH '{target}' AS other",

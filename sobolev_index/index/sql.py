@@ -221,9 +221,14 @@ class StatementGuard:
     fetched later), :meth:`finish` when it is done. Outside a statement
     the functions run without limits (a caller's own connection). Also
     keeps the errors the functions raised, newest last (``errors``), and
-    the names of the functions an authorizer refused (``refused``)."""
+    the names of the functions an authorizer refused (``refused``).
 
-    def __init__(self):
+    ``reports_errors``: whether whoever runs the statements reads
+    ``errors`` to report a failed call (:func:`iter_query`, the web view);
+    see :meth:`fail_call`."""
+
+    def __init__(self, reports_errors=True):
+        self.reports_errors = reports_errors
         self.errors = []
         self.refused = []
         self.active = False
@@ -277,6 +282,23 @@ class StatementGuard:
             self.stopped = self.time_message
             raise SobolevIndexError(self.stopped)
 
+    def fail_call(self, exc, conn):
+        """What an S_p function does with the exception ``exc`` it raised on
+        the connection ``conn``: kept in ``errors``; then, inside a statement
+        whose runner reports ``errors``, the statement is interrupted and
+        the call returns None. Raising from an SQLite callback would make
+        SQLite say only "user-defined function raised exception", and
+        Python print the traceback as unraisable wherever callback
+        tracebacks are on (Datasette turns them on for the process).
+        Otherwise (a caller's own connection, or a guard that does not
+        report errors) ``exc`` is raised, so that the caller's tool shows
+        it as it shows a failed function."""
+        self.errors.append(exc)
+        if self.active and self.reports_errors and conn is not None:
+            conn.interrupt()
+            return None
+        raise exc
+
     def charge(self, units, what):
         """Count ``units`` of work for ``what`` (a call); raise, before it is
         done, when the statement's budget cannot pay them."""
@@ -319,11 +341,11 @@ def register_functions(index, db=None, guard=None):
     ``db``, which :func:`iter_query` uses)."""
     db = db if db is not None else index.catalog.db
     guard = guard if guard is not None else _guard_of(db)
+    conn = getattr(db, "conn", None)
 
     def guarded(fn):
-        # SQLite replaces an exception raised in a function by "user-defined
-        # function raised exception"; the guard keeps ours so that the
-        # caller can say what was wrong.
+        # The guard keeps an error so that the statement's runner can say
+        # what was wrong (StatementGuard.fail_call).
         def wrapped(*args):
             try:
                 # One call can take long (a k-NN search over every row):
@@ -331,8 +353,7 @@ def register_functions(index, db=None, guard=None):
                 guard.check_time()
                 return fn(*args)
             except Exception as exc:
-                guard.errors.append(exc)
-                raise
+                return guard.fail_call(exc, conn)
         wrapped.__signature__ = inspect.signature(fn)
         return wrapped
 

@@ -56,7 +56,7 @@ from urllib.parse import quote
 
 import sqlite_utils
 from datasette import hookimpl
-from datasette.database import Database
+from datasette.database import Database, QueryInterrupted
 from datasette.utils import tilde_decode
 from datasette.utils.asgi import Response
 
@@ -91,8 +91,10 @@ _OPENING = threading.Lock()
 _TEMPLATES = weakref.WeakKeyDictionary()
 
 _POINT_KINDS = ("clouds", "diagrams")
-# What SQLite says when a function raised; CatalogDatabase puts ours instead.
-_FUNCTION_FAILED = "user-defined function raised exception"
+# What SQLite says when a function raised, or interrupted its statement
+# (StatementGuard.fail_call); CatalogDatabase puts the function's own error
+# instead.
+_FUNCTION_FAILED = ("user-defined function raised exception", "interrupted")
 # Bytes a multipart form may add around its point-set file.
 _FORM_SLACK = 64 << 10
 # Functions Datasette registers on every connection and its pages call
@@ -211,7 +213,7 @@ class CatalogDatabase(Database):
                 work_hint="the limit is the sobolev_index plugin setting max_sql_work")
             try:
                 return fn(conn)
-            except sqlite3.DatabaseError as exc:
+            except (sqlite3.DatabaseError, QueryInterrupted) as exc:
                 error = _explained(exc, guard, settings)
                 if error is exc:
                     raise
@@ -232,10 +234,17 @@ def _explained(exc, guard, settings):
     """The error to report for ``exc``, raised by a statement on a
     catalog connection: the S_p functions' own, or SQLite's with the
     function it refused or the limit it reached named."""
+    if isinstance(exc, QueryInterrupted):
+        # Datasette's own time limit, or an S_p function's error
+        # (StatementGuard.fail_call); Datasette reports the former itself.
+        if guard.stopped is None and not guard.errors:
+            return exc
+        exc = exc.args[0]
     message = str(exc)
-    if message == _FUNCTION_FAILED and guard.stopped is not None:
+    failed = message in _FUNCTION_FAILED
+    if failed and guard.stopped is not None:
         return sqlite3.OperationalError(guard.stopped)
-    if message == _FUNCTION_FAILED and guard.errors:
+    if failed and guard.errors:
         return sqlite3.OperationalError(f"SQL error in a sobolev function: {guard.errors[-1]}")
     if "not authorized" in message and guard.refused:
         return sqlite3.OperationalError(refused_message(guard.refused[-1]))
@@ -337,7 +346,7 @@ def prepare_connection(conn, database, datasette):
     apply_limits(conn, sql_limits(settings["max_sql_value_bytes"]))
     allowed = ALLOWED_FUNCTIONS | DATASETTE_FUNCTIONS | settings["allow_sql_functions"]
     conn.set_authorizer(function_authorizer(allowed, guard.refused))
-    register_functions(served.index, _Locking(sqlite_utils.Database(conn), served, guard),
+    register_functions(served.index, _Locking(sqlite_utils.Database(conn, execute_plugins=False), served, guard),
                        guard)
 
 
@@ -357,12 +366,19 @@ class _Locking:
     def __init__(self, db, served, guard):
         self._db, self._served, self._guard = db, served, guard
 
+    @property
+    def conn(self):
+        return self._db.conn
+
     def register_function(self, fn, **kwargs):
         served, guard, poll = self._served, self._guard, self.LOCK_POLL
 
         def locked(*args):
             while not served.lock.acquire(timeout=poll):
-                guard.check_time()
+                try:
+                    guard.check_time()
+                except Exception as exc:
+                    return guard.fail_call(exc, self._db.conn)
             try:
                 return fn(*args)
             finally:
