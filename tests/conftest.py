@@ -1,5 +1,6 @@
 """Fixtures and hooks of the test-suite; the helpers live in ``_support/``."""
 import pytest
+from _support.index import small_text_index
 from _support.settings import load_hypothesis_profile
 
 
@@ -20,3 +21,11 @@ def parallel_everywhere():
     assert _openmp_helpers.effective_threads(2, work=1) == 2, "the threshold did not take"
     yield
     _openmp_helpers.set_serial_threshold(old)
+
+
+@pytest.fixture(scope="session")
+def text_index_path(tmp_path_factory):
+    """The small text index of tests/_support/index.py (one deleted
+    document), built once for the session: the SQL, web and sqlite-utils
+    tests only read it. A test that writes copies it first."""
+    return small_text_index(tmp_path_factory.mktemp("text-index"))

@@ -269,6 +269,7 @@ def test_build_refuses_bad_inputs_and_leaves_nothing(tmp_path):
     assert result.exit_code == 1 and "does not exist" in result.output
 
 
+@pytest.mark.slow
 def test_quickstart_into_a_directory(tmp_path):
     result = run("quickstart", tmp_path / "qs", "--json")
     report = json.loads(result.stdout)
@@ -388,6 +389,7 @@ def test_add_reports_what_happened(writable):
     assert '"new-😀"' in got and '"café"' in got and "\\u" not in got
 
 
+@pytest.mark.slow
 def test_hints_fit_the_error_and_name_cli_options(writable, tmp_path):
     import subprocess
     import sys

@@ -207,6 +207,7 @@ def write_docs_csv(path, documents):
 
 @pytest.mark.skipif(not os.path.exists(README),
                     reason="README.md is not beside tests/ (a copy of the tests without it)")
+@pytest.mark.slow
 def test_readme_own_documents_section_runs_as_printed(tmp_path):
     from sobolev_index.ingest.stdlib_corpus import stdlib_documents
 

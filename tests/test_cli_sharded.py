@@ -110,6 +110,7 @@ def test_shard_table_and_refusals(built, tmp_path):
 
 # -------------------------------------------------------------------- search
 @pytest.mark.parametrize("p", ["1", "2", "inf"])
+@pytest.mark.slow
 def test_search_equals_the_source(built, p):
     source, split, _, _, _ = built
     for args in (text_args() + ["-k", 12], ["--key", "space-1", "--key", "cooking-7", "-k", 30],
@@ -223,6 +224,7 @@ def test_knn_graph_equals_the_source(built, tmp_path):
 
 
 # ---------------------------------------------------------------------- gram
+@pytest.mark.slow
 def test_gram_writes_zarr_equal_to_the_single_index(built, tmp_path):
     zarr = pytest.importorskip("zarr", reason="zarr is not installed")
     source, split, _, _, _ = built
@@ -271,6 +273,7 @@ def test_commands_of_one_index_name_the_shards(built):
 
 
 # ----------------------------------------------------------------- on Dask
+@pytest.mark.slow
 def test_commands_with_a_scheduler(writable, cluster, tmp_path):
     zarr = pytest.importorskip("zarr", reason="zarr is not installed")
     source, split, _ = writable
@@ -299,6 +302,7 @@ def test_commands_with_a_scheduler(writable, cluster, tmp_path):
     assert math.isfinite(float(want.max()))
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_is_one_error(built, monkeypatch):
     import functools
 

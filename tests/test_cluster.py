@@ -96,6 +96,7 @@ DATASETS = {
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("name", list(DATASETS))
+@pytest.mark.slow
 def test_same_as_plain_gonzalez(name, dtype):
     make, n_centres, first = DATASETS[name]
     X = make(dtype)
@@ -103,6 +104,7 @@ def test_same_as_plain_gonzalez(name, dtype):
     assert_same_as_reference(X, n_centres, first)
 
 
+@pytest.mark.slow
 def test_float32_points_take_the_float32_path_and_keep_float64_distances():
     """float32 word-vector-like points, more than one batch and one candidate
     set: the result is exact Gonzalez on the float32 values."""

@@ -78,6 +78,7 @@ def test_importing_the_package_loads_no_numerical_library():
     assert done.stdout.split() == ["SobolevIndex", "pairwise_sobolev", "True"], done.stderr
 
 
+@pytest.mark.slow
 def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
     import subprocess
     import sys

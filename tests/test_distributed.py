@@ -139,6 +139,7 @@ def test_route_spreads_keys_over_the_shards():
 
 # ------------------------------------------------------- sharded == single, in-process
 @pytest.mark.parametrize("roots", [None, 3], ids=["one-root", "sliced"])
+@pytest.mark.slow
 def test_search_equals_single_index(tmp_path, spec, roots):
     single, sharded, measures = both(tmp_path, spec, roots=roots)
     with single, sharded:
@@ -165,6 +166,7 @@ def test_search_equals_single_index(tmp_path, spec, roots):
 
 
 @pytest.mark.parametrize("p, roots", [(1, None), (2, None), (math.inf, None), (2, 3)])
+@pytest.mark.slow
 def test_shards_after_the_first_search_within_the_kth_distance(tmp_path, spec, monkeypatch,
                                                                p, roots):
     """A k-NN batch searches the shards in turn: the first for the k
@@ -304,6 +306,7 @@ def test_search_against_reference_brute_force(tmp_path):
 
 # ------------------------------------------------------------- sharded == single, Dask
 @pytest.mark.parametrize("roots", [None, 3], ids=["one-root", "sliced"])
+@pytest.mark.slow
 def test_search_on_dask_equals_single_index(tmp_path, spec, cluster, roots):
     single, sharded, measures = both(tmp_path, spec, roots=roots, client=cluster)
     with single, sharded:
@@ -364,6 +367,7 @@ def test_add_upsert_delete_across_shards(tmp_path, spec):
         assert report["documents"] == len(single)
 
 
+@pytest.mark.slow
 def test_writes_on_dask(tmp_path, spec, cluster):
     single, sharded, measures = both(tmp_path, spec, client=cluster, batches=3)
     with single, sharded:
@@ -542,6 +546,7 @@ def test_reader_refresh_sees_new_commits(tmp_path, spec):
 
 # --------------------------------------------------------------- worker killed
 @pytest.mark.parametrize("shared", [False, True], ids=["queries-in-tasks", "queries-shared"])
+@pytest.mark.slow
 def test_worker_killed_during_a_search_batch(tmp_path, spec, cluster, monkeypatch, shared):
     # A batch is sent with each shard's task, or (a large one) once as a
     # task's result that the shards' tasks share: both must survive.
@@ -584,6 +589,7 @@ def test_worker_killed_during_a_search_batch(tmp_path, spec, cluster, monkeypatc
 
 
 # ------------------------------------------------------ k-NN graph and Gram matrices
+@pytest.mark.slow
 def test_knn_graph_equals_single_index(tmp_path, spec):
     single, sharded, _ = both(tmp_path, spec, roots=2)
     with single, sharded:
@@ -599,6 +605,7 @@ def test_knn_graph_equals_single_index(tmp_path, spec):
         assert done[-1] == (len(single), len(single)) and len(done) == math.ceil(len(single) / 50)
 
 
+@pytest.mark.slow
 def test_distance_matrix_in_zarr_equals_pairwise_sobolev(tmp_path, spec, cluster):
     zarr = pytest.importorskip("zarr", reason="zarr is not installed")
     from sobolev_index import pairwise_sobolev
@@ -748,6 +755,7 @@ def single_index(path, spec, roots=3, p=1):
     return index, measures
 
 
+@pytest.mark.slow
 def test_shard_index_searches_like_the_source(tmp_path, spec):
     from sobolev_index.distributed import shard_index
 
@@ -864,6 +872,7 @@ def test_shard_index_refuses_bad_input_and_leaves_nothing(tmp_path, spec, monkey
     assert len(calls) > 4 and os.listdir(tmp_path / "empty") == []
 
 
+@pytest.mark.slow
 def test_a_split_killed_part_way_leaves_no_index_at_dest(tmp_path, spec):
     """SIGKILL after the first batch is committed: dest does not exist (no
     valid-looking incomplete sharded index), only the hidden staging
@@ -912,6 +921,7 @@ def test_a_split_killed_part_way_leaves_no_index_at_dest(tmp_path, spec):
         assert len(split) == live and split.verify()["ok"]
 
 
+@pytest.mark.slow
 def test_a_writers_shard_sent_to_another_worker_is_refused_not_waited_for(tmp_path, spec,
                                                                           cluster, monkeypatch):
     """A task of a writer's shard placed on the other worker raises
@@ -954,6 +964,7 @@ def test_a_writers_shard_sent_to_another_worker_is_refused_not_waited_for(tmp_pa
     ShardedIndex.open(tmp_path / "w", mode="a", client=cluster).close()
 
 
+@pytest.mark.slow
 def test_a_writers_shards_follow_a_retired_worker(tmp_path, spec):
     """The worker holding two of a writer's shards retires (as an adaptive
     cluster scales down): Dask copies its results to the other worker, and
@@ -998,6 +1009,7 @@ def _size_after(shard, seconds):
     return shard_tasks.size(shard)
 
 
+@pytest.mark.slow
 def test_a_writers_result_lost_with_its_worker_is_asked_again(tmp_path, spec, cluster):
     """Shard 0's task has finished when its worker dies, while shard 1's
     task still runs: the result is lost with the worker. It is asked for
@@ -1048,6 +1060,7 @@ def committing_then_failing(monkeypatch, name, failing_paths, before_commit=()):
     return real
 
 
+@pytest.mark.slow
 def test_a_part_that_committed_then_failed_counts_as_committed(tmp_path, spec, monkeypatch):
     """A shard's part that raised after its commit is reported committed,
     keeps its ids (the tie order of a single index given the
@@ -1112,6 +1125,7 @@ def _die_after_committing(marker):
     shard_tasks.write = write
 
 
+@pytest.mark.slow
 def test_a_worker_killed_after_its_shard_committed(tmp_path, spec, cluster):
     """On the LocalCluster: the worker holding shard 1 dies right after
     shard 1 commits its part of an add. Dask opens the shard again and runs
@@ -1143,6 +1157,7 @@ def test_a_worker_killed_after_its_shard_committed(tmp_path, spec, cluster):
         cluster.wait_for_workers(2, timeout=60)
 
 
+@pytest.mark.slow
 def test_verify_finds_misrouted_keys_and_ids_in_two_shards(tmp_path, spec):
     """A key written into the wrong shard through the shard's own API, and a
     document written to a shard directly with an id another shard's
@@ -1239,6 +1254,7 @@ with ShardedIndex.open(root, mode="a") as sharded:
 """
 
 
+@pytest.mark.slow
 def test_a_writer_killed_mid_batch_keeps_the_insertion_order(tmp_path, spec):
     """The writer's process dies while a batch is being written: two shards
     committed their parts, the third did not. Opened again, the sharded

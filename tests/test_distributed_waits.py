@@ -153,6 +153,7 @@ def assert_honest(error, live, writer):
 
 
 # ------------------------------------------------------------- workers killed
+@pytest.mark.slow
 def test_both_workers_killed_during_a_search(slow_cluster, built):
     """The issue's reproduction: a search of about 3 s, both workers
     killed during it, 0.3 s apart, so that the second dies before the
@@ -191,6 +192,7 @@ def test_both_workers_killed_during_a_search(slow_cluster, built):
         client.wait_for_workers(2, timeout=60)
 
 
+@pytest.mark.slow
 def test_a_search_at_once_after_both_idle_workers_are_killed(slow_cluster, built):
     """Both idle workers SIGKILLed and a search sent at once, while the
     scheduler may still list them: it used to hang for ever (as above);
@@ -213,6 +215,7 @@ def test_a_search_at_once_after_both_idle_workers_are_killed(slow_cluster, built
         client.wait_for_workers(2, timeout=60)
 
 
+@pytest.mark.slow
 def test_a_write_at_once_after_both_idle_workers_are_killed(slow_cluster, built, tmp_path):
     """The same for a writer: its add either returns (every key committed,
     each exactly once) or raises an error that says what committed, in
@@ -250,6 +253,7 @@ def test_a_write_at_once_after_both_idle_workers_are_killed(slow_cluster, built,
 
 
 # ------------------------------------------------------------------ the bound
+@pytest.mark.slow
 def test_a_bound_shorter_than_the_search_raises_shard_error_in_time(slow_cluster, built):
     """A search whose tasks take 2-4 s, with task_timeout=1: ShardError naming
     every shard and the bound, within the bound (plus the last round trip);
@@ -280,6 +284,7 @@ def test_a_bound_shorter_than_the_search_raises_shard_error_in_time(slow_cluster
             os.remove(delay)
 
 
+@pytest.mark.slow
 def test_a_write_longer_than_the_bound_reports_only_what_committed(slow_cluster, built,
                                                                      tmp_path):
     """task_timeout=1 and writes of 2 s per shard, which cannot be stopped

@@ -166,6 +166,7 @@ TOKEN = re.compile(r"[a-z0-9][a-z0-9']*")
 
 @pytest.mark.skipif(not (TWEETS.exists() and VECTORS.exists()),
                     reason=missing_reason(TWEETS if not TWEETS.exists() else VECTORS))
+@pytest.mark.slow
 def test_radius_zero_finds_the_word_for_word_duplicate_tweets(tmp_path):
     # Stop words kept: every tweet is a document, and two tweets are equal
     # measures only if they have the same words (each word is a node).

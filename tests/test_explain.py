@@ -465,6 +465,7 @@ def test_bad_roots_and_n_words(hand):
 
 
 # ------------------------------------------------------------------ plot
+@pytest.mark.slow
 def test_plot_draws_one_bar_per_edge(hand, tmp_path):
     matplotlib = pytest.importorskip("matplotlib", reason="matplotlib is not installed "
                                      "(the optional extra sobolev-index[plot])")

@@ -695,6 +695,7 @@ def test_many_small_adds_are_merged(tmp_path, spec, roots1):
         _ref_check(idx, model, dict(zip(list(idx), docs)), _docs(33, 3), 5, 1, [1.0])
 
 
+@pytest.mark.slow
 def test_merges_stop_at_the_segment_size_cap(tmp_path, spec, roots1, monkeypatch):
     """No tier merge writes a segment of more than MAX_SEGMENT_NNZ nonzeros
     (the writer's memory bound), nor compact past its estimate of the live

@@ -429,6 +429,7 @@ class Holder:
         return out
 
 
+@pytest.mark.slow
 def test_second_writer_in_other_process(index_path):
     holder = Holder(index_path, -1)
     try:
@@ -456,6 +457,7 @@ def test_second_writer_in_other_process(index_path):
         w.add(_docs(10, 1), keys=["after"])
 
 
+@pytest.mark.slow
 def test_second_writer_waits_for_release(index_path):
     holder = Holder(index_path, 1.5)
     try:

@@ -354,6 +354,7 @@ def test_a_manifest_changed_after_it_was_written_is_found(tmp_path):
     ShardedIndex.open(tmp_path / "s", mode="a").close()
 
 
+@pytest.mark.slow
 def test_readers_opening_next_to_a_busy_writer_are_never_warned(path):
     """Readers open again and again while a writer in another process adds
     one document at a time (its size tiers merge every few adds, and merges

@@ -22,11 +22,13 @@ WRITER_SECONDS = 6.0
 READER_SECONDS = 5.0
 
 
+@pytest.mark.slow
 def test_one_writer_two_readers(tmp_path):
     _one_writer_two_readers(tmp_path, WRITER_SECONDS, READER_SECONDS, compact_every=4)
 
 
 @pytest.mark.parametrize("seconds", [10, pytest.param(60, marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_readers_never_see_corruption_while_a_writer_merges(tmp_path, seconds, monkeypatch):
     # One document per add: the size tiers merge every few adds, and every
     # merge deletes files that a reader opening at that moment may be about
@@ -132,6 +134,7 @@ def test_a_reader_answers_from_its_snapshot_after_delete_and_compact(tmp_path):
         reader.close()
 
 
+@pytest.mark.slow
 def test_verify_while_a_writer_commits_reports_no_damage(tmp_path, monkeypatch):
     # A segment file exists under its final name for a moment before the
     # commit that lists it: a verify at that moment must not report it as

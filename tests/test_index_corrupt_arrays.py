@@ -92,6 +92,7 @@ def _reseal(path, segment):
     ("measures/row_scale", 0.0),
     ("measures/row_scale", np.nan),
 ])
+@pytest.mark.slow
 def test_malformed_measure_arrays_raise(tmp_path, dataset, value, operation):
     path = _damaged_index(tmp_path, dataset, value)
     done = _in_child(path, OPERATIONS[operation], tmp_path)
@@ -130,6 +131,7 @@ def test_verify_reports_measure_pointers_past_the_nodes(tmp_path):
     ("measures/indptr", 10**6, ["compact"]),
     ("measures/nodes", 10**6, ["compact"]),
 ])
+@pytest.mark.slow
 def test_impossible_values_are_corruption(tmp_path, dataset, value, operations):
     path = _damaged_index(tmp_path, dataset, value, reseal=True, at=4)
     for operation in operations:

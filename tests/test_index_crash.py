@@ -98,6 +98,7 @@ def _check_index(path, trees, n_nodes, acked, started, max_started, query):
     return set(by_batch), report
 
 
+@pytest.mark.slow
 def test_sigkill_writer_many_times(tmp_path):
     rng = random.Random(12345)
     spec = random_graph(77, 300, extra=300, kind="euclidean")

@@ -108,6 +108,7 @@ def _mount_small_tmpfs(directory, megabytes):
     return None
 
 
+@pytest.mark.slow
 def test_a_real_full_disk(tmp_path):
     mount = tmp_path / f"small-{uuid.uuid4().hex[:6]}"
     reason = _mount_small_tmpfs(mount, 16)

@@ -188,6 +188,7 @@ def test_more_ties_than_candidate_slots(tmp_path, monkeypatch, p):
     ("slot_list", "missing"),
     ("slot_list", "dense-column-with-postings"),
 ])
+@pytest.mark.slow
 def test_malformed_inverted_file_is_reported(tmp_path, monkeypatch, array, damage):
     # Arrays read from a file reach unchecked loops; a malformed one must be
     # a CorruptIndexError, never a crash or a wrong answer.
@@ -426,6 +427,7 @@ def test_subtree_groups_are_pieces_of_the_tree(seed, n_groups):
         assert len(entry) == 1, (g, members)
 
 
+@pytest.mark.slow
 def test_segment_longer_than_one_block_of_row_offsets(tmp_path):
     # Postings keep row offsets within 65,536-row blocks: a segment of more
     # rows has lists that run on into the next block, where offsets start
@@ -615,6 +617,7 @@ def test_a_thread_that_flushes_subnormals_still_finds_the_exact_nearest(tmp_path
 
 @pytest.mark.parametrize("p", [1, 2, np.inf])
 @pytest.mark.parametrize("damage", ["node", "mass"])
+@pytest.mark.slow
 def test_a_damaged_measure_is_found_when_a_search_rebuilds_it(tmp_path, p, damage):
     """A search checks the stored measures of its candidates before
     rebuilding their features (not every measure at its first search): a

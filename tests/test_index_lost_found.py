@@ -235,6 +235,7 @@ def test_the_cli_verify_reports_and_repairs_without_opening(index_path):
 
 
 @pytest.mark.parametrize("where", ["before the commit", "while hashing"])
+@pytest.mark.slow
 def test_an_interrupted_add_leaves_no_file_and_no_held_lock(index_path, monkeypatch, where):
     # A Ctrl-C between the rename of a new segment and its commit: the file
     # goes (it was never committed, and no writer would remove it later),

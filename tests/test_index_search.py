@@ -121,6 +121,7 @@ def test_matches_sklearn_brute_force(big, p, metric, k):
 
 
 @pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.slow
 def test_big_search_is_the_same_with_1_and_2_threads(big, p, tmp_path, parallel_everywhere):
     k = 10
     with SobolevIndex.open(str(big["path"]), "r") as idx:
@@ -211,6 +212,7 @@ def test_sliced_matches_reference(small, p):
 
 
 @pytest.mark.parametrize("p", [1, 2, 1.5, 3, math.inf])
+@pytest.mark.slow
 def test_small_search_is_the_same_with_1_and_2_threads(small, p, parallel_everywhere):
     cases = [("path1", "m1", "q1", "a1", [1.0], k, None) for k in (1, 7, 200)]
     cases += [("path3", "m3", "q3", "a3", small["eta"], k, None) for k in (1, 6)]
@@ -287,6 +289,7 @@ def test_scans_past_the_feature_cache_give_the_same_results(small, p, monkeypatc
 
 
 @pytest.mark.parametrize("p", [1.5, math.inf])
+@pytest.mark.slow
 def test_sliced_omp_threads_in_child_processes(small, p, tmp_path, parallel_everywhere):
     got = [_child_search(small["path3"], small["queries"], 6, p, t, tmp_path) for t in (1, 2)]
     for keys, D in got:

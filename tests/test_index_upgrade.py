@@ -112,6 +112,7 @@ def _assert_search_is_exact(index, contents, p):
         assert nearer <= set(result.keys[i]), (nearer, result.keys[i])
 
 
+@pytest.mark.slow
 def test_an_older_index_is_read_as_it_is(old_path):
     version = _old_version(old_path)
     before = snapshot(str(old_path))
@@ -142,6 +143,7 @@ def test_writing_to_an_older_index_is_refused_and_writes_nothing(old_path):
     assert_unchanged(before, str(old_path), "a refused write")
 
 
+@pytest.mark.slow
 def test_upgrade_rewrites_every_segment_and_keeps_what_readers_see(old_path):
     version = _old_version(old_path)
     rng = np.random.default_rng(9)
@@ -223,6 +225,7 @@ def _stop_at(monkeypatch, where):
 
 @pytest.mark.parametrize("where,rewritten", [
     ("catalog", 0), ("first commit", 1), ("before a commit", 1)])
+@pytest.mark.slow
 def test_an_interrupted_upgrade_leaves_a_working_index_and_can_be_finished(
         old_path, monkeypatch, where, rewritten):
     version = _old_version(old_path)

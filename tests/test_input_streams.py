@@ -152,6 +152,7 @@ def _wait_until_blocked_on_a_pipe(child, seconds=60):
     pytest.fail(f"the add did not reach the pipe within {seconds} s")
 
 
+@pytest.mark.slow
 def test_add_from_a_pipe_nobody_writes_does_not_hold_the_write_lock(tmp_path):
     # The add used to open the index for writing and then wait on the pipe,
     # so every other writer got IndexLockedError until someone wrote to it.

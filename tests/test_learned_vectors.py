@@ -59,6 +59,7 @@ def learned(stdlib_docs):
     return learn_vectors(stdlib_docs)
 
 
+@pytest.mark.slow
 def test_learned_words_are_those_seen_min_count_times(stdlib_docs, learned):
     vectors, report = learned
     counts = {}
@@ -85,6 +86,7 @@ def test_neighbours_of_a_word_include_its_relatives(learned, word, relatives):
     assert neighbours & relatives, (word, neighbours)
 
 
+@pytest.mark.slow
 def test_same_corpus_and_seed_same_vectors_any_thread_count(some_docs):
     one, _ = learn_vectors(some_docs, dim=30, threads=1)
     two, _ = learn_vectors(some_docs, dim=30, threads=2)
@@ -133,6 +135,7 @@ def test_write_vectors_refuses_what_it_cannot_write(tmp_path, learned):
         write_vectors(tmp_path / "no" / "v.bin", vectors)
 
 
+@pytest.mark.slow
 def test_build_with_learned_vectors_keeps_them_in_the_index(tmp_path, some_docs):
     docs = some_docs
     index, report = build_index(tmp_path / "ix", docs, "learn", skip_empty=True,
@@ -158,6 +161,7 @@ def test_build_with_learned_vectors_keeps_them_in_the_index(tmp_path, some_docs)
 
 
 # ------------------------------------------------------------- command line
+@pytest.mark.slow
 def test_cli_vectors_then_build_then_search(tmp_path, stdlib_csv):
     out = json.loads(run("vectors", stdlib_csv, tmp_path / "v.bin", "--json", "--silent").stdout)
     vectors = load_vectors(tmp_path / "v.bin")
@@ -173,6 +177,7 @@ def test_cli_vectors_then_build_then_search(tmp_path, stdlib_csv):
     assert again.exit_code == 1 and "exists" in again.output
 
 
+@pytest.mark.slow
 def test_cli_build_vectors_learn_in_one_step(tmp_path, stdlib_csv):
     result = run("build", tmp_path / "ix", "--corpus", stdlib_csv, "--vectors", "learn",
                  "--skip-empty", "--json", "--silent")

@@ -179,6 +179,7 @@ def test_random_spanning_trees(kind):
     assert mst.lengths.sum() == pytest.approx(scipy_mst.sum(), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_wilson_is_uniform_on_k4():
     # K4 has 16 spanning trees; 1600 draws, each tree ~100 times
     edges = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]

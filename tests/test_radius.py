@@ -129,6 +129,7 @@ def test_radius_zero_finds_the_copies_of_a_stored_document_itself_first(built, p
 
 
 @pytest.mark.parametrize("p", [1, 2, math.inf, 20])
+@pytest.mark.slow
 def test_limit_keeps_the_nearest_and_says_when_it_cut(built, p):
     reference = _reference(built, built["queries"], p)
     radius = float(np.median(np.sort(reference, axis=1)[:, 15]))
@@ -236,6 +237,7 @@ def test_search_radius_on_the_command_line(built):
 
 
 @pytest.mark.parametrize("p", [1, 2, 1.5, 20, math.inf])
+@pytest.mark.slow
 def test_a_radius_beyond_every_power_returns_every_document(built, p):
     """1e200 ** p overflows a float: the radius still means every document,
     as inf does, and so does an integer too large for a float."""
@@ -279,6 +281,7 @@ def _assert_same(a, b, what):
 
 @pytest.mark.parametrize("p", [1, 2, math.inf, 20])
 @pytest.mark.parametrize("roots", [None, [1]])
+@pytest.mark.slow
 def test_radii_per_query_find_what_each_query_finds_alone(built, p, roots):
     """Against the reference distances, and query by query against a search
     of that query alone with its own radius (scalar), with and without a

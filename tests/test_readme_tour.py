@@ -58,6 +58,7 @@ def corpus_size(lines):
 
 @pytest.mark.skipif(not os.path.exists(README),
                     reason="README.md is not beside tests/ (a copy of the tests without it)")
+@pytest.mark.slow
 def test_the_readme_tour_prints_what_the_readme_shows(tmp_path):
     steps = tour_steps()
     commands = [command for command, _ in steps]

@@ -19,6 +19,7 @@ PACKAGE = os.path.join(REPO_DIR, "bench", "reliability", "__main__.py")
 KIND = "foreign"  # in-process trials on a small index: a few seconds
 
 
+@pytest.mark.slow
 def test_quick_run_of_one_kind_writes_json_and_table(tmp_path):
     if not os.path.isfile(PACKAGE):
         pytest.skip(f"{PACKAGE} is not in this tree (bench/ is not beside tests/)")

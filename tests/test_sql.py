@@ -4,7 +4,6 @@ import math
 import sqlite3
 
 import pytest
-from _support.index import small_text_index
 
 from sobolev_index import SobolevIndex
 from sobolev_index.errors import SobolevIndexError
@@ -12,8 +11,8 @@ from sobolev_index.index.sql import register_functions, run_query
 
 
 @pytest.fixture(scope="module")
-def index_path(tmp_path_factory):
-    return small_text_index(tmp_path_factory.mktemp("sql"))
+def index_path(text_index_path):
+    return text_index_path
 
 
 @pytest.fixture
@@ -195,6 +194,7 @@ def test_rows_stream_instead_of_being_fetched_at_once(reader):
     assert run_query(reader, "SELECT 1")[1] == [(1,)]
 
 
+@pytest.mark.slow
 def test_pairwise_sql_distances_cost_about_a_gram_row_per_key(reader, monkeypatch):
     # Every pair of the documents: the functions reuse the index's features
     # and compute one distance column per distinct second key, instead of a

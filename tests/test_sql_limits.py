@@ -10,7 +10,6 @@ import urllib.parse
 
 import pytest
 from _support.cli import run
-from _support.index import small_text_index
 
 from sobolev_index import SobolevIndex
 from sobolev_index.errors import SobolevIndexError
@@ -26,8 +25,8 @@ SLOW_K = 999
 
 
 @pytest.fixture(scope="module")
-def index_path(tmp_path_factory):
-    return small_text_index(tmp_path_factory.mktemp("sqllimits"))
+def index_path(text_index_path):
+    return text_index_path
 
 
 @pytest.fixture
@@ -260,6 +259,7 @@ def sql_path(sql):
     (TOKENIZER_SET, "fts3_tokenizer"),
     ("SELECT sqlite_log(1, 'x')", "sqlite_log"),
 ])
+@pytest.mark.slow
 def test_the_web_sql_page_refuses_functions_by_name(web, query, name):
     w = web()
     _, response = w.get(sql_path(query))

@@ -34,6 +34,7 @@ def real_vectors(real):
                             dim=100, window=5, min_count=3)
 
 
+@pytest.mark.slow
 def test_real_corpus_shape_and_keys(real):
     documents = real["documents"]
     assert len(documents) > 1000
@@ -109,6 +110,7 @@ def test_real_corpus_without_topics(real, tmp_path):
     ("file", {"open", "opened", "files", "read", "write", "path", "directory"}),
     ("thread", {"threads", "lock", "threading", "wait", "acquire", "released", "blocking"}),
 ])
+@pytest.mark.slow
 def test_real_vectors_have_sensible_neighbours(real_vectors, word, plausible):
     neighbours = [w for w, _ in nearest_words(real_vectors, word, n=10)]
     assert len(neighbours) == 10 and word not in neighbours

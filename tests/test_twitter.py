@@ -33,6 +33,7 @@ def twitter_index(tmp_path_factory):
     return index, json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_the_default_build_takes_every_tweet_with_a_word_besides_stop_words(twitter_index):
     _, report = twitter_index
     assert report["documents"] == 3111 and report["skipped"] == 4
@@ -70,6 +71,7 @@ def test_a_stored_tweet_finds_itself_first(twitter_index):
         assert hits[0]["key"] == key
 
 
+@pytest.mark.slow
 def test_neighbour_labels_beat_chance(twitter_index):
     index, _ = twitter_index
     k = 10

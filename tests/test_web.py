@@ -25,7 +25,7 @@ import pytest
 import reference as ref
 from _support import corpus as tc
 from _support.cli import run
-from _support.index import assert_unchanged, small_text_index, snapshot
+from _support.index import assert_unchanged, snapshot
 from _support.processes import child_env, stop_process
 
 pytest.importorskip("datasette", reason="the web view needs Datasette (the [web] extra)")
@@ -41,10 +41,10 @@ TEXTS = ["space1 space2 space3", "cooking4 the cooking5", "music7 music8 of spac
 
 # ----------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def text_index(tmp_path_factory):
+def text_index(text_index_path):
     """A text index of the test corpus with one deleted document (not to be
     modified: copy it first)."""
-    return small_text_index(tmp_path_factory.mktemp("web"))
+    return text_index_path
 
 
 def write_clouds(path, keys, seed):
@@ -688,6 +688,7 @@ def fetch(url, timeout=30):
         return response.status, response.read().decode("utf-8")
 
 
+@pytest.mark.slow
 def test_serve_answers_on_its_url_and_never_writes(served_copy):
     index, url, _ = served_copy
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/ix/-/search", url)
@@ -727,6 +728,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_concurrent_pages_and_sql_while_a_writer_adds_deletes_and_compacts(served_copy,
                                                                            tmp_path):
     """Six threads load search, document, SQL (the S_p functions over every
@@ -816,6 +818,7 @@ def test_concurrent_pages_and_sql_while_a_writer_adds_deletes_and_compacts(serve
     assert proc.poll() is None, "the server stopped"
 
 
+@pytest.mark.slow
 def test_serve_follows_a_writer_with_consistent_snapshots(served_copy, tmp_path):
     """Another process adds 1,000 documents in batches of 10 while pages
     load: every load succeeds and shows one committed state (whole batches,
@@ -1041,6 +1044,7 @@ def test_serving_an_index_the_server_cannot_write(text_index, tmp_path):
         undo()
 
 
+@pytest.mark.slow
 def test_an_idle_server_lets_the_log_start_again(text_index, tmp_path):
     """A writer commits about 24 MB while the server answers now and then:
     the server holds no read transaction between requests, so SQLite's
