@@ -29,9 +29,10 @@ def shard(source, dest, shards, batch_size, silent, as_json):
     settings and words table (each shard stays a complete index), and the
     documents whose keys route to it, copied as stored in insertion order:
     searches on DEST give SOURCE's keys and distances. SOURCE is read, not
-    changed. DEST is built in a hidden sibling (.sobolev-split-*) and
-    renamed into place when complete: a split that fails or is killed
-    leaves no index at DEST (a killed one may leave that sibling).
+    changed. DEST is built in a hidden sibling whose name starts with
+    .sobolev-split- and renamed into place when complete: a split that
+    fails or is killed leaves no index at DEST (a killed one may leave
+    that sibling).
     """
     from ..distributed import shard_index
 
