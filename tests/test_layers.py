@@ -12,9 +12,10 @@ A module's layer is decided by where it lives, lowest first:
 
 - core: ``sobolev_index/*.py|pyx|pxd`` (not in a subpackage);
 - index: ``sobolev_index/index/``;
-- ingest, distributed, web: ``sobolev_index/ingest/``, ``sobolev_index/distributed*``,
-  ``sobolev_index/web*``: all three above index (and so never imported by index
-  or core); this test does not order them among themselves;
+- ingest, distributed, web, sqlite_plugin: ``sobolev_index/ingest/``,
+  ``sobolev_index/distributed*``, ``sobolev_index/web*`` and the sqlite-utils
+  plugin ``sobolev_index/sqlite_plugin.py``: all above index (and so never
+  imported by index or core); this test does not order them among themselves;
 - cli: ``cli/``, the package ``sobolev_index.cli``.
 
 Within core and index, the compiled modules (``.pyx`` / ``.pxd``) sit below
@@ -56,6 +57,7 @@ SUBPACKAGE_LAYERS = {
     "ingest": UPPER,
     "distributed*": UPPER,
     "web*": UPPER,
+    "sqlite_plugin": UPPER,
     "cli": CLI,
 }
 
@@ -388,8 +390,10 @@ def _check_import(tree, source, layer, imp):
                     f"layer: import from the module that defines the name")))
             continue
         if target_layer > layer:
-            if upper_name(target).startswith(("distributed", "web")) and layer <= INDEX:
-                why = "nothing in index or below may import the distributed or web layers"
+            if upper_name(target).startswith(("distributed", "web", "sqlite_plugin")) \
+                    and layer <= INDEX:
+                why = ("nothing in index or below may import the distributed, web or "
+                       "sqlite_plugin layers")
             else:
                 why = "an import from a lower layer to a higher one"
             out.append(Violation("upward", where, f"{me} imports {them}: {why}"))
@@ -491,6 +495,18 @@ def test_the_tree_has_every_layer(tree):
     assert {"text", "points"} <= kinds, kinds
 
 
+def test_the_sqlite_plugin_sits_above_index(tree):
+    """sqlite-utils loads the plugin in every process that uses it; the
+    index's own catalog module imports sqlite_utils: nothing in index or
+    below may import the plugin back."""
+    plugin = "sobolev_index.sqlite_plugin"
+    assert plugin in tree.modules and package_layer(plugin) == UPPER
+    importers = sorted(s.module for s in tree.sources
+                       if package_layer(s.module) in (CORE, INDEX)
+                       and plugin in {t for imp in imports_of(s) for t in targets(tree, imp)})
+    assert importers == []
+
+
 def test_the_parser_finds_known_imports(tree):
     assert "sobolev_index.graph" in _imported(tree, "sobolev_index.index.sobolev_index")
     # a cimport of a .pxd from a .pyx, relative
@@ -528,7 +544,10 @@ SYNTHETIC = {
         "import sqlite3\n"
         "from .. import _features, errors\n"
         "from ..distributed.client import Client\n"
-        "import dask.array as da\n"),
+        "import dask.array as da\n"
+        "from ..sqlite_plugin import register\n"),
+    # the sqlite-utils plugin sits above index: its imports of index are fine
+    "sobolev_index/sqlite_plugin.py": "def f():\n    from .index import sql\n",
     "sobolev_index/distributed/client.py": "import dask\nfrom distributed import Client\n",
     "sobolev_index/web/plugin.py": "from datasette import hookimpl\nimport zarr\n",
     "sobolev_index/_console.py": "import sys\nimport uvicorn\n",
@@ -580,6 +599,7 @@ def test_synthetic_violations_are_flagged():
         ("files", "sobolev_index/_features.pyx:10"),  # sqlite3.h
         ("upward", "sobolev_index/index/storage.py:3"),  # distributed
         ("optional library", "sobolev_index/index/storage.py:4"),  # dask below distributed
+        ("upward", "sobolev_index/index/storage.py:5"),  # the sqlite-utils plugin
         ("optional library", "sobolev_index/web/plugin.py:2"),  # zarr outside distributed
         ("optional library", "sobolev_index/_console.py:2"),  # the facade
         ("compiled", "sobolev_index/index/_scan.pyx:4"),  # from . import storage
@@ -590,7 +610,7 @@ def test_synthetic_violations_are_flagged():
     ]), found
     # the messages name both ends and what to do
     messages = {str(v) for v in check(_synthetic_tree())}
-    assert any("distributed or web" in m for m in messages)
+    assert any("distributed, web or sqlite_plugin" in m for m in messages)
     assert any("INGEST_KINDS in tests/test_layers.py" in m for m in messages)
     assert any("sobolev_index.ingest.pointindex (ingest, points) imports "
                "sobolev_index.ingest.documents (ingest, text)" in m for m in messages), messages
@@ -607,6 +627,6 @@ def test_synthetic_imports_are_parsed():
     # from .. import <module> names the module, from .. import <name> the package
     assert _imported(tree, "sobolev_index.index.storage") == {
         "sqlite3", "sobolev_index._features", "sobolev_index.errors",
-        "sobolev_index.distributed.client", "dask.array"}
+        "sobolev_index.distributed.client", "dask.array", "sobolev_index.sqlite_plugin"}
     assert _imported(tree, "sobolev_index.cli") == {"sobolev_index",
                                                     "sobolev_index.ingest.pipelines"}

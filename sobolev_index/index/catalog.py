@@ -117,7 +117,7 @@ class Catalog:
             probe.close()
         self.readonly = readonly
         self.conn = probe if readonly else self._connect_writer()
-        self.db = sqlite_utils.Database(self.conn)
+        self.db = sqlite_utils.Database(self.conn, execute_plugins=False)
 
     def _connect_readonly(self):
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
@@ -179,7 +179,7 @@ class Catalog:
         path = os.path.join(index_path, CATALOG)
         conn = sqlite3.connect(path, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
-        db = sqlite_utils.Database(conn)
+        db = sqlite_utils.Database(conn, execute_plugins=False)
         conn.execute("BEGIN")
         for name, (columns, pk) in SCHEMA.items():
             db[name].create(columns, pk=pk, not_null={pk})
