@@ -79,7 +79,7 @@ def _check_reference_pages(app):
     here = os.path.join(app.srcdir, "reference")
     with open(os.path.join(here, "api.md"), encoding="utf-8") as f:
         api = f.read()
-    documented = set(re.findall(r"^\.\. auto\w+:: (\w+)", api, re.M))
+    documented = set(re.findall(r"^\.\. (?:auto\w+|py:data):: (\w+)", api, re.M))
     for name in sobolev_index.__all__:
         if name not in documented and name != "__version__":
             log.warning(f"reference/api.md does not document sobolev_index.{name}")

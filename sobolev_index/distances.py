@@ -207,11 +207,82 @@ def _sliced(FX, FY, trees, p, eta, n_threads, power):
 def pairwise_sobolev(FX, FY=None, trees=None, p=1, eta=None, n_threads=None):
     """Matrix of S_p between the rows of FX and FY (FY=None: FX with itself).
 
-    ``FX``/``FY`` are feature matrices from :meth:`ShortestPathTree.features`,
-    or lists of them, one per tree in ``trees`` (sliced S_p, weights ``eta``,
-    equal by default). With FY=None the result is exactly symmetric with a
-    zero diagonal. ``n_threads`` defaults to all OpenMP threads; results do
-    not depend on it.
+    Each row is the feature vector of one measure, as
+    :meth:`ShortestPathTree.features` makes it. Over several trees the
+    distance is the sliced S_p, ``sum_r eta_r S_p^(r)``. With FY=None the
+    result is exactly symmetric with a zero diagonal.
+
+    Parameters
+    ----------
+    FX : sparse matrix or ndarray of shape (n_x, n_nodes), or list of them
+        Features of the first measures: one matrix for one tree, or a list
+        of one matrix per tree in ``trees``. Values are finite and >= 0.
+    FY : sparse matrix or ndarray of shape (n_y, n_nodes), or list of them, optional
+        Features of the second measures, given as ``FX`` is. None (the
+        default): ``FX`` with itself.
+    trees : ShortestPathTree or list of ShortestPathTree
+        The tree (or trees) the features were made on. Required.
+    p : float or "inf", default 1
+        The order, in [1, inf].
+    eta : array-like of shape (n_trees,), optional
+        Weights of the trees: finite, >= 0 with a positive sum, normalised
+        to sum 1. None (the default) means equal weights.
+    n_threads : int, optional
+        Threads of the computation. None (the default) or <= 0 means every
+        thread OpenMP offers; results do not depend on it.
+
+    Returns
+    -------
+    ndarray of shape (n_x, n_y), float64
+        ``D[i, j]`` is S_p between row i of ``FX`` and row j of ``FY`` (of
+        ``FX`` when FY=None).
+
+    Raises
+    ------
+    TypeError
+        If ``trees`` is missing or not a ShortestPathTree or a non-empty
+        list of them.
+    ValueError
+        If ``p`` or ``eta`` is not valid, the number of feature matrices is
+        not the number of trees, or a matrix has the wrong number of
+        columns, a negative or non-finite value, or a column outside the
+        tree.
+
+    See Also
+    --------
+    sobolev_distance : S_p between two measures, from their difference.
+    sobolev_kernel : exp(-t S_p) from the same features.
+
+    Notes
+    -----
+    For one tree with edge lengths w and features ``alpha``::
+
+        S_p(mu, nu) = (sum over edges e of w_e |alpha_mu(e) - alpha_nu(e)|^p)^(1/p)
+        S_inf(mu, nu) = max over edges e of |alpha_mu(e) - alpha_nu(e)|
+
+    For p above 16 the sum is taken relative to each pair's largest
+    difference, so that no power underflows and S_p tends to S_inf as p
+    grows; for p > 2, pairs whose p-th power is tiny are recomputed that
+    way, so that near-duplicates keep a small positive distance.
+
+    Examples
+    --------
+    >>> from sobolev_index import Graph, pairwise_sobolev
+    >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+    >>> measures = [([1], None), ([2], None), ([1, 3], [0.5, 0.5])]
+    >>> tree = graph.tree(0)
+    >>> F = tree.features_of(measures)
+    >>> pairwise_sobolev(F, trees=tree, p=1).round(4).tolist()
+    [[0.0, 3.5, 1.0], [3.5, 0.0, 2.5], [1.0, 2.5, 0.0]]
+    >>> pairwise_sobolev(F[:1], F, trees=tree, p=2).round(4).tolist()
+    [[0.0, 1.8708, 0.7071]]
+
+    Sliced over two roots, the second weighed a third as much as the first:
+
+    >>> trees = graph.trees([0, 2])
+    >>> F = [t.features_of(measures) for t in trees]
+    >>> pairwise_sobolev(F, trees=trees, p=1, eta=[3, 1]).round(4).tolist()
+    [[0.0, 3.125, 1.1875], [3.125, 0.0, 2.3125], [1.1875, 2.3125, 0.0]]
     """
     return sliced_pairwise(FX, FY, trees, p, eta, n_threads, power=False)
 
@@ -220,8 +291,61 @@ def sobolev_kernel(FX, FY=None, trees=None, p=1, t=1.0, power=False, eta=None, n
     """exp(-t S_p), or exp(-t S_p^p) with ``power=True``.
 
     Both are positive definite for 1 <= p <= 2 (Prop. 4.5). Over several
-    trees, ``power=True`` uses sum_r eta_r (S_p^(r))^p, which keeps the kernel
-    positive definite; ``power=False`` uses the sliced distance.
+    trees, ``power=True`` uses ``sum_r eta_r (S_p^(r))^p``, which keeps the
+    kernel positive definite; ``power=False`` uses the sliced distance.
+
+    Parameters
+    ----------
+    FX : sparse matrix or ndarray of shape (n_x, n_nodes), or list of them
+        Features of the first measures, as for :func:`pairwise_sobolev`.
+    FY : sparse matrix or ndarray of shape (n_y, n_nodes), or list of them, optional
+        Features of the second measures. None (the default): ``FX`` with
+        itself.
+    trees : ShortestPathTree or list of ShortestPathTree
+        The tree (or trees) the features were made on. Required.
+    p : float or "inf", default 1
+        The order, in [1, inf]; finite with ``power=True``.
+    t : float, default 1.0
+        The bandwidth: a positive, finite number.
+    power : bool, default False
+        Take the exponential of ``-t S_p^p`` rather than of ``-t S_p``.
+    eta : array-like of shape (n_trees,), optional
+        Weights of the trees, normalised to sum 1. None (the default) means
+        equal weights.
+    n_threads : int, optional
+        Threads of the computation. None (the default) or <= 0 means every
+        thread OpenMP offers; results do not depend on it.
+
+    Returns
+    -------
+    ndarray of shape (n_x, n_y), float64
+        The kernel matrix, values in [0, 1] (0 where ``t`` times the
+        distance is too large for float64); exactly symmetric with a
+        diagonal of 1 when FY=None.
+
+    Raises
+    ------
+    ValueError
+        If ``t`` is not positive and finite, ``p`` is not valid or infinite
+        with ``power=True``, or the features or ``eta`` are not valid (as
+        for :func:`pairwise_sobolev`).
+    TypeError
+        If ``trees`` is missing or not trees.
+
+    See Also
+    --------
+    pairwise_sobolev : The distances the kernel is made of.
+
+    Examples
+    --------
+    >>> from sobolev_index import Graph, sobolev_kernel
+    >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+    >>> tree = graph.tree(0)
+    >>> F = tree.features_of([([1], None), ([2], None), ([1, 3], [0.5, 0.5])])
+    >>> sobolev_kernel(F, trees=tree, p=1, t=0.5).round(4).tolist()
+    [[1.0, 0.1738, 0.6065], [0.1738, 1.0, 0.2865], [0.6065, 0.2865, 1.0]]
+    >>> sobolev_kernel(F, trees=tree, p=2, t=0.5, power=True).round(4).tolist()
+    [[1.0, 0.1738, 0.7788], [0.1738, 1.0, 0.3679], [0.7788, 0.3679, 1.0]]
     """
     if not (isinstance(t, (int, float, np.integer, np.floating)) and t > 0 and math.isfinite(t)):
         raise ValueError(f"t is {t!r}; expected a positive finite number")
@@ -238,6 +362,66 @@ def sobolev_distance(mu, nu, trees, p=1, eta=None, normalize=True):
 
     Computed by a direct sparse difference (not the scan of
     :func:`pairwise_sobolev`), so it is exact even for nearly equal measures.
+    Over several trees it is the sliced distance ``sum_r eta_r S_p^(r)``.
+
+    Parameters
+    ----------
+    mu : tuple of (nodes, masses)
+        The first measure: node ids and their masses (``masses=None``: equal
+        masses). Masses are finite and >= 0 with a positive sum.
+    nu : tuple of (nodes, masses)
+        The second measure, given as ``mu`` is.
+    trees : ShortestPathTree or list of ShortestPathTree
+        The tree, or the trees of the sliced distance.
+    p : float or "inf", default 1
+        The order, in [1, inf].
+    eta : array-like of shape (n_trees,), optional
+        Weights of the trees, normalised to sum 1. None (the default) means
+        equal weights.
+    normalize : bool, default True
+        Divide each measure's masses by their sum. With False they are used
+        as given.
+
+    Returns
+    -------
+    float
+        S_p(mu, nu), a NumPy float64.
+
+    Raises
+    ------
+    InvalidMeasureError
+        If a measure is empty, names an unknown node or has bad masses.
+    TypeError
+        If ``trees`` is not a ShortestPathTree or a non-empty list of them.
+    ValueError
+        If ``p`` or ``eta`` is not valid.
+
+    See Also
+    --------
+    pairwise_sobolev : S_p between many measures at once.
+
+    Notes
+    -----
+    For one tree with edge lengths w, and ``alpha_mu(e)`` the mass of mu
+    below edge e::
+
+        S_p(mu, nu) = (sum over edges e of w_e |alpha_mu(e) - alpha_nu(e)|^p)^(1/p)
+
+    The sum is taken relative to the largest difference, so that no term
+    underflows for large p, and S_p tends to S_inf (the largest
+    difference) as p grows.
+
+    Examples
+    --------
+    >>> from sobolev_index import Graph, sobolev_distance
+    >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+    >>> mu, nu = ([1], None), ([1, 3], [0.5, 0.5])
+    >>> round(float(sobolev_distance(mu, nu, graph.tree(0), p=1)), 4)
+    1.0
+    >>> round(float(sobolev_distance(mu, nu, graph.tree(0), p="inf")), 4)
+    0.5
+    >>> round(float(sobolev_distance(mu, nu, graph.trees([0, 2]), p=1)), 4)
+    1.375
     """
     trees = _tree_list(trees)
     p = check_p(p)
@@ -275,8 +459,55 @@ class SobolevFeatures:
     eta, and l1 on them is the sliced S_1. Indices are sorted, which
     scikit-learn's sparse manhattan needs.
 
-    ``transform`` takes a sequence of ``(nodes, masses)`` pairs or an
-    N x n_nodes (sparse) matrix of node masses.
+    :meth:`transform` takes a sequence of ``(nodes, masses)`` pairs or an
+    N x n_nodes (sparse) matrix of node masses. The parameters are checked
+    by :meth:`fit`, not by the constructor.
+
+    Parameters
+    ----------
+    trees : ShortestPathTree or list of ShortestPathTree
+        The tree, or (for p=1) the trees whose features are stacked.
+    p : float or "inf", default 1
+        The order, in [1, inf]; 1 with several trees.
+    eta : array-like of shape (n_trees,), optional
+        Weights of the trees, normalised to sum 1. None (the default) means
+        equal weights.
+    normalize : bool, default True
+        Divide each measure's masses by their sum. With False they are used
+        as given.
+
+    Attributes
+    ----------
+    trees_ : list of ShortestPathTree
+        The trees, after :meth:`fit`.
+    p_ : float
+        The order as a float.
+    eta_ : ndarray of shape (n_trees,), float64
+        The normalised weights.
+    n_features_out_ : int
+        Number of output columns, the sum of the trees' numbers of nodes.
+
+    See Also
+    --------
+    pairwise_sobolev : The same distances, from the unscaled features.
+
+    Examples
+    --------
+    >>> from sobolev_index import Graph, SobolevFeatures
+    >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+    >>> measures = [([1], None), ([2], None), ([1, 3], [0.5, 0.5])]
+    >>> X = SobolevFeatures(graph.tree(0), p=2).fit_transform(measures)
+    >>> X.shape
+    (3, 4)
+    >>> from scipy.spatial.distance import pdist
+    >>> pdist(X.toarray(), "euclidean").round(4).tolist()
+    [1.8708, 0.7071, 1.4142]
+
+    With several trees, for p=1, l1 on the output is the sliced S_1:
+
+    >>> X = SobolevFeatures(graph.trees([0, 2]), p=1).fit_transform(measures)
+    >>> pdist(X.toarray(), "cityblock").round(4).tolist()
+    [2.75, 1.375, 2.125]
     """
 
     def __init__(self, trees=None, p=1, eta=None, normalize=True):
@@ -286,9 +517,40 @@ class SobolevFeatures:
         self.normalize = normalize
 
     def get_params(self, deep=True):
+        """The parameters given to the constructor, as scikit-learn asks for them.
+
+        Parameters
+        ----------
+        deep : bool, default True
+            Accepted for scikit-learn; there are no nested estimators.
+
+        Returns
+        -------
+        dict
+            ``trees``, ``p``, ``eta`` and ``normalize``.
+        """
         return {"trees": self.trees, "p": self.p, "eta": self.eta, "normalize": self.normalize}
 
     def set_params(self, **params):
+        """Set constructor parameters by name, as scikit-learn does.
+
+        Call :meth:`fit` again for them to take effect.
+
+        Parameters
+        ----------
+        **params
+            New values of ``trees``, ``p``, ``eta`` or ``normalize``.
+
+        Returns
+        -------
+        SobolevFeatures
+            This transformer.
+
+        Raises
+        ------
+        ValueError
+            If a name is not one of the parameters.
+        """
         for name, value in params.items():
             if name not in self.get_params():
                 raise ValueError(f"unknown parameter {name!r} for SobolevFeatures")
@@ -296,6 +558,31 @@ class SobolevFeatures:
         return self
 
     def fit(self, X=None, y=None):
+        """Check the parameters and keep them for :meth:`transform`.
+
+        Nothing is learnt from the data.
+
+        Parameters
+        ----------
+        X : object, optional
+            Ignored.
+        y : object, optional
+            Ignored.
+
+        Returns
+        -------
+        SobolevFeatures
+            This transformer, fitted.
+
+        Raises
+        ------
+        TypeError
+            If ``trees`` is not a ShortestPathTree or a non-empty list of
+            them.
+        ValueError
+            If ``p`` or ``eta`` is not valid, or several trees are given with
+            p other than 1.
+        """
         self.trees_ = _tree_list(self.trees)
         self.p_ = check_p(self.p)
         if len(self.trees_) > 1 and self.p_ != 1.0:
@@ -308,6 +595,30 @@ class SobolevFeatures:
         return self
 
     def transform(self, X):
+        """The scaled edge masses of measures.
+
+        Parameters
+        ----------
+        X : sequence of (nodes, masses) pairs, or array-like or sparse matrix
+            The measures: ``(nodes, masses)`` pairs (``masses=None``: equal
+            masses), or an N x n_nodes array or SciPy sparse matrix of node
+            masses.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix of shape (N, n_columns)
+            float64 rows with sorted indices: each tree's features, the
+            value of edge v multiplied by ``w_v^(1/p)`` (unscaled for p =
+            inf) and, with several trees, by the tree's eta. ``n_columns``
+            is ``n_features_out_``, the sum of the trees' numbers of nodes.
+
+        Raises
+        ------
+        RuntimeError
+            If the transformer is not fitted.
+        InvalidMeasureError
+            If a measure is empty, names an unknown node or has bad masses.
+        """
         if not hasattr(self, "trees_"):
             raise RuntimeError("SobolevFeatures is not fitted; call fit() first")
         blocks = []
@@ -322,4 +633,23 @@ class SobolevFeatures:
         return out
 
     def fit_transform(self, X, y=None):
+        """:meth:`fit`, then :meth:`transform` of ``X``.
+
+        Parameters
+        ----------
+        X : sequence of (nodes, masses) pairs, or array-like or sparse matrix
+            The measures, as for :meth:`transform`.
+        y : object, optional
+            Ignored.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix of shape (N, n_columns)
+            The scaled edge masses of ``X``, ``n_features_out_`` columns.
+
+        Raises
+        ------
+        TypeError, ValueError, InvalidMeasureError
+            As :meth:`fit` and :meth:`transform` raise them.
+        """
         return self.fit(X, y).transform(X)

@@ -37,29 +37,67 @@ ADVICE = {
 
 
 class SobolevIndexError(Exception):
-    """Base class of every error raised on purpose by sobolev-index."""
+    """Base class of every error raised on purpose by sobolev-index.
+
+    Catch it to handle any of the package's own errors. It is raised as it
+    is where no subclass fits, for example when an index cannot be opened
+    for writing on a read-only file system, or a Dask scheduler is asked for
+    without Dask's distributed scheduler installed.
+    """
 
 
 class InvalidMeasureError(SobolevIndexError, ValueError):
-    """A measure is empty, has unknown nodes, or has bad masses."""
+    """Raised when a measure is empty, has unknown nodes, or has bad masses.
+
+    Raised wherever measures are read (features, distances, an index's
+    ``add``, ``search`` and ``distance``): a node that is not an integer id
+    of the graph, a mass that is negative, not finite or not a number, a
+    measure whose masses sum to 0 (or are too large or too small to
+    normalise), or CSR arrays that do not describe a batch of measures. The
+    message names the measure. Also a ``ValueError``.
+    """
 
 
 class InvalidGraphError(SobolevIndexError, ValueError):
-    """A graph has bad lengths, self-loops, unknown nodes or is disconnected."""
+    """Raised when a graph has bad lengths, self-loops, unknown nodes or is disconnected.
+
+    Raised by :meth:`Graph.from_edges <sobolev_index.Graph.from_edges>` for
+    an edge list that does not describe a connected graph with positive,
+    finite lengths (the message names the first bad edge, or the
+    components), and by :class:`~sobolev_index.ShortestPathTree` for a
+    parent array that is not a tree. Also a ``ValueError``.
+    """
 
 
 class AssumptionError(InvalidGraphError):
-    """A root violates Assumption 2.1: some node has two shortest paths to it."""
+    """Raised when a root violates Assumption 2.1: some node has two shortest paths to it.
+
+    Raised by :meth:`Graph.tree <sobolev_index.Graph.tree>` (and so when an
+    index is created with that root) with ``on_violation="raise"``, or when
+    perturbing the lengths did not make the paths unique; by
+    :meth:`Graph.roots <sobolev_index.Graph.roots>` when fewer nodes than
+    asked for satisfy the assumption. The message names a node with two
+    paths. An :class:`InvalidGraphError`, so also a ``ValueError``.
+    """
 
 
 class AssumptionWarning(UserWarning):
-    """Lengths were perturbed to make shortest paths from a root unique."""
+    """Warned when lengths were perturbed to make shortest paths from a root unique.
+
+    Issued by :meth:`Graph.tree <sobolev_index.Graph.tree>` with
+    ``on_violation="perturb"`` for a root that violates Assumption 2.1; the
+    message gives the size of the perturbation and its seed.
+    """
 
 
 class UnlistedSegmentsWarning(UserWarning):
-    """Segment files that no commit lists are in ``INDEX/segments/``: a
-    writer died before its commit, or the catalog lost commits (see
-    :meth:`SobolevIndex.recover`)."""
+    """Warned when segment files that no commit lists are in ``INDEX/segments/``.
+
+    Issued when an index is opened: a writer died before its commit, or the
+    catalog lost commits. Those files may hold acknowledged documents;
+    :meth:`SobolevIndex.recover <sobolev_index.SobolevIndex.recover>` moves
+    them aside and adds back their documents.
+    """
 
 
 class SkippedDocumentsWarning(RuntimeWarning):
@@ -68,35 +106,71 @@ class SkippedDocumentsWarning(RuntimeWarning):
 
 
 class DuplicateKeyError(SobolevIndexError, ValueError):
-    """A key given to ``add`` is already live in the index (or repeated)."""
+    """Raised when a key given to ``add`` is already live in the index, or repeated.
+
+    ``add`` refuses a key that a live document has (``upsert`` replaces it)
+    or that appears twice in one batch; nothing of the batch is written.
+    Also a ``ValueError``.
+    """
 
 
 class KeyNotFoundError(SobolevIndexError, KeyError):
-    """A key is not in the index (or was deleted)."""
+    """Raised when a key is not in the index, or was deleted.
+
+    Raised by the calls that look documents up by key (``get``, ``delete``,
+    a search or distance with stored keys as queries, ``explain``). Also a
+    ``KeyError``; its message is shown without quotes.
+    """
 
     def __str__(self):  # KeyError would show the message in quotes
         return str(self.args[0]) if self.args else ""
 
 
 class IndexLockedError(SobolevIndexError):
-    """Another process holds the index's writer lock."""
+    """Raised when the index's writer lock is held: it has a writer already.
+
+    An index has one writer at a time. Opening one for writing (``mode="a"``)
+    while another process, or another handle of this process, writes to it
+    raises this at once, or after ``timeout`` seconds when a timeout is
+    given.
+    """
 
 
 class CorruptIndexError(SobolevIndexError):
-    """An index file is missing, unreadable or fails its checksum."""
+    """Raised when an index file is missing, unreadable or fails its checksum.
+
+    Raised when an index is opened or read: the catalog cannot be read, the
+    graph file or a segment file does not match its checksum, or the
+    catalog and the files disagree. The message names the file.
+    """
 
 
 class NotAnIndexError(CorruptIndexError):
-    """The path is not a sobolev-index directory."""
+    """Raised when the path is not a sobolev-index directory.
+
+    Raised on opening a path that does not exist, is a file, or is a
+    directory without the catalog of an index (or, for a sharded index,
+    without its manifest). A :class:`CorruptIndexError`.
+    """
 
 
 class UnsupportedFormatError(CorruptIndexError):
-    """The index was written in a format version this release cannot read."""
+    """Raised when the index was written in a format version this release cannot read.
+
+    Raised on opening an index that a newer release wrote (upgrade
+    sobolev-index), or an old format no longer read (rebuild the index). A
+    :class:`CorruptIndexError`.
+    """
 
 
 class OlderFormatError(UnsupportedFormatError):
-    """The index was written in an older format, which this release reads
-    but does not write to: :meth:`SobolevIndex.upgrade` rewrites it."""
+    """Raised when an index in an older format is opened for writing.
+
+    This release reads the older format but does not write to it: open the
+    index with ``mode="r"`` to read it as it is, or rewrite it with
+    :meth:`SobolevIndex.upgrade <sobolev_index.SobolevIndex.upgrade>`. An
+    :class:`UnsupportedFormatError`.
+    """
 
 
 class VectorFileError(SobolevIndexError, ValueError):

@@ -22,6 +22,8 @@ from .measures import as_measure_batch
 
 __all__ = ["Graph", "ShortestPathTree", "EDGE_KINDS"]
 
+#: The kinds of edges :meth:`Graph.from_points` can draw: ``"log"`` and ``"sqrt"`` (the
+#: paper's random graphs) and ``"knn"`` (each node to its k nearest nodes).
 EDGE_KINDS = ("log", "sqrt", "knn")
 
 # Two paths whose lengths agree to this relative tolerance count as equal.
@@ -57,15 +59,73 @@ def _pairwise_lengths(coords, u, v):
 class Graph:
     """An undirected connected graph with positive edge lengths.
 
+    The graph metric on which S_p is defined: its nodes carry the measures,
+    and the shortest-path tree of a root (:meth:`tree`) maps each measure to
+    its edge-mass features. Build one with :meth:`from_points` (the paper's
+    graphs over support points) or :meth:`from_edges` (an edge list of your
+    own), which check their input.
+
+    Parameters
+    ----------
+    n_nodes : int
+        Number of nodes, numbered 0 to ``n_nodes - 1``.
+    edges : ndarray of shape (n_edges, 2), int64
+        The edges, each as ``(u, v)`` with ``u < v``, no edge twice.
+    lengths : ndarray of shape (n_edges,), float64
+        Positive, finite length of each edge.
+    coords : ndarray of shape (n_nodes, dim), float64, optional
+        Coordinates of the nodes; None (the default) for a graph without them.
+    assignment : ndarray of shape (n_points,), int64, optional
+        For a graph built over support points, the node of each point; None
+        (the default) otherwise.
+    params : dict, optional
+        How the graph was built (kept as a copy); None (the default) means
+        an empty dict.
+
     Attributes
     ----------
     n_nodes : int
-    edges : (E, 2) int64 array, ``edges[:, 0] < edges[:, 1]``, no duplicates
-    lengths : (E,) float64 array of positive lengths
-    coords : (n_nodes, d) float64 array or None
-    assignment : (n_points,) int64 array mapping each support point given to
-        :meth:`from_points` to its node, or None
-    params : dict describing how the graph was built
+        Number of nodes.
+    edges : ndarray of shape (n_edges, 2), int64
+        The edges, ``edges[:, 0] < edges[:, 1]``, no duplicates.
+    lengths : ndarray of shape (n_edges,), float64
+        Positive edge lengths.
+    coords : ndarray of shape (n_nodes, dim), float64, or None
+        Node coordinates, if any.
+    assignment : ndarray of shape (n_points,), int64, or None
+        Maps each support point given to :meth:`from_points` to its node.
+    params : dict
+        Describes how the graph was built.
+
+    See Also
+    --------
+    ShortestPathTree : The tree of one root, which makes the features.
+
+    Notes
+    -----
+    The constructor trusts its arguments and checks nothing: use
+    :meth:`from_edges` or :meth:`from_points` for user input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sobolev_index import Graph
+    >>> points = np.random.default_rng(0).normal(size=(200, 2))
+    >>> graph = Graph.from_points(points, n_nodes=30, edges="knn", k=4, seed=0)
+    >>> graph
+    Graph(n_nodes=30, n_edges=73, dim=2)
+    >>> graph.assignment.shape
+    (200,)
+    >>> graph.tree(root=0)
+    ShortestPathTree(root=0, n_nodes=30, height=4, perturbed=False)
+
+    A graph of your own, from an edge list:
+
+    >>> square = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+    >>> square
+    Graph(n_nodes=4, n_edges=4)
+    >>> square.tree(0).parent.tolist()
+    [-1, 0, 3, 0]
     """
 
     def __init__(self, n_nodes, edges, lengths, coords=None, assignment=None, params=None):
@@ -85,16 +145,59 @@ class Graph:
 
     @property
     def n_edges(self):
+        """int: Number of edges, ``len(edges)``."""
         return len(self.edges)
 
     # ------------------------------------------------------------------ build
     @classmethod
     def from_edges(cls, n_nodes, edges, lengths, coords=None):
-        """Validate a user-supplied graph.
+        """Check a graph given as an edge list and build it.
 
         Lengths must be positive and finite, there may be no self-loops, and
         the graph must be connected. An edge listed twice (in either
         direction) must have the same length both times and is kept once.
+        Each edge is stored as ``(u, v)`` with ``u < v``.
+
+        Parameters
+        ----------
+        n_nodes : int
+            Number of nodes (at least 1); the nodes are 0 to ``n_nodes - 1``.
+        edges : array-like of shape (n_edges, 2)
+            The node pairs the edges join, in either direction. Integer node
+            ids, or floats with whole values.
+        lengths : array-like of shape (n_edges,)
+            The length of each edge: real, positive and finite.
+        coords : array-like of shape (n_nodes, dim), optional
+            Finite coordinates of the nodes, needed by :meth:`nearest_nodes`.
+            None (the default): the graph has none.
+
+        Returns
+        -------
+        Graph
+            The graph, with ``params`` ``{"source": "edges"}`` and no
+            ``assignment``.
+
+        Raises
+        ------
+        ValueError
+            If ``n_nodes`` is not an integer >= 1.
+        InvalidGraphError
+            If an array has the wrong shape or type, an edge names an unknown
+            node or is a self-loop, a length is not positive and finite, an
+            edge is given twice with two lengths, ``coords`` has the wrong
+            shape or a non-finite value, or the graph is disconnected. The
+            message names the first offending edge or the components.
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph
+        >>> graph = Graph.from_edges(3, [(0, 1), (2, 1)], [1.0, 2.5])
+        >>> graph.edges.tolist(), graph.lengths.tolist()
+        ([[0, 1], [1, 2]], [1.0, 2.5])
+        >>> Graph.from_edges(3, [(0, 1)], [1.0])
+        Traceback (most recent call last):
+            ...
+        sobolev_index.errors.InvalidGraphError: the graph is disconnected: 2 components: ...
         """
         n_nodes = _check_int("n_nodes", n_nodes, 1)
         edges = np.asarray(edges)
@@ -169,7 +272,9 @@ class Graph:
 
     @classmethod
     def from_points(cls, X, n_nodes, edges="log", k=10, seed=0, n_threads=None, progress=None):
-        """Build the paper's random graph metric over support points.
+        """Build the paper's graph metric over support points.
+
+        The steps:
 
         1. Farthest-point (Gonzalez) clustering of the rows of X into at most
            ``n_nodes`` clusters; the nodes are the cluster centres (support
@@ -186,20 +291,74 @@ class Graph:
         2. Edges: ``"log"`` draws ceil(M ln M) distinct random node pairs,
            ``"sqrt"`` ceil(M^1.5) (both capped at all M(M-1)/2 pairs), and
            ``"knn"`` joins each node to its ``k`` nearest nodes.
-        3. Components are joined: for "knn" by their shortest gaps (each
+        3. Components are joined: for ``"knn"`` by their shortest gaps (each
            component to its nearest node outside it, until one is left);
-           for "log" and "sqrt" in label order by one random edge between
-           each pair of consecutive components.
+           for ``"log"`` and ``"sqrt"`` in label order by one random edge
+           between each pair of consecutive components.
         4. Lengths are Euclidean. The same ``seed`` gives the same graph.
 
-        Which edges: "log" and "sqrt" are the paper's random graphs. Their
-        long random edges make the shortest-path tree of a root cut across
-        the points' geometry, so S_p on them classifies worse than on
-        "knn", whose trees follow local geometry; ``build`` uses "knn" with
-        k = 5 (docs/quality.md measures both against Word Mover's Distance).
-        Use "log" or "sqrt" to reproduce the paper.
+        Which edges: ``"log"`` and ``"sqrt"`` are the paper's random graphs.
+        Their long random edges make the shortest-path tree of a root cut
+        across the points' geometry, so S_p on them classifies worse than on
+        ``"knn"``, whose trees follow local geometry; ``build`` uses
+        ``"knn"`` with k = 5 (docs/quality.md measures both against Word
+        Mover's Distance). Use ``"log"`` or ``"sqrt"`` to reproduce the paper.
 
-        ``progress``, if given, is called as progress(n_centres_so_far).
+        Parameters
+        ----------
+        X : array-like of shape (n_points, dim)
+            The support points: finite real numbers, n_points >= 1 and
+            dim >= 1. float32 and float64 are used as they are; other real
+            dtypes are converted to float64.
+        n_nodes : int
+            The most nodes the graph may have (an integer >= 1). Fewer come
+            back when X has fewer distinct points.
+        edges : {"log", "sqrt", "knn"}, default "log"
+            Which edges join the nodes (see above; :data:`EDGE_KINDS`).
+        k : int, default 10
+            For ``edges="knn"``, how many nearest nodes each node is joined
+            to (an integer >= 1; at most the number of nodes minus 1 are
+            used). Ignored for the other kinds.
+        seed : int, default 0
+            Seed of the random choices (the first centre and the random
+            edges), given to ``numpy.random.default_rng``.
+        n_threads : int, optional
+            Threads of the clustering. None (the default) or <= 0 means
+            every thread OpenMP offers; the graph does not depend on it.
+        progress : callable, optional
+            Called as ``progress(n_centres_so_far)`` while the centres are
+            chosen. None (the default): no reports.
+
+        Returns
+        -------
+        Graph
+            The graph, with ``coords`` (the centres, float64),
+            ``assignment`` (the node of each row of X) and ``params``
+            (``source`` ``"points"``, ``requested_nodes``, ``edges``, ``k``
+            (None unless ``"knn"``), ``seed``, ``n_points`` and
+            ``covering_radius``, the clustering's radius: 0.0 when every
+            distinct point is a node).
+
+        Raises
+        ------
+        ValueError
+            If X is not a non-empty 2-D array of finite real numbers, or
+            ``n_nodes``, ``edges`` or (for ``"knn"``) ``k`` is not one of
+            the values above.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sobolev_index import Graph
+        >>> points = np.random.default_rng(0).normal(size=(500, 3))
+        >>> graph = Graph.from_points(points, n_nodes=50, edges="log", seed=0)
+        >>> graph
+        Graph(n_nodes=50, n_edges=196, dim=3)
+        >>> graph.assignment[:5].tolist()
+        [19, 19, 44, 8, 23]
+        >>> knn = Graph.from_points(points, n_nodes=50, edges="knn", k=5, seed=0)
+        >>> knn.params["edges"], knn.params["k"], knn.n_nodes
+        ('knn', 5, 50)
         """
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
@@ -281,7 +440,23 @@ class Graph:
 
     # ---------------------------------------------------------------- queries
     def adjacency(self):
-        """Symmetric CSR matrix of edge lengths."""
+        """The symmetric matrix of edge lengths.
+
+        Built on the first call and kept: later calls return the same matrix.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix of shape (n_nodes, n_nodes)
+            Entry (u, v) and entry (v, u) hold the length of the edge
+            joining u and v; nodes that no edge joins have no entry.
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph
+        >>> graph = Graph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.5])
+        >>> graph.adjacency().toarray().tolist()
+        [[0.0, 1.0, 0.0], [1.0, 0.0, 2.5], [0.0, 2.5, 0.0]]
+        """
         if self._adjacency is None:
             u, v = self.edges[:, 0], self.edges[:, 1]
             self._adjacency = sp.csr_matrix(
@@ -292,7 +467,36 @@ class Graph:
         return self._adjacency
 
     def nearest_nodes(self, points):
-        """Index of the nearest node coordinate for each row of ``points``."""
+        """The node nearest to each point, by Euclidean distance to the node coordinates.
+
+        Squared distances are formed as ``|c|^2 - 2 x.c`` (the term of the
+        point itself left out), block by block; among equally near nodes
+        the lowest id is taken.
+
+        Parameters
+        ----------
+        points : array-like of shape (n, dim)
+            The points, with the dimension of ``coords``; converted to
+            float64.
+
+        Returns
+        -------
+        ndarray of shape (n,), int64
+            The id of each point's nearest node.
+
+        Raises
+        ------
+        ValueError
+            If the graph has no coordinates, or ``points`` does not have
+            the shape (n, dim).
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph
+        >>> graph = Graph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.0], coords=[[0.0], [1.0], [3.0]])
+        >>> graph.nearest_nodes([[0.4], [2.5]]).tolist()
+        [0, 2]
+        """
         if self.coords is None:
             raise ValueError("this graph has no node coordinates; build it with coords to map points")
         points = np.asarray(points, dtype=np.float64)
@@ -314,10 +518,64 @@ class Graph:
         Assumption 2.1 needs every node to have exactly one shortest path to
         the root; paths whose lengths agree to a relative 1e-12 count as
         ties. With ``on_violation="raise"`` a tie raises
-        :class:`AssumptionError` naming the node. With ``"perturb"`` the edge
-        lengths are multiplied by 1 + eps * u (u uniform in [-1, 1] from
-        ``seed``, eps from 1e-9 up), which breaks ties as the paper suggests,
-        and an :class:`AssumptionWarning` says so.
+        :class:`~sobolev_index.AssumptionError` naming the node. With
+        ``"perturb"`` the edge lengths are multiplied by ``1 + eps * u`` (u
+        uniform in [-1, 1] from ``seed``, eps from 1e-9 up, tenfold per try
+        up to 1e-6), which breaks ties as the paper suggests, and an
+        :class:`~sobolev_index.AssumptionWarning` says so; the tree then
+        holds the perturbed lengths. Trees are cached: the same arguments
+        return the same object.
+
+        Parameters
+        ----------
+        root : int
+            The root node, 0 to ``n_nodes - 1``.
+        on_violation : {"raise", "perturb"}, default "raise"
+            What a root that violates Assumption 2.1 does: raise, or break
+            the ties by perturbing the lengths.
+        seed : int, default 0
+            Seed of the perturbation (used only by ``"perturb"``).
+
+        Returns
+        -------
+        ShortestPathTree
+            The tree, with ``perturbed`` True when lengths were perturbed.
+
+        Raises
+        ------
+        ValueError
+            If ``root`` is not a node or ``on_violation`` is not one of the
+            values above.
+        AssumptionError
+            If some node has two shortest paths to the root and
+            ``on_violation="raise"``, or the ties remain after the largest
+            perturbation.
+
+        Warns
+        -----
+        AssumptionWarning
+            When the lengths were perturbed to make the paths unique.
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph
+        >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+        >>> tree = graph.tree(0)
+        >>> tree.parent.tolist(), tree.distance.tolist()
+        ([-1, 0, 3, 0], [0.0, 1.0, 2.5, 1.0])
+
+        Node 2 of a square with equal sides has two shortest paths to node 0:
+
+        >>> square = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0] * 4)
+        >>> square.tree(0)
+        Traceback (most recent call last):
+            ...
+        sobolev_index.errors.AssumptionError: root 0 violates Assumption 2.1: node 2 has 2 shortest ...
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     square.tree(0, on_violation="perturb")
+        ShortestPathTree(root=0, n_nodes=4, height=2, perturbed=True)
         """
         root = _check_int("root", root, 0, self.n_nodes - 1)
         if on_violation not in ("raise", "perturb"):
@@ -328,6 +586,36 @@ class Graph:
         return self._trees[key]
 
     def trees(self, roots, on_violation="raise", seed=0):
+        """The shortest-path trees of several roots, as :meth:`tree` makes them.
+
+        Parameters
+        ----------
+        roots : iterable of int
+            The root nodes, such as the first array :meth:`roots` returns.
+        on_violation : {"raise", "perturb"}, default "raise"
+            As for :meth:`tree`.
+        seed : int, default 0
+            As for :meth:`tree`.
+
+        Returns
+        -------
+        list of ShortestPathTree
+            One tree per root, in the order of ``roots``.
+
+        Raises
+        ------
+        ValueError
+            If a root is not a node, or ``on_violation`` is not valid.
+        AssumptionError
+            If a root violates Assumption 2.1 (see :meth:`tree`).
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph
+        >>> graph = Graph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.5])
+        >>> [tree.parent.tolist() for tree in graph.trees([0, 2])]
+        [[-1, 0, 1], [1, 2, -1]]
+        """
         return [self.tree(int(r), on_violation=on_violation, seed=seed) for r in roots]
 
     def _build_tree(self, root, on_violation, seed):
@@ -363,16 +651,60 @@ class Graph:
     def roots(self, n, strategy="random", seed=0, eta=None, on_violation="raise"):
         """Pick ``n`` roots that satisfy Assumption 2.1, with weights ``eta``.
 
-        ``strategy``:
-        - ``"random"``: distinct nodes drawn at random (``seed``);
-        - ``"center"``: the nodes of smallest eccentricity, measured against
-          every node when the graph has at most 256 nodes and against 64
-          random landmark nodes otherwise;
-        - a sequence of node ids, used as given.
         Candidates that violate the assumption are skipped (unless given
-        explicitly, which raises; or ``on_violation="perturb"``). ``eta``
-        defaults to equal weights; given weights are normalised to sum 1.
-        Returns ``(roots, eta)``: int64 and float64 arrays.
+        explicitly, which raises; or ``on_violation="perturb"``, which
+        perturbs their lengths instead). The trees of the chosen roots are
+        built on the way, and cached for :meth:`tree`.
+
+        Parameters
+        ----------
+        n : int or None
+            How many roots, 1 to ``n_nodes``. With a sequence of node ids as
+            ``strategy`` it may be None, or else must be their number.
+        strategy : {"random", "center"} or sequence of int, default "random"
+            How roots are chosen:
+
+            - ``"random"``: distinct nodes drawn at random (``seed``);
+            - ``"center"``: the nodes of smallest eccentricity, measured
+              against every node when the graph has at most 256 nodes and
+              against 64 random landmark nodes otherwise (ties by the sum
+              of those distances);
+            - a sequence of distinct node ids, used as given.
+        seed : int, default 0
+            Seed of the random draw, of the landmarks and of any
+            perturbation.
+        eta : array-like of shape (n,), optional
+            Weights of the roots: finite, >= 0, with a positive sum; they
+            are normalised to sum 1. None (the default) means equal weights.
+        on_violation : {"raise", "perturb"}, default "raise"
+            As for :meth:`tree`.
+
+        Returns
+        -------
+        roots : ndarray of shape (n,), int64
+            The root nodes.
+        eta : ndarray of shape (n,), float64
+            Their weights, summing to 1.
+
+        Raises
+        ------
+        ValueError
+            If ``n``, ``strategy``, ``eta`` or a given root is not valid, or
+            given roots repeat a node.
+        AssumptionError
+            If fewer than ``n`` nodes satisfy Assumption 2.1, or a root
+            given explicitly violates it (with ``on_violation="raise"``).
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph
+        >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+        >>> roots, eta = graph.roots(2, strategy="center")
+        >>> roots.tolist(), eta.tolist()
+        ([3, 1], [0.5, 0.5])
+        >>> roots, eta = graph.roots(None, strategy=[0, 2], eta=[3, 1])
+        >>> roots.tolist(), eta.tolist()
+        ([0, 2], [0.75, 0.25])
         """
         if isinstance(strategy, str):
             n = _check_int("n", n, 1, self.n_nodes)
@@ -481,11 +813,62 @@ def _shortest_paths(graph, root, lengths):
 class ShortestPathTree:
     """The shortest-path tree of one root, as a parent array.
 
-    Edge ``v`` is (v, parent[v]). Attributes: ``root``, ``n_nodes``,
-    ``parent`` (int64, -1 at the root), ``length`` (float64, length of edge v,
-    0 at the root), ``depth`` (int64 hop count), ``distance`` (float64
-    distance to the root) and ``perturbed`` (whether lengths were perturbed
-    to satisfy Assumption 2.1).
+    Edge ``v`` is (v, parent[v]): every node but the root names the tree
+    edge above it. The tree maps a measure mu on the nodes to its edge
+    masses, ``alpha_mu(v)``, the mass of mu in the subtree below edge v;
+    on these features S_p is a weighted l_p distance (see
+    :func:`~sobolev_index.pairwise_sobolev`). Get a tree from
+    :meth:`Graph.tree`, which checks Assumption 2.1.
+
+    Parameters
+    ----------
+    root : int
+        The root node.
+    parent : array-like of shape (n_nodes,)
+        The parent of each node, -1 at the root.
+    length : array-like of shape (n_nodes,)
+        The length of edge v, positive and finite (0 at the root).
+    distance : array-like of shape (n_nodes,)
+        Each node's distance to the root.
+    perturbed : bool, default False
+        Whether lengths were perturbed to satisfy Assumption 2.1.
+
+    Attributes
+    ----------
+    root : int
+        The root node.
+    n_nodes : int
+        Number of nodes.
+    parent : ndarray of shape (n_nodes,), int64
+        Parent of each node, -1 at the root.
+    length : ndarray of shape (n_nodes,), float64
+        Length of edge v, 0 at the root.
+    depth : ndarray of shape (n_nodes,), int64
+        Hop count from each node to the root.
+    distance : ndarray of shape (n_nodes,), float64
+        Distance from each node to the root.
+    perturbed : bool
+        Whether lengths were perturbed to satisfy Assumption 2.1.
+
+    Raises
+    ------
+    InvalidGraphError
+        If ``root`` is not a node whose parent is -1, a non-root node has no
+        parent or an unknown one, a length is not positive and finite, or
+        the parents form a cycle.
+
+    Examples
+    --------
+    >>> from sobolev_index import Graph
+    >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+    >>> tree = graph.tree(0)
+    >>> tree
+    ShortestPathTree(root=0, n_nodes=4, height=2, perturbed=False)
+    >>> tree.parent.tolist(), tree.length.tolist(), tree.depth.tolist()
+    ([-1, 0, 3, 0], [0.0, 1.0, 1.5, 1.0], [0, 1, 2, 1])
+    >>> F = tree.features_of([([1, 2], [0.5, 0.5]), ([3], None)])
+    >>> F.toarray().tolist()
+    [[0.0, 0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 1.0]]
     """
 
     def __init__(self, root, parent, length, distance, perturbed=False):
@@ -531,36 +914,143 @@ class ShortestPathTree:
         """Edge masses of a batch of measures given in CSR form.
 
         Measure i is ``nodes[indptr[i]:indptr[i+1]]`` with ``masses`` likewise.
-        Returns an (N, n_nodes) ``scipy.sparse.csr_matrix`` (float64, sorted
-        indices); column v is the mass below edge (v, parent[v]) and the
-        root's column is empty. Masses must be finite, >= 0 with a positive
-        sum; they are divided by their sum unless ``normalize=False``.
+        A node listed twice in a measure gets the sum of its masses.
+
+        Parameters
+        ----------
+        indptr : array-like of shape (N + 1,)
+            Integer offsets: 0 first, never decreasing, ``len(nodes)`` last.
+        nodes : array-like of shape (nnz,)
+            Node ids (integers, or floats with whole values), 0 to
+            ``n_nodes - 1``; every measure has at least one.
+        masses : array-like of shape (nnz,)
+            The mass at each node: real, finite and >= 0, with a positive
+            sum per measure.
+        normalize : bool, default True
+            Divide each measure's masses by their sum (so that it is a
+            probability measure). With False they are used as given.
+        n_threads : int, optional
+            Threads of the computation. None (the default) or <= 0 means
+            every thread OpenMP offers; the result does not depend on it.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix of shape (N, n_nodes)
+            float64 features, sorted indices: column v is the mass below
+            edge (v, parent[v]), and the root's column is empty.
+
+        Raises
+        ------
+        InvalidMeasureError
+            If the arrays do not describe N measures on this tree's nodes
+            with valid masses; the message names the measure.
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph
+        >>> tree = Graph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.5]).tree(0)
+        >>> F = tree.features([0, 2, 3], [1, 2, 2], [1.0, 3.0, 1.0])
+        >>> F.toarray().tolist()
+        [[0.0, 1.0, 0.75], [0.0, 1.0, 1.0]]
         """
         batch = as_measure_batch(indptr=indptr, nodes=nodes, masses=masses,
                                  n_nodes=self.n_nodes, normalize=normalize)
         return self.features_of_batch(batch, n_threads)
 
     def features_of(self, measures, normalize=True, n_threads=None):
-        """Like :meth:`features`, for a sequence of ``(nodes, masses)`` pairs
-        or an N x n_nodes (sparse) matrix of node masses."""
+        """Edge masses of measures given as pairs or as a matrix, as :meth:`features` computes them.
+
+        Parameters
+        ----------
+        measures : sequence of (nodes, masses) pairs, or array-like or sparse matrix
+            The measures: ``(nodes, masses)`` pairs, where ``masses=None``
+            means equal masses, or an N x n_nodes array or SciPy sparse
+            matrix of node masses. Masses are real, finite and >= 0 with a
+            positive sum per measure.
+        normalize : bool, default True
+            Divide each measure's masses by their sum. With False they are
+            used as given.
+        n_threads : int, optional
+            Threads of the computation. None (the default) or <= 0 means
+            every thread OpenMP offers; the result does not depend on it.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix of shape (N, n_nodes)
+            float64 features with sorted indices, as :meth:`features`
+            returns them.
+
+        Raises
+        ------
+        InvalidMeasureError
+            If a measure is empty, names an unknown node or has bad masses.
+        TypeError
+            If ``measures`` is not a sequence, an array or a sparse matrix.
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph
+        >>> tree = Graph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.5]).tree(0)
+        >>> tree.features_of([([2], None), ([0, 1], [1.0, 3.0])]).toarray().tolist()
+        [[0.0, 1.0, 1.0], [0.0, 0.75, 0.0]]
+        """
         batch = as_measure_batch(measures, n_nodes=self.n_nodes, normalize=normalize)
         return self.features_of_batch(batch, n_threads)
 
     def feature_arrays_of_batch(self, batch, n_threads=None):
-        """(indptr, indices, data) of the features of a :class:`MeasureBatch`
-        that :func:`as_measure_batch` made for this tree's graph: the arrays
-        of :meth:`features_of_batch` without building a SciPy matrix."""
+        """The CSR arrays of the features of a checked batch of measures.
+
+        The arrays of :meth:`features_of_batch`, without building a SciPy
+        matrix.
+
+        Parameters
+        ----------
+        batch : MeasureBatch
+            Measures that ``sobolev_index.measures.as_measure_batch`` made
+            for this tree's graph; they are not checked again.
+        n_threads : int, optional
+            Threads of the computation. None (the default) or <= 0 means
+            every thread OpenMP offers; the result does not depend on it.
+
+        Returns
+        -------
+        indptr : ndarray of shape (N + 1,), int64
+            Row offsets.
+        indices : ndarray of shape (nnz,), int32
+            Columns (edges), sorted within each row.
+        data : ndarray of shape (nnz,), float64
+            Edge masses.
+        """
         return _features.edge_masses(
             self._parent32, self.root, batch.indptr, batch.nodes, batch.masses,
             batch.row_scale, n_threads=n_threads,
         )
 
     def powers_to_batch(self, q_indices, q_data, batch, p):
-        """sum_v w_v |q_v - x_v|^p (max_v |q_v - x_v| for p = inf) between
-        one feature row (``q_indices``, ``q_data``: distinct columns, int32
-        and float64) and the features x of each measure of a
-        :class:`MeasureBatch` checked for this tree's graph, without
-        building those features as a matrix: S_p^p for finite p."""
+        """S_p to the power p between one feature row and each measure of a batch.
+
+        Computes ``sum_v w_v |q_v - x_v|^p`` (``max_v |q_v - x_v|`` for p =
+        inf) between the feature row q and the features x of each measure,
+        without building those features as a matrix: S_p^p for finite p.
+
+        Parameters
+        ----------
+        q_indices : array-like of shape (m,)
+            The columns (edges) of the row's nonzero values, distinct;
+            converted to int32.
+        q_data : array-like of shape (m,)
+            The row's values at those columns; converted to float64.
+        batch : MeasureBatch
+            Measures that ``sobolev_index.measures.as_measure_batch`` checked
+            for this tree's graph; they are not checked again.
+        p : float
+            The order, in [1, inf]; not checked.
+
+        Returns
+        -------
+        ndarray of shape (len(batch),), float64
+            The value for each measure of the batch.
+        """
         out = np.zeros(len(batch), dtype=np.float64)
         _features.powers_to_measures(
             self._parent32, self.root, self.length,
@@ -570,8 +1060,25 @@ class ShortestPathTree:
         return out
 
     def features_of_batch(self, batch, n_threads=None):
-        """Like :meth:`features`, for a :class:`MeasureBatch` that
-        :func:`as_measure_batch` already checked (nothing is checked again)."""
+        """The features of a batch of measures that was checked already.
+
+        As :meth:`features` computes them, for a batch that
+        ``sobolev_index.measures.as_measure_batch`` made for this tree's
+        graph (nothing is checked again).
+
+        Parameters
+        ----------
+        batch : MeasureBatch
+            The checked measures.
+        n_threads : int, optional
+            Threads of the computation. None (the default) or <= 0 means
+            every thread OpenMP offers; the result does not depend on it.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix of shape (len(batch), n_nodes)
+            float64 features with sorted indices.
+        """
         out_indptr, out_indices, out_data = self.feature_arrays_of_batch(batch, n_threads)
         matrix = sp.csr_matrix((out_data, out_indices, out_indptr), shape=(len(batch), self.n_nodes))
         matrix.has_sorted_indices = True
@@ -580,8 +1087,35 @@ class ShortestPathTree:
     def measures_from_features(self, F):
         """Inverse feature map (Prop. 4.4): node masses from edge masses.
 
-        rho(v) = alpha(v) - sum of alpha over v's children, and the root gets
-        what is left of the total mass 1.
+        ``rho(v) = alpha(v) - sum of alpha over v's children``, and the root
+        gets what is left of the total mass 1. Negative masses of rounding
+        size (down to -1e-9) are set to 0.
+
+        Parameters
+        ----------
+        F : array-like or sparse matrix of shape (N, n_nodes)
+            Edge masses, one row per measure, as :meth:`features` makes them
+            for probability measures.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix of shape (N, n_nodes)
+            float64 node masses, explicit zeros removed, indices sorted.
+
+        Raises
+        ------
+        ValueError
+            If ``F`` does not have ``n_nodes`` columns, or a row has more
+            mass below a node than above it (it is not the feature vector of
+            a measure).
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph
+        >>> tree = Graph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.5]).tree(0)
+        >>> F = tree.features_of([([0, 2], [1.0, 3.0])])
+        >>> tree.measures_from_features(F).toarray().tolist()
+        [[0.25, 0.0, 0.75]]
         """
         F = sp.csr_matrix(F, dtype=np.float64)
         if F.shape[1] != self.n_nodes:

@@ -4,15 +4,45 @@ from ..errors import SobolevIndexError
 
 
 class ShardError(SobolevIndexError):
-    """A shard of a sharded index cannot be opened, does not agree with the
-    manifest (another graph, roots or eta), or did not answer on Dask
-    within the index's ``task_timeout``. ``shard`` is its number (the
-    first, when several are named), ``shards`` all the shard numbers the
-    error names, ``path`` the first one's directory and ``cause`` the error
-    it raised (or None; a ``TimeoutError`` when the shards did not answer
-    in time). ``may_have_run`` says, for a write that got no answer,
-    whether its task may have run (True), did not (False), or does not
-    apply (None)."""
+    """Raised when a shard of a sharded index fails: it cannot be opened, disagrees, or is silent.
+
+    Raised by a :class:`~sobolev_index.ShardedIndex` when a shard cannot be
+    opened, does not agree with the manifest (another graph, roots or eta),
+    or did not answer on Dask within the index's ``task_timeout``, and when
+    the Dask cluster has no workers to open the shards on.
+
+    Parameters
+    ----------
+    message : str
+        The error message.
+    shard : int
+        The shard's number (the first, when several are named).
+    path : str or None
+        The first shard's directory (None when no one shard is at fault).
+    cause : BaseException, optional
+        The error the shard raised; a ``TimeoutError`` when the shards did
+        not answer in time. None (the default): none.
+    shards : list of int, optional
+        All the shard numbers the error names. None (the default) means
+        ``[shard]``.
+    may_have_run : bool, optional
+        For a write that got no answer: whether its task may have run
+        (True) or did not (False). None (the default): does not apply.
+
+    Attributes
+    ----------
+    shard : int
+        The shard's number (the first, when several are named).
+    shards : list of int
+        All the shard numbers the error names.
+    path : str or None
+        The first shard's directory.
+    cause : BaseException or None
+        The error the shard raised, if any.
+    may_have_run : bool or None
+        For a write that got no answer, whether its task may have run
+        (True), did not (False), or does not apply (None).
+    """
 
     def __init__(self, message, shard, path, cause=None, shards=None, may_have_run=None):
         super().__init__(message)
@@ -24,11 +54,32 @@ class ShardError(SobolevIndexError):
 
 
 class ShardedWriteError(SobolevIndexError):
-    """A write that spans shards failed in some of them and was committed in
-    others: a batch is not atomic across shards. ``committed`` lists the
-    keys that are committed (in the order given), ``failed`` maps each
-    shard that failed to its error; the keys of the failed shards were not
-    written, and writing them again (``upsert``) completes the batch."""
+    """Raised when a write that spans shards failed in some of them and was committed in others.
+
+    A batch of ``add``, ``upsert`` or ``delete`` on a
+    :class:`~sobolev_index.ShardedIndex` is not atomic across shards: each
+    shard commits its part on its own. The keys of the failed shards were
+    not written (unless the message says that their tasks may have run),
+    and writing them again (``upsert``) completes the batch.
+
+    Parameters
+    ----------
+    message : str
+        The error message, naming the keys committed and each failed shard's
+        error.
+    committed : iterable of str
+        The keys that are committed (deleted, for a delete), in the order
+        given.
+    failed : mapping of int to BaseException
+        Each shard that failed, mapped to its error.
+
+    Attributes
+    ----------
+    committed : list of str
+        The keys that are committed, in the order given.
+    failed : dict of int to BaseException
+        Each shard that failed, mapped to its error.
+    """
 
     def __init__(self, message, committed, failed):
         super().__init__(message)

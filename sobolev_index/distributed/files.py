@@ -64,29 +64,86 @@ def connect(address, timeout=10):
 
 # ------------------------------------------------------------------ split
 def shard_index(source, dest, shards, batch_size=1000, progress=None, client=None):
-    """Split the index ``source`` (a path, or an open :class:`SobolevIndex`)
-    into a new sharded index of ``shards`` shards at ``dest``.
+    """Split a single index into a new sharded index of ``shards`` shards at ``dest``.
 
-    The sharded index is made with :meth:`ShardedIndex.create_like`: every
-    shard has the source's graph file (trees included), roots, eta and p.
-    Every shard gets the source's ingest meta values (text settings, build
-    recipe, point-set kind) and, for a text index, its words table with
-    document frequencies. Then every live document is copied in insertion
-    order, ``batch_size`` at a time, with its id, key, label, fields and
-    measure as stored (masses not normalised again): searches on the sharded index
-    give the source's keys and distances, ties in the same order.
+    The sharded index is made with :meth:`ShardedIndex.create_like
+    <sobolev_index.ShardedIndex.create_like>`: every shard has the source's
+    graph file (trees included), roots, eta and p. Every shard gets the
+    source's ingest meta values (text settings, build recipe, point-set
+    kind) and, for a text index, its words table with document frequencies.
+    Then every live document is copied in insertion order, ``batch_size``
+    at a time, with its id, key, label, fields and measure as stored
+    (masses not normalised again): searches on the sharded index give the
+    source's keys and distances, ties in the same order. Documents added
+    later get the ids the source would have given them.
 
-    ``dest`` must be new (or an empty folder). The sharded index is built
-    in a hidden sibling of ``dest`` (``.sobolev-split-*``) and renamed to
-    ``dest`` only when complete: a split that fails leaves nothing at
-    ``dest`` (an empty folder given stays, empty), and one killed part-way
-    leaves at most that staging directory, never an incomplete index at
-    ``dest``; remove it. A reader of the
-    source copies the snapshot it opened. ``progress("copying", done,
-    total)`` is called after each batch. Returns ``{"path", "shards",
-    "documents", "kind", "words", "per_shard"}`` (``words``: the size of
-    the words table, None unless text; ``per_shard``: documents in each
-    shard).
+    The sharded index is built in a hidden sibling of ``dest``
+    (``.sobolev-split-*``) and renamed to ``dest`` only when complete: a
+    split that fails leaves nothing at ``dest`` (an empty folder given
+    stays, empty), and one killed part-way leaves at most that staging
+    directory, never an incomplete index at ``dest``; remove it. A reader
+    of the source copies the snapshot it opened. The sharded index is
+    closed when the split returns: open it with :func:`open_index`.
+
+    Parameters
+    ----------
+    source : str, path-like or SobolevIndex
+        The index to split: its path, or an open
+        :class:`~sobolev_index.SobolevIndex` (read as the snapshot it has
+        open).
+    dest : str or path-like
+        Where the sharded index goes: a new path, or an empty folder.
+    shards : int
+        Number of shards (an integer >= 1).
+    batch_size : int, default 1000
+        Documents copied per batch (an integer >= 1).
+    progress : callable, optional
+        Called as ``progress("copying", done, total)`` before the copy and
+        after each batch. None (the default): no reports.
+    client : dask.distributed.Client, optional
+        The client on whose workers the shards are written. None (the
+        default): in this process.
+
+    Returns
+    -------
+    dict
+        ``path`` (absolute path of ``dest``), ``shards`` (their number),
+        ``documents`` (documents copied), ``kind`` (``"text"``,
+        ``"clouds"``, ``"diagrams"``, or None for plain measures),
+        ``words`` (the size of the words table, None unless text) and
+        ``per_shard`` (documents in each shard).
+
+    Raises
+    ------
+    FileExistsError
+        If ``dest`` exists and is not an empty directory.
+    ValueError
+        If ``shards`` or ``batch_size`` is not an integer >= 1.
+    NotAnIndexError
+        If ``source`` is a path that holds no index.
+    CorruptIndexError
+        If the source's catalog and its live documents disagree, or a file
+        of it is damaged.
+
+    See Also
+    --------
+    open_index : Open the sharded index (or any index).
+
+    Examples
+    --------
+    >>> from sobolev_index import Graph, SobolevIndex, open_index, shard_index
+    >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+    >>> with SobolevIndex.create("split-example.idx", graph, roots=[0]) as index:
+    ...     keys = index.add([([node], None) for node in range(4)] * 2)
+    >>> keys
+    ['doc-1', 'doc-2', 'doc-3', 'doc-4', 'doc-5', 'doc-6', 'doc-7', 'doc-8']
+    >>> report = shard_index("split-example.idx", "split-example.sharded", shards=2)
+    >>> report["shards"], report["documents"], report["per_shard"], report["kind"]
+    (2, 8, [4, 4], None)
+    >>> with open_index("split-example.sharded") as sharded:
+    ...     result = sharded.search("doc-1", k=3)
+    ...     print(type(sharded).__name__, len(sharded), result.keys, result.distances.tolist())
+    ShardedIndex 8 [['doc-1', 'doc-5', 'doc-2']] [[0.0, 0.0, 1.0]]
     """
     check_positive("batch_size", batch_size)
     dest = os.fspath(dest)

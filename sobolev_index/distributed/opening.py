@@ -23,21 +23,78 @@ def is_sharded(path):
 
 
 def open_index(path, mode="r", client=None, timeout=None, check=False, task_timeout=None):
-    """The index at ``path``, single or sharded, opened for reading (``mode``
-    ``"r"``) or writing (``"a"``): a :class:`~sobolev_index.SobolevIndex`, or
-    a :class:`~sobolev_index.ShardedIndex` when ``path`` holds a sharded
-    index's manifest. Both keep the contract of
-    :class:`~sobolev_index.index.base.IndexBase`.
+    """Open the index at ``path``, single or sharded, for reading or writing.
 
-    ``timeout``: seconds a writer waits for the writer lock (None: fail at
-    once if it is held). ``client``: a ``dask.distributed.Client`` on whose
-    workers a sharded index keeps its shards (None: in this process), and
-    ``task_timeout`` the seconds any wait on them may take (None: the
-    default); both only for a sharded index. ``check=True`` hashes every
-    segment of a single index as it opens (see
-    :meth:`SobolevIndex.open`); a sharded index's shards are checked with
-    ``verify()``. A value that does not fit the kind of index raises a
-    ValueError naming it, before anything is opened."""
+    Returns a :class:`~sobolev_index.SobolevIndex`, or a
+    :class:`~sobolev_index.ShardedIndex` when ``path`` holds a sharded
+    index's manifest. Both keep the contract of
+    :class:`~sobolev_index.IndexBase`. A value that does not fit the kind of
+    index raises a ValueError naming it, before anything is opened.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The index's directory.
+    mode : {"r", "a"}, default "r"
+        ``"r"`` opens for reading, ``"a"`` for writing (adding, upserting,
+        deleting).
+    client : dask.distributed.Client, optional
+        For a sharded index only: the client on whose workers the index
+        keeps its shards. None (the default): in this process.
+    timeout : float, optional
+        Seconds a writer waits for the writer lock. None (the default):
+        fail at once if it is held.
+    check : bool, default False
+        For a single index only: hash every segment as it opens (see
+        :meth:`SobolevIndex.open <sobolev_index.SobolevIndex.open>`). A
+        sharded index's shards are checked with ``verify()``.
+    task_timeout : float, optional
+        For a sharded index only: the seconds any wait on its shards may
+        take. None (the default): the default bound.
+
+    Returns
+    -------
+    SobolevIndex or ShardedIndex
+        The open index; use it as a context manager, or ``close()`` it.
+
+    Raises
+    ------
+    ValueError
+        If ``mode`` is not valid, or ``client`` or ``task_timeout`` is
+        given for a single index, or ``check=True`` for a sharded one.
+    NotAnIndexError
+        If ``path`` holds no index.
+    IndexLockedError
+        If ``mode="a"`` and another writer holds the index's lock (after
+        ``timeout`` seconds, when given).
+    OlderFormatError
+        If ``mode="a"`` and the index is in an older format.
+    CorruptIndexError
+        If a file of the index is damaged.
+    ShardError
+        If a shard of a sharded index cannot be opened, or disagrees with
+        the manifest.
+
+    See Also
+    --------
+    shard_index : Split a single index into a sharded one.
+
+    Examples
+    --------
+    >>> from sobolev_index import Graph, SobolevIndex, open_index
+    >>> graph = Graph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.0])
+    >>> with SobolevIndex.create("open-example.idx", graph) as index:
+    ...     index.add([([0], None), ([2], None)], keys=["a", "b"])
+    ['a', 'b']
+    >>> with open_index("open-example.idx") as index:
+    ...     result = index.search("a", k=2)
+    ...     print(type(index).__name__, len(index), result.keys, result.distances.tolist())
+    SobolevIndex 2 [['a', 'b']] [[0.0, 3.0]]
+    >>> open_index("open-example.idx", task_timeout=5)
+    Traceback (most recent call last):
+        ...
+    ValueError: task_timeout is 5, but open-example.idx is not a sharded index ...
+    """
     if not is_sharded(path):
         if client is not None:
             raise ValueError(f"client is given, but {os.fspath(path)} is not a sharded index "

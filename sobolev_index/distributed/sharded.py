@@ -98,10 +98,127 @@ class ShardedIndex(IndexBase):
     worker and stays there, and the work goes to it as tasks. On Dask every
     operation waits at most ``task_timeout`` seconds (see :meth:`open`) and
     then raises :class:`ShardError`: it never hangs when workers die.
+
+    Parameters
+    ----------
+    path : str
+        The sharded index's directory.
+    mode : {"r", "a"}
+        ``"r"`` for a reader, ``"a"`` for the writer.
+    manifest : dict
+        The manifest read from ``path``.
+    placement : LocalShards or DaskShards
+        The shards, open in this process or on the Dask workers.
+    lock : WriterLock or None
+        The sharded index's writer lock, already held (None for a reader);
+        :meth:`close` releases it.
+    client : dask.distributed.Client or None
+        The Dask client the shards are on, or None.
+    next_id : int
+        The id the next document gets: one above the largest id any shard
+        has given.
+    task_timeout : float
+        Seconds one operation waits for the shards' tasks on Dask.
+
+    Attributes
+    ----------
+    path : str
+        The sharded index's directory.
+    mode : {"r", "a"}
+        ``"r"``: open for reading; ``"a"``: open for writing.
+    client : dask.distributed.Client or None
+        The Dask client, or None for shards opened in this process.
+    task_timeout : float
+        Seconds one operation waits for the shards' tasks on Dask.
+    p : float
+        The default order of :meth:`search`, in [1, inf].
+    roots : ndarray of int64
+        The root nodes shared by the shards.
+    eta : ndarray of float64
+        The roots' weights, summing to 1.
+    n_nodes : int
+        The number of nodes of the shared graph.
+    shard_paths : list of str
+        The shards' directories, in shard order.
+
+    See Also
+    --------
+    sobolev_index.SobolevIndex : The index of one directory, each shard.
+    sobolev_index.shard_index : Split a single index into a sharded one.
+    sobolev_index.open_index : Opens either kind of index.
+
+    Notes
+    -----
+    Do not call the constructor: :meth:`create` and :meth:`open` read the
+    manifest, take the lock and open the shards it expects.
+
+    The methods that keep the contract of
+    :class:`~sobolev_index.IndexBase` and document it there act here as
+    follows:
+
+    - :meth:`search` gets the arguments and the
+      :class:`~sobolev_index.SearchResult` of a single index, and the same
+      answer as a single index holding the same documents. Each shard finds
+      its own top ``k`` (or its documents within ``radius``, up to
+      ``limit``), and the client merges them: by distance, ties by document
+      id (ids are global and rise in the order the documents were added,
+      the order a single index given the same calls keeps), so a shard's
+      top k always holds every document of the merged top k. For the k
+      nearest, the shards in one place (this process, or one Dask worker)
+      are searched one after another, each within the k-th distance the
+      ones before it found, which prunes as one index of their documents
+      would (the answer is the same). A stored key used as a query is
+      searched as its stored measure, exactly (the key's own shard sends
+      it), and comes first among the documents at distance 0 from it, as in
+      a single index. ``n_threads`` is per shard. ``stats`` sums the
+      shards' counts; with ``stats=True`` ``stats["seconds"]`` holds the
+      wall-clock time of the fan-out (``search``), the ``merge`` and the
+      ``total``. With ``candidates`` each shard takes its own
+      ``candidates`` and returns the k nearest of them: up to ``shards``
+      times as many candidates are ranked as in a single index, among them
+      the ``candidates`` nearest of all, so no answer is farther than a
+      single index's. A query's answer is ``certified`` when every shard's
+      is.
+    - :meth:`get` looks the key up in the shard its hash names, and adds
+      ``shard`` to what it returns; ``id`` is the document's global id.
+    - :meth:`ids_and_keys` gathers the live documents of every shard, in
+      global id order.
+    - :meth:`reserve_ids` commits the new next id in every shard. Should
+      some shards fail and others take it, no id below it is given all the
+      same; the first shard's error is raised.
+    - A shard's error is raised with a note naming the shard.
+
+    Examples
+    --------
+    Shards opened in this process (no Dask cluster):
+
+    >>> from sobolev_index import Graph, ShardedIndex
+    >>> graph = Graph.from_edges(5, [(0, 1), (1, 2), (2, 3), (3, 4)], [1.0, 2.0, 1.0, 0.5])
+    >>> index = ShardedIndex.create("example.sharded", graph, shards=2, p=2)
+    >>> index
+    ShardedIndex('example.sharded', a, shards=2, local)
+    >>> index.add([([0, 1], [0.5, 0.5]), ([1, 2], None), ([3, 4], [0.2, 0.8])],
+    ...           keys=["red", "green", "blue"])
+    ['red', 'green', 'blue']
+    >>> [index.shard_of(key) for key in ["red", "green", "blue"]]
+    [1, 0, 1]
+    >>> found = index.search([([0, 2], [0.25, 0.75])], k=2)
+    >>> found.keys, found.distances.round(4).tolist(), found.ids
+    ([['green', 'red']], [[0.433, 1.0897]], [[2, 1]])
+    >>> index.close()
+
+    A reader of the same directory:
+
+    >>> with ShardedIndex.open("example.sharded") as reader:
+    ...     print(len(reader), list(reader), reader.get("green")["shard"])
+    3 ['red', 'green', 'blue'] 0
     """
 
     kind = "sharded index"
     _mismatch = (SobolevIndexError, "a writer changed the index meanwhile, or run verify()")
+    # The methods without a docstring of their own keep IndexBase's
+    # contract (help() and the API reference show its docstring); the
+    # class's Notes say what they do differently here.
 
     def __init__(self, path, mode, manifest, placement, lock, client, next_id, task_timeout):
         self.path = path
@@ -126,16 +243,60 @@ class ShardedIndex(IndexBase):
     @classmethod
     def create(cls, path, graph, roots=None, eta=None, p=1, shards=2, on_violation="raise",
                seed=0, client=None, task_timeout=tasks.TASK_SECONDS):
-        """Create a sharded index of ``shards`` shards at ``path`` (a new or
-        empty directory) and open it for writing.
+        """Create a sharded index of ``shards`` shards at ``path``, and open it for writing.
 
-        ``roots``, ``eta``, ``p``, ``on_violation`` and ``seed`` are those of
-        :meth:`SobolevIndex.create`, for the first shard, which chooses the
-        roots and builds the shortest-path trees; the others are made with
-        :meth:`SobolevIndex.create_like` from it, so every shard holds the
-        same graph file to the byte (trees copied, not rebuilt: where
-        shortest paths tie, every shard breaks the ties as the first did,
-        whatever the seed). ``client`` and ``task_timeout``: see :meth:`open`.
+        The first shard chooses the roots and builds the shortest-path
+        trees; the others are made with
+        :meth:`SobolevIndex.create_like <sobolev_index.SobolevIndex.create_like>`
+        from it, so every shard holds the same graph file to the byte
+        (trees copied, not rebuilt: where shortest paths tie, every shard
+        breaks the ties as the first did, whatever the seed). The index is
+        built beside ``path`` and renamed into place.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A directory that does not exist yet, or an empty one.
+        graph : Graph
+            The graph whose nodes the measures put their mass on.
+        roots : None, int or sequence of int, optional
+            As for :meth:`SobolevIndex.create <sobolev_index.SobolevIndex.create>`:
+            None (the default) one central root, an int n that many random
+            roots, a list the root nodes.
+        eta : array-like of float, optional
+            The roots' weights, as for ``SobolevIndex.create``; None (the
+            default) weighs them equally.
+        p : float or "inf", default 1
+            The default p of :meth:`search`, in [1, inf].
+        shards : int, default 2
+            The number of shards, >= 1.
+        on_violation : {"raise", "perturb"}, default "raise"
+            As for ``SobolevIndex.create``.
+        seed : int, default 0
+            As for ``SobolevIndex.create``.
+        client : dask.distributed.Client, optional
+            See :meth:`open`; None (the default) opens the shards in this
+            process.
+        task_timeout : float, default 600
+            See :meth:`open`.
+
+        Returns
+        -------
+        ShardedIndex
+            The new, empty index, open for writing.
+
+        Raises
+        ------
+        TypeError
+            If ``graph`` is not a :class:`~sobolev_index.Graph`.
+        ValueError
+            If ``shards`` is not an integer >= 1, ``task_timeout`` is not a
+            finite number > 0, or ``roots``, ``eta`` or ``p`` is not valid.
+        FileExistsError
+            If ``path`` exists and is not an empty directory.
+        AssumptionError
+            If the roots cannot satisfy Assumption 2.1 and ``on_violation``
+            is ``"raise"``.
         """
         if not isinstance(graph, Graph):
             raise TypeError(f"graph is {type(graph).__name__}; expected a sobolev_index.Graph")
@@ -150,14 +311,48 @@ class ShardedIndex(IndexBase):
     @classmethod
     def create_like(cls, path, source, shards=2, client=None,
                     task_timeout=tasks.TASK_SECONDS):
-        """Create an empty sharded index of ``shards`` shards at ``path`` with
-        the graph, shortest-path trees, roots, eta and p of ``source`` (an
-        open :class:`SobolevIndex`, or the path of one), and open it for
-        writing. Every shard is made with :meth:`SobolevIndex.create_like`:
+        """Create an empty sharded index at ``path`` like ``source``, and open it for writing.
+
+        The new index has the graph, shortest-path trees, roots, eta and p
+        of ``source``. Every shard is made with
+        :meth:`SobolevIndex.create_like <sobolev_index.SobolevIndex.create_like>`:
         its graph file is the source's, to the byte, so searches give the
         source's distances exactly. The catalog's other meta values (text
-        settings, recipe) are not copied; :func:`shard_index` copies them
-        with the documents."""
+        settings, recipe) are not copied;
+        :func:`~sobolev_index.shard_index` copies them with the documents.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A directory that does not exist yet, or an empty one.
+        source : SobolevIndex, str or os.PathLike
+            An open :class:`~sobolev_index.SobolevIndex`, or the path of
+            one (opened for reading meanwhile).
+        shards : int, default 2
+            The number of shards, >= 1.
+        client : dask.distributed.Client, optional
+            See :meth:`open`; None (the default) opens the shards in this
+            process.
+        task_timeout : float, default 600
+            See :meth:`open`.
+
+        Returns
+        -------
+        ShardedIndex
+            The new, empty index, open for writing.
+
+        Raises
+        ------
+        TypeError
+            If ``source`` is neither a SobolevIndex nor a path.
+        NotAnIndexError
+            If ``source`` is a path that is not an index.
+        ValueError
+            If ``shards`` is not an integer >= 1, or ``task_timeout`` is not
+            a finite number > 0.
+        FileExistsError
+            If ``path`` exists and is not an empty directory.
+        """
         if isinstance(source, SobolevIndex):
             return cls._create(path, shards, lambda p: SobolevIndex.create_like(p, source),
                                client, task_timeout)
@@ -201,30 +396,66 @@ class ShardedIndex(IndexBase):
     def open(cls, path, mode="r", client=None, timeout=None, task_timeout=tasks.TASK_SECONDS):
         """Open a sharded index for reading (``"r"``) or writing (``"a"``).
 
-        ``client``: None opens the shards in this process; a
-        ``dask.distributed.Client`` opens each shard inside a task on one of
-        its workers (``shard-{i}-{version}``, movable to another worker if
-        that one dies), and runs searches and writes as tasks there. A
-        writer holds ``write.lock`` of the sharded index (waiting up to
-        ``timeout`` seconds) and, on the workers, each shard's.
+        Every shard is opened, and its graph, roots and eta are checked
+        against the manifest's.
 
-        ``task_timeout`` (seconds, default 600; only on Dask): how long one
-        operation (opening, a search, a write, ``len``, ...) waits for the
-        shards' tasks. Workers that die are replaced by Dask (a nanny
-        restarts them, or new ones join): the shards are opened again on
-        them and the tasks run again, so a search still returns the exact
-        answer if that happens in time. Past the bound, the tasks not
-        answered are cancelled and the call raises :class:`ShardError`
-        naming the shards (``shards``) and why: no workers left, workers
-        that died and were not replaced in time, or tasks still running. A
-        write that got no answer from some shards then asks them what they
-        committed, within another ``task_timeout``, and raises
-        :class:`ShardedWriteError` (see :meth:`add`). The default is far
-        above the time of any batch on a working cluster, and finite.
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The sharded index's directory (the one with ``manifest.json``).
+        mode : {"r", "a"}, default "r"
+            ``"r"``: a reader; each shard works from the snapshot committed
+            when it opened (see :meth:`refresh`). ``"a"``: the writer, which
+            holds ``write.lock`` of the sharded index and, in this process
+            or on the workers, each shard's.
+        client : dask.distributed.Client, optional
+            None (the default) opens the shards in this process and searches
+            them on threads; a client opens each shard inside a task on one
+            of its workers (``shard-{i}-{version}``, movable to another
+            worker if that one dies), and runs searches and writes as tasks
+            there.
+        timeout : float, optional
+            How many seconds a writer waits for the sharded index's lock;
+            None (the default) does not wait.
+        task_timeout : float, default 600
+            Only on Dask: how many seconds one operation (opening, a search,
+            a write, ``len``, ...) waits for the shards' tasks; a finite
+            number > 0. Workers that die are replaced by Dask (a nanny
+            restarts them, or new ones join): the shards are opened again
+            on them and the tasks run again, so a search still returns the
+            exact answer if that happens in time. Past the bound, the tasks
+            not answered are cancelled and the call raises
+            :class:`ShardError` naming the shards (``shards``) and why: no
+            workers left, workers that died and were not replaced in time,
+            or tasks still running. A write that got no answer from some
+            shards then asks them what they committed, within another
+            ``task_timeout``, and raises :class:`ShardedWriteError` (see
+            :meth:`add`). The default is far above the time of any batch on
+            a working cluster, and finite.
 
-        Raises :class:`ShardError` naming the first shard that cannot be
-        opened (or did not open in time), or whose graph, roots or eta
-        differ from the manifest's.
+        Returns
+        -------
+        ShardedIndex
+            The open index, also a context manager that closes it.
+
+        Raises
+        ------
+        ValueError
+            If ``mode`` is not ``"r"`` or ``"a"``, or ``task_timeout`` is not
+            a finite number > 0.
+        NotAnIndexError
+            If ``path`` is not a directory with the manifest of a sharded
+            index.
+        CorruptIndexError
+            If the manifest cannot be read.
+        UnsupportedFormatError
+            If the manifest's format is one this release cannot read.
+        IndexLockedError
+            If ``mode`` is ``"a"`` and another writer holds the lock.
+        ShardError
+            Naming the first shard that cannot be opened (or did not open
+            in time), or whose graph, roots or eta differ from the
+            manifest's.
         """
         if mode not in ("r", "a"):
             raise ValueError(f"mode is {mode!r}; expected 'r' (read) or 'a' (append/write)")
@@ -285,16 +516,47 @@ class ShardedIndex(IndexBase):
 
     @property
     def shards(self):
-        """The number of shards."""
+        """int: The number of shards."""
         return len(self.shard_paths)
 
     def shard_of(self, key):
-        """The shard number that holds (or would hold) ``key``."""
+        """The number of the shard that holds (or would hold) ``key``.
+
+        The shard is the one the key's stable hash names
+        (``manifest.route``), so that each shard's own duplicate check keeps
+        keys unique across shards.
+
+        Parameters
+        ----------
+        key : str
+            Any key, live or not.
+
+        Returns
+        -------
+        int
+            The shard number, in 0..shards - 1.
+
+        Raises
+        ------
+        TypeError
+            If ``key`` is not a str.
+        """
         check_str_keys([key])
         return route(key, self.shards)
 
     def refresh(self):
-        """Move every shard to its latest commit (readers)."""
+        """Move every shard of a reader to its latest commit.
+
+        :attr:`next_id` follows: one above the largest id any shard has
+        given now.
+
+        Raises
+        ------
+        ShardError
+            If a shard does not answer in time (on Dask).
+        SobolevIndexError
+            If the index is closed.
+        """
         self._check_open()
         with self._placement.bounded():
             self._raise_failed(self._placement.map(tasks.refresh, self._every_shard()),
@@ -336,7 +598,6 @@ class ShardedIndex(IndexBase):
             self._placement.run(route(key, self.shards), tasks.contains, key))
 
     def existing_keys(self, keys):
-        """The set of those of ``keys`` that are live documents."""
         self._check_open()
         if isinstance(keys, str) or not hasattr(keys, "__iter__"):
             raise TypeError(f"keys is {keys!r:.60}; expected a list of keys")
@@ -348,8 +609,6 @@ class ShardedIndex(IndexBase):
         return set().union(*found.values()) if found else set()
 
     def ids_and_keys(self):
-        """(ids, keys) of the live documents of every shard in id order (see
-        :meth:`SobolevIndex.ids_and_keys`)."""
         self._check_open()
         per_shard = self._raise_failed(
             self._placement.map(tasks.call, self._every_shard("ids_and_keys")), "keys")
@@ -360,14 +619,15 @@ class ShardedIndex(IndexBase):
 
     @property
     def next_id(self):
-        """The id the next document added gets: one above the largest id
-        any shard has given (as it was when a reader opened)."""
+        """int: The id the next document added gets, unless told otherwise.
+
+        It is one above the largest id any shard has given (as it was when
+        a reader opened or last refreshed).
+        """
         self._check_open()
         return self._next_id
 
     def reserve_ids(self, next_id):
-        """Make :attr:`next_id` at least ``next_id``, committed in every
-        shard (see :meth:`SobolevIndex.reserve_ids`)."""
         self._check_writable()
         results = self._placement.map(
             tasks.call, self._every_shard("reserve_ids", next_id), pinned=True)
@@ -377,9 +637,6 @@ class ShardedIndex(IndexBase):
         self._raise_failed(results, "reserve_ids")
 
     def get(self, key):
-        """The stored measure and metadata of ``key`` (see
-        :meth:`SobolevIndex.get`), with ``shard``, the shard that holds it
-        (``id`` is the document's global id)."""
         self._check_open()
         i = self.shard_of(key)
         doc = self._placement.run(i, tasks.call, "get", key)
@@ -387,10 +644,24 @@ class ShardedIndex(IndexBase):
         return doc
 
     def info(self):
-        """Counts and sizes summed over the shards (documents, deleted,
-        segments, bytes), the shared graph, roots, eta and p, and
-        ``shards``: each shard's path, documents, deleted, segments and
-        bytes."""
+        """Counts and sizes summed over the shards, and each shard's.
+
+        Returns
+        -------
+        dict
+            ``path`` (absolute); ``documents``, ``deleted``, ``segments``
+            and ``bytes`` (the manifest's included), summed over the
+            shards; the shared ``nodes``, ``edges``, ``roots``, ``eta``,
+            ``p`` and ``graph``; the manifest's ``format_version``,
+            ``created_at`` and ``routing``; and ``shards``, a list of each
+            shard's ``shard``, ``path``, ``documents``, ``deleted``,
+            ``segments`` and ``bytes``.
+
+        Raises
+        ------
+        SobolevIndexError
+            If the index is closed.
+        """
         self._check_open()
         infos = self._raise_failed(
             self._placement.map(tasks.call, self._every_shard("info")), "info")
@@ -418,24 +689,114 @@ class ShardedIndex(IndexBase):
 
     # --------------------------------------------------------------- writing
     def add(self, measures, keys=None, labels=None, fields=None, ids=None):
-        """Add a batch of measures; returns their keys.
+        """Add a batch of measures to the shards their keys route to.
 
         The batch is validated in full first (measures, keys, labels,
         fields, ids, keys already in the index): bad input raises before
         any shard writes. Each document takes the next global id (or its
-        one of ``ids``, as for :meth:`SobolevIndex.add`), and each shard
-        commits its part, ids included, in one transaction, durably, as
-        :meth:`SobolevIndex.add` does. **The batch is not atomic across
-        shards**: if some parts fail, the others stay committed and
-        :class:`ShardedWriteError` lists the committed keys (the ids of the
-        others are not used again). Without ``keys``, keys are ``doc-N``
-        with N the document's id, as a single index names them.
+        one of ``ids``, as for :meth:`SobolevIndex.add
+        <sobolev_index.SobolevIndex.add>`), and each shard commits its
+        part, ids included, in one transaction, durably, as a single index
+        does. **The batch is not atomic across shards**: if some parts
+        fail, the others stay committed and :class:`ShardedWriteError`
+        lists the committed keys (the ids of the others are not used
+        again).
+
+        Parameters
+        ----------
+        measures : sequence of (nodes, masses), ndarray or sparse matrix
+            The documents' measures, as for
+            :meth:`IndexBase.add <sobolev_index.IndexBase.add>`: ``(nodes,
+            masses)`` pairs (``masses=None``: equal masses), or an
+            n x n_nodes array or SciPy sparse matrix of node masses.
+        keys : list of str, optional
+            One non-empty key per measure, none twice. None (the default)
+            names each document ``doc-N``, N its id, as a single index
+            names them.
+        labels : list of str or None, optional
+            One label per measure (an entry may be None); None (the
+            default) labels none.
+        fields : list of dict or None, optional
+            One dict of JSON metadata per measure (an entry may be None);
+            None (the default) stores none.
+        ids : sequence of int, optional
+            The documents' global ids: strictly increasing integers, the
+            first at least :attr:`next_id`. None (the default) gives the
+            next ids in turn.
+
+        Returns
+        -------
+        list of str
+            The documents' keys, in the order of ``measures``.
+
+        Raises
+        ------
+        DuplicateKeyError
+            If a key is live already (use :meth:`upsert` to replace it), or
+            given twice in the batch; nothing is written.
+        InvalidMeasureError
+            If a measure is not valid; nothing is written.
+        ValueError
+            If ``keys``, ``labels``, ``fields`` or ``ids`` do not have one
+            valid entry per measure; nothing is written.
+        TypeError
+            If ``measures`` is not one of the forms above, or ``keys`` or
+            ``labels`` is a single str; nothing is written.
+        ShardedWriteError
+            If the parts of some shards failed; ``committed`` lists the
+            keys that were written.
+        SobolevIndexError
+            If the index is closed or open for reading.
         """
         return self._write(measures, keys, labels, fields, upsert=False, ids=ids)
 
     def upsert(self, measures, keys, labels=None, fields=None, ids=None):
-        """Add measures, replacing live documents with the same keys (in the
-        shard that holds each key). Not atomic across shards: see :meth:`add`."""
+        """Add measures, replacing the live documents with the same keys.
+
+        Each key is replaced in the shard that holds it, and the new
+        version takes a new id. Not atomic across shards: see :meth:`add`.
+
+        Parameters
+        ----------
+        measures : sequence of (nodes, masses), ndarray or sparse matrix
+            The documents' measures, as for
+            :meth:`IndexBase.add <sobolev_index.IndexBase.add>`: ``(nodes,
+            masses)`` pairs (``masses=None``: equal masses), or an
+            n x n_nodes array or SciPy sparse matrix of node masses.
+        keys : list of str, optional
+            One non-empty key per measure, none twice. Required: the
+            documents to replace are found by key.
+        labels : list of str or None, optional
+            One label per measure (an entry may be None); None (the
+            default) labels none.
+        fields : list of dict or None, optional
+            One dict of JSON metadata per measure (an entry may be None);
+            None (the default) stores none.
+        ids : sequence of int, optional
+            The documents' global ids: strictly increasing integers, the
+            first at least :attr:`next_id`. None (the default) gives the
+            next ids in turn.
+
+        Returns
+        -------
+        list of str
+            The documents' keys, in the order of ``measures``.
+
+        Raises
+        ------
+        ValueError
+            If ``keys`` is None, or ``keys``, ``labels``, ``fields`` or
+            ``ids`` do not have one valid entry per measure.
+        DuplicateKeyError
+            If a key is given twice in the batch.
+        InvalidMeasureError
+            If a measure is not valid.
+        ShardedWriteError
+            If the parts of some shards failed; ``committed`` lists the
+            keys that were written.
+        SobolevIndexError
+            If the index is closed or open for reading.
+        """
         if keys is None:
             raise ValueError("upsert needs keys: the documents to replace are found by key")
         return self._write(measures, keys, labels, fields, upsert=True, ids=ids)
@@ -496,11 +857,35 @@ class ShardedIndex(IndexBase):
         return keys, batch, labels, ids, parts, results
 
     def delete(self, keys):
-        """Delete documents by key; returns the count. Every key is looked up
-        first (one missing: nothing is deleted); then each shard deletes its
-        keys in its own transaction, so, as for :meth:`add`, a failure in
-        some shards raises :class:`ShardedWriteError` listing the keys that
-        were deleted."""
+        """Delete documents by key.
+
+        Every key is looked up first (one missing: nothing is deleted);
+        then each shard deletes its keys in its own transaction, so, as for
+        :meth:`add`, a failure in some shards raises
+        :class:`ShardedWriteError` listing the keys that were deleted.
+
+        Parameters
+        ----------
+        keys : str or iterable of str
+            A key, or a list of keys, of live documents.
+
+        Returns
+        -------
+        int
+            The number of documents deleted (a key given twice counts once).
+
+        Raises
+        ------
+        KeyNotFoundError
+            If a key is not a live document; nothing was deleted.
+        TypeError
+            If ``keys`` is not a str or an iterable of str.
+        ShardedWriteError
+            If some shards failed; ``committed`` lists the keys that were
+            deleted.
+        SobolevIndexError
+            If the index is closed or open for reading.
+        """
         self._check_writable()
         keys = keys_to_delete(keys)
         live = self.existing_keys(keys)
@@ -523,15 +908,36 @@ class ShardedIndex(IndexBase):
 
     @classmethod
     def upgrade(cls, path, timeout=None):
-        """Rewrite every shard that an older release wrote in this release's
-        format (:meth:`SobolevIndex.upgrade` on each, in this process, one
-        after the other), holding the sharded index's writer lock (waiting
-        up to ``timeout`` seconds, and as long for each shard's). Keys, ids
+        """Rewrite every shard that an older release wrote in this release's format.
+
+        Each shard is upgraded with :meth:`SobolevIndex.upgrade
+        <sobolev_index.SobolevIndex.upgrade>`, in this process, one after
+        the other, while the sharded index's writer lock is held. Keys, ids
         and the manifest are unchanged. Interrupted, it leaves every shard
         readable and the ones already rewritten writable; running it again
-        finishes the job. Returns ``{"path", "from_version" (the oldest
-        shard's), "to_version", "segments_rewritten", "documents" (over all
-        shards), "shards"}``.
+        finishes the job.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The sharded index's directory; it must not be open for writing.
+        timeout : float, optional
+            How many seconds to wait for the sharded index's writer lock,
+            and as long for each shard's; None (the default) does not wait.
+
+        Returns
+        -------
+        dict
+            ``path`` (absolute), ``from_version`` (the oldest shard's),
+            ``to_version``, ``segments_rewritten`` and ``documents`` (over
+            all shards) and ``shards`` (their number).
+
+        Raises
+        ------
+        NotAnIndexError
+            If ``path`` is not a sharded index.
+        IndexLockedError
+            If another writer holds a lock.
         """
         path = os.fspath(path)
         manifest = read_manifest(path)
@@ -548,20 +954,58 @@ class ShardedIndex(IndexBase):
                 "documents": sum(r["documents"] for r in reports), "shards": len(reports)}
 
     def compact(self):
-        """Compact every shard (see :meth:`SobolevIndex.compact`)."""
+        """Compact every shard.
+
+        Each shard drops its deleted documents and merges its segments, as
+        :meth:`SobolevIndex.compact <sobolev_index.SobolevIndex.compact>`
+        does.
+
+        Raises
+        ------
+        SobolevIndexError
+            If the index is closed or open for reading.
+        """
         self._check_writable()
         self._raise_failed(self._placement.map(tasks.call, self._every_shard("compact"),
                                                pinned=True), "compact")
 
     def verify(self, repair=False, sample=None, seed=0):
-        """Verify every shard (see :meth:`SobolevIndex.verify`), their
-        agreement with the manifest, and the sharded index's own
-        invariants: every live key is in the shard its hash routes it to,
-        and no document id is in two shards (both break only when a shard
-        is written to directly, or a shard directory is replaced by a copy
-        of another). Returns ``{"ok", "problems", "documents",
-        "deleted", "segments", "shards"}``: the problems of all shards,
-        each prefixed with its shard, and each shard's own report."""
+        """Verify every shard, their agreement with the manifest, and the sharded invariants.
+
+        Each shard is checked as :meth:`SobolevIndex.verify
+        <sobolev_index.SobolevIndex.verify>` checks it. The sharded index's
+        own invariants are that every live key is in the shard its hash
+        routes it to, and that no document id is in two shards (both break
+        only when a shard is written to directly, or a shard directory is
+        replaced by a copy of another). Problems are reported, not raised;
+        a shard whose verify raised is reported so.
+
+        Parameters
+        ----------
+        repair : bool, default False
+            Repair each shard as ``SobolevIndex.verify`` does (writers
+            only: on a reader each shard's refusal is reported as a
+            problem, not raised).
+        sample : int, optional
+            Rows per segment each shard checks; None (the default) means
+            ``SobolevIndex.verify``'s default. A value a shard refuses is
+            reported as a problem of each shard, not raised.
+        seed : int, default 0
+            Seed of the choice of those rows.
+
+        Returns
+        -------
+        dict
+            ``ok``; ``problems``, the problems of all shards, each prefixed
+            with its shard; ``documents``, ``deleted`` and ``segments``,
+            summed over the shards (None if a shard could not tell); and
+            ``shards``, each shard's own report.
+
+        Raises
+        ------
+        SobolevIndexError
+            If the index is closed.
+        """
         self._check_open()
         kwargs = {"repair": repair, "seed": seed}
         if sample is not None:
@@ -601,35 +1045,6 @@ class ShardedIndex(IndexBase):
     # ---------------------------------------------------------------- search
     def search(self, queries, k=None, p=None, roots=None, where=None, n_threads=None,
                radius=None, limit=None, stats=False, candidates=None, candidate_roots=None):
-        """Exact k nearest neighbours under S_p over every shard, or every
-        document within a radius: the arguments and the
-        :class:`SearchResult` of :meth:`SobolevIndex.search`, and the same
-        answer as a single index holding the same documents.
-
-        Each shard finds its own top ``k`` (or its documents within
-        ``radius``, up to ``limit``), and the client merges them: by
-        distance, ties by document id (ids are global and rise in the order
-        the documents were added, the order a single index given the same
-        calls keeps), so a shard's top k always holds every document of the
-        merged top k. For the k nearest, the shards in one place (this
-        process, or one Dask worker) are searched one after another, each
-        within the k-th distance the ones before it found, which prunes as
-        one index of their documents would (the answer is the same). A
-        stored key used as a query is searched as its stored measure,
-        exactly (the key's own shard sends it), and comes first among the
-        documents at distance 0 from it, as in a single index.
-        ``n_threads`` is per shard. ``stats`` sums the shards' counts; with
-        ``stats=True`` ``seconds`` holds the wall-clock time of the fan-out
-        (``search``), the ``merge`` and the ``total``.
-
-        With ``candidates`` (an approximate search, see
-        :meth:`SobolevIndex.search`) each shard takes its own
-        ``candidates`` and returns the k nearest of them: up to ``shards``
-        times as many candidates are ranked as in a single index, among
-        them the ``candidates`` nearest of all, so no answer is farther
-        than a single index's. A query's answer is ``certified`` when every
-        shard's is.
-        """
         self._check_open()
         with self._placement.bounded():
             return self._search(queries, k, p, roots, where, n_threads, radius, limit, stats,
@@ -754,14 +1169,49 @@ class ShardedIndex(IndexBase):
     # ------------------------------------------------------- Gram matrices
     def distance_matrix(self, keys=None, p=None, roots=None, t=None, power=False,
                         chunk=GRAM_CHUNK):
-        """The matrix of S_p between stored documents (or the kernel
-        exp(-t d) with ``t``; ``power=True`` uses d = sum_r eta_r S_p^p), as
-        a lazy ``dask.array`` of ``chunk`` x ``chunk`` blocks, for a matrix
+        """The matrix of S_p between stored documents, as a lazy Dask array.
+
+        The array is made of ``chunk`` x ``chunk`` blocks, for a matrix
         larger than memory: write it with ``to_zarr`` (or
-        :meth:`write_distance_matrix`). ``keys``: the documents, in order
-        (default every live document in insertion order). Returns (array,
-        keys). The same values as :func:`pairwise_sobolev` of the
-        documents' features, exactly symmetric with a zero diagonal."""
+        :meth:`write_distance_matrix`). It holds the same values as
+        :func:`~sobolev_index.pairwise_sobolev` of the documents' features,
+        exactly symmetric with a zero diagonal.
+
+        Parameters
+        ----------
+        keys : str or list of str, optional
+            The documents, in order; None (the default) means every live
+            document in insertion order.
+        p : float or "inf", optional
+            The order of S_p; None (the default) means the index's :attr:`p`.
+        roots : int or sequence of int, optional
+            Positions into :attr:`roots` of the roots to slice over, their
+            eta renormalised; None (the default) uses all.
+        t : float, optional
+            Give the kernel exp(-t d) instead of the distances d; None (the
+            default) gives the distances.
+        power : bool, default False
+            Use d = sum_r eta_r S_p^p; needs a finite p.
+        chunk : int, default 4096
+            Rows and columns of a block.
+
+        Returns
+        -------
+        array : dask.array.Array of shape (n, n), float64
+            The matrix, not computed yet.
+        keys : list of str
+            The rows' (and columns') keys.
+
+        Raises
+        ------
+        KeyNotFoundError
+            If a key is not live.
+        ValueError
+            If no documents are chosen, ``power=True`` with p = inf, or
+            ``chunk``, ``p`` or ``roots`` is not valid.
+        SobolevIndexError
+            If the index is closed.
+        """
         from .gram import distance_matrix
 
         self._check_open()
@@ -769,11 +1219,45 @@ class ShardedIndex(IndexBase):
 
     def write_distance_matrix(self, path, keys=None, p=None, roots=None, t=None, power=False,
                               chunk=GRAM_CHUNK):
-        """Compute :meth:`distance_matrix` (on the Dask client if the index
-        has one, else on local threads) into a new Zarr array at ``path``;
-        its attributes hold ``keys`` (the row and column order), ``p``,
-        ``roots``, ``t`` and ``power``. Returns ``{"path", "shape",
-        "chunks"}``."""
+        """Compute :meth:`distance_matrix` into a new Zarr array at ``path``.
+
+        It is computed on the Dask client if the index has one, else on
+        local threads. The array's attributes hold ``keys`` (the row and
+        column order), ``p``, ``roots``, ``t`` and ``power``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Where to write the Zarr array; nothing may be there yet.
+        keys : str or list of str, optional
+            As for :meth:`distance_matrix`.
+        p : float or "inf", optional
+            As for :meth:`distance_matrix`.
+        roots : int or sequence of int, optional
+            As for :meth:`distance_matrix`.
+        t : float, optional
+            As for :meth:`distance_matrix`.
+        power : bool, default False
+            As for :meth:`distance_matrix`.
+        chunk : int, default 4096
+            As for :meth:`distance_matrix`; also the Zarr chunks.
+
+        Returns
+        -------
+        dict
+            ``path`` (absolute), ``shape`` and ``chunks``.
+
+        Raises
+        ------
+        FileExistsError
+            If ``path`` exists.
+        KeyNotFoundError
+            If a key is not live.
+        ValueError
+            As for :meth:`distance_matrix`.
+        SobolevIndexError
+            If the index is closed.
+        """
         from .gram import write_distance_matrix
 
         return write_distance_matrix(self, path, keys, p, roots, t, power, chunk)

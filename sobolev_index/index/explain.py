@@ -38,51 +38,94 @@ _SQL_CHUNK = 500
 class Explanation:
     """What :meth:`SobolevIndex.explain` found: which subtrees carry S_p(a, b).
 
-    ``distance`` is S_p(a, b) (sliced over the roots used), ``p`` the order.
+    Made by :meth:`SobolevIndex.explain <sobolev_index.SobolevIndex.explain>`;
+    each parameter is kept as the attribute of the same name. A (root,
+    edge) pair's share is its part of the distance: with one root, its
+    term of S_p^p over S_p^p; over several roots, each root's part
+    ``eta_r S_p^(r)`` is split among its edges in proportion to their
+    terms; at p = inf the edge with a root's largest difference carries
+    that root's whole part (split equally among ties) and the other edges
+    a share of 0. The shares of all pairs sum to 1, and so do those of all
+    groups.
 
-    ``groups`` is what the command line, :meth:`plot` and the web pages
-    show: the ``top`` subtrees by decreasing share, one per child node v.
-    A group gathers every (root, edge) pair with a nonzero difference whose
-    edge is (v, parent_r(v)), the subtree below v in each root r's tree, so
-    that no node is listed twice however many roots are used. Each group
-    is a dict: ``edge`` (v), ``share`` (the sum of its pairs' shares; the
-    shares of all groups sum to 1), ``roots`` (the root positions of its
-    pairs, the largest share first), ``parts`` (its pairs, in that order,
-    as the dicts of ``edges`` below), and for display the ``root``,
-    ``root_node``, ``parent``, ``length``, ``mass_a`` and ``mass_b`` of
-    its largest pair, ``parts[0]``, and so are its ``nodes_a``/``nodes_b``,
-    ``words_a``/``words_b`` and ``coords`` (the subtree below v differs from
-    root to root, and so do the masses and words in it: a row shows one
-    tree's, and ``parts`` lists every tree's). With one root each group is exactly one
-    pair, with the same share and in the same order as in ``edges``.
-    Groups are ordered by share, then by the sum over their pairs of eta
-    times the difference (which orders the groups of share 0 at p = inf),
-    then by node. ``n_groups`` counts the nodes v with a nonzero difference
-    in some root: ``groups`` holds min(top, n_groups) of them.
+    Parameters
+    ----------
+    a : str or None
+        The first item: its key when a stored key was given, None for a
+        measure given directly.
+    b : str or None
+        The second item, as ``a``.
+    p : float
+        The order of S_p.
+    distance : float
+        S_p(a, b), sliced over the roots used.
+    roots : list of dict
+        One dict per root used: ``position``, ``node``, ``eta``
+        (renormalised over the roots used), ``distance`` (S_p of that
+        root), ``share`` (eta times that over the distance; None at
+        distance 0) and ``edges`` (how many of its edges have a nonzero
+        difference).
+    edges : list of dict
+        The ``top`` (root, edge) pairs themselves by decreasing share (for
+        programs that want one root's tree at a time), each a dict:
+        ``root`` (position into the index's roots), ``root_node``, ``edge``
+        (the child node v naming the edge (v, parent)), ``parent``,
+        ``length`` (w_v), ``mass_a`` and ``mass_b`` (the two measures'
+        masses in the subtree below the edge), ``term`` (``w_v |mass_a -
+        mass_b|^p``, the edge's term of its root's S_p^p; at p = inf the
+        difference ``|mass_a - mass_b|``), ``share`` (of the distance),
+        ``nodes_a``/``nodes_b`` (the measure's nodes in the subtree with
+        most mass, ``[{"node", "mass"}]``), ``words_a``/``words_b`` (for a
+        text index, the words of those nodes, ``[{"word", "node",
+        "mass"}]``, by the measure's mass on their node; None for other
+        indexes) and, for an index whose graph has node coordinates and no
+        words (a point index), ``coords`` (``{"edge": coordinates of v,
+        "parent": of its parent}``).
+    n_edges : int
+        How many (root, edge) pairs have a nonzero difference over all
+        roots: ``edges`` holds min(top, n_edges) of them.
+    groups : list of dict
+        What the command line, :meth:`plot` and the web pages show: the
+        ``top`` subtrees by decreasing share, one per child node v. A group
+        gathers every (root, edge) pair with a nonzero difference whose
+        edge is (v, parent_r(v)), the subtree below v in each root r's
+        tree, so that no node is listed twice however many roots are used.
+        Each group is a dict: ``edge`` (v), ``share`` (the sum of its
+        pairs' shares; the shares of all groups sum to 1), ``roots`` (the
+        root positions of its pairs, the largest share first), ``parts``
+        (its pairs, in that order, as the dicts of ``edges``), and for
+        display the ``root``, ``root_node``, ``parent``, ``length``,
+        ``mass_a`` and ``mass_b`` of its largest pair, ``parts[0]``, and so
+        are its ``nodes_a``/``nodes_b``, ``words_a``/``words_b`` and
+        ``coords`` (the subtree below v differs from root to root, and so
+        do the masses and words in it: a row shows one tree's, and
+        ``parts`` lists every tree's). With one root each group is exactly
+        one pair, with the same share and in the same order as in
+        ``edges``. Groups are ordered by share, then by the sum over their
+        pairs of eta times the difference (which orders the groups of share
+        0 at p = inf), then by node.
+    n_groups : int
+        How many nodes v have a nonzero difference in some root:
+        ``groups`` holds min(top, n_groups) of them.
 
-    ``edges`` lists the ``top`` (root, edge) pairs themselves by decreasing
-    share (for programs that want one root's tree at a time), each a dict:
-    ``root`` (position into the index's roots), ``root_node``, ``edge``
-    (the child node v naming the edge (v, parent)), ``parent``, ``length``
-    (w_v), ``mass_a`` and ``mass_b`` (the two measures' masses in the
-    subtree below the edge), ``term`` (w_v |mass_a - mass_b|^p, the edge's
-    term of its root's S_p^p; at p = inf the difference |mass_a - mass_b|),
-    ``share`` (of the distance; see the module docstring),
-    ``nodes_a``/``nodes_b`` (the measure's nodes in the subtree with most
-    mass, ``[{"node", "mass"}]``), ``words_a``/``words_b`` (for a text
-    index, the words of those nodes, ``[{"word", "node", "mass"}]``, by the
-    measure's mass on their node; None for other indexes) and, for an index
-    whose graph has node coordinates and no words (a point index),
-    ``coords`` (``{"edge": coordinates of v, "parent": of its parent}``).
-    ``n_edges`` counts the (root, edge) pairs with a nonzero difference over
-    all roots: ``edges`` holds min(top, n_edges) of them.
+    Notes
+    -----
+    At distance 0 (equal measures) no subtree carries anything and
+    ``groups`` and ``edges`` are empty.
 
-    ``roots`` has one dict per root used: ``position``, ``node``, ``eta``
-    (renormalised over the roots used), ``distance`` (S_p of that root),
-    ``share`` (eta times that over the distance; None at distance 0) and
-    ``edges`` (how many of its edges have a nonzero difference). At
-    distance 0 (equal measures) no subtree carries anything and ``groups``
-    and ``edges`` are empty.
+    Examples
+    --------
+    >>> from sobolev_index import Graph, SobolevIndex
+    >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+    >>> with SobolevIndex.create("explain-example.idx", graph, roots=[0]) as index:
+    ...     _ = index.add([([1], None), ([2], None)], keys=["a", "b"])
+    ...     explanation = index.explain("a", "b")
+    >>> explanation
+    Explanation(a='a', b='b', p=1.0, distance=3.5, groups=3 of 3, edges=3 of 3)
+    >>> [(g["edge"], g["parent"], round(g["share"], 4)) for g in explanation.groups]
+    [(2, 3, 0.4286), (1, 0, 0.2857), (3, 0, 0.2857)]
+    >>> explanation.groups[0]["nodes_b"]
+    [{'node': 2, 'mass': 1.0}]
     """
 
     def __init__(self, a, b, p, distance, roots, edges, n_edges, groups, n_groups):
@@ -108,26 +151,53 @@ class Explanation:
         return float(sum(group["share"] for group in self.groups))
 
     def to_dict(self):
-        """Everything as plain JSON-ready values (p = inf as "inf"): both the
-        groups and the (root, edge) pairs."""
+        """Everything as plain JSON-ready values: both the groups and the (root, edge) pairs.
+
+        Returns
+        -------
+        dict
+            ``a``, ``b``, ``p`` (p = inf as ``"inf"``), ``distance``,
+            ``n_groups``, ``n_edges``, ``shown_share``, ``roots``, ``groups``
+            and ``edges``, as the attributes hold them.
+        """
         return {"a": self.a, "b": self.b, "p": "inf" if math.isinf(self.p) else self.p,
                 "distance": self.distance, "n_groups": self.n_groups, "n_edges": self.n_edges,
                 "shown_share": self.shown_share, "roots": self.roots, "groups": self.groups,
                 "edges": self.edges}
 
     def plot(self, path=None, ax=None, label_words=3):
-        """A horizontal bar chart of the listed groups' shares (one bar per
-        subtree node, however many roots it spans), largest on top, each
-        bar labelled with its subtree's words (``label_words`` per side,
-        "A: ... | B: ... (node v)"), or its edge and root (or how many
-        roots it spans) for an index without words. Bars are coloured by
-        the measure with more mass in the subtree of the group's largest
-        pair.
+        """A horizontal bar chart of the listed groups' shares.
 
-        Draws on ``ax`` (a Matplotlib Axes) when given and returns it; else
-        on a figure of its own (not pyplot's), saved to ``path`` (its
-        extension names the format, as for ``Figure.savefig``), and returns
-        None. Needs Matplotlib: ``pip install "sobolev-index[plot]"``.
+        One bar per subtree node (however many roots it spans), largest on
+        top, each bar labelled with its subtree's words (``label_words`` per
+        side, ``"A: ... | B: ... (node v)"``), or its edge and root (or how
+        many roots it spans) for an index without words. Bars are coloured
+        by the measure with more mass in the subtree of the group's largest
+        pair. Needs Matplotlib: ``pip install "sobolev-index[plot]"``.
+
+        Parameters
+        ----------
+        path : str or path-like, optional
+            Where to save the chart when ``ax`` is not given; its extension
+            names the format, as for ``Figure.savefig``.
+        ax : matplotlib.axes.Axes, optional
+            An Axes to draw on. None (the default): a figure of its own
+            (not pyplot's), saved to ``path``.
+        label_words : int, default 3
+            How many words of each side a bar's label shows.
+
+        Returns
+        -------
+        matplotlib.axes.Axes or None
+            ``ax`` when it was given; else None (the chart is saved to
+            ``path``).
+
+        Raises
+        ------
+        ImportError
+            If Matplotlib is not installed.
+        ValueError
+            If neither ``path`` nor ``ax`` is given.
         """
         try:
             import matplotlib  # noqa: F401

@@ -16,41 +16,73 @@ COUNTS = ("segments", "rows", "bounded", "refined", "rows_read", "blocks", "bloc
 
 
 class SearchResult:
-    """Results of :meth:`SobolevIndex.search`.
+    """The answer of a search: the keys, distances and labels found for each query.
 
-    ``keys[i]`` lists the keys found for query i by ascending distance (ties to
-    the lower document id, which is the earlier document);
-    ``distances[i, j]`` is S_p to ``keys[i][j]``.
-    ``distances`` has min(k, N) columns for N live documents, and inf where
-    fewer documents qualified (under ``where``). ``labels`` mirrors ``keys``,
-    and so does ``ids``: the documents' ids (ints, as ``get(key)["id"]``
-    gives them; ids grow with insertion order). ``scores`` mirrors
-    ``distances``: the values the search ranks by, the p-th powers of the
-    distances for one root at a finite p other than 1 (up to p = 16; a
-    larger p scans and ranks by distance), else the distances themselves.
+    What :meth:`SobolevIndex.search <sobolev_index.SobolevIndex.search>` and
+    :meth:`ShardedIndex.search <sobolev_index.ShardedIndex.search>` return;
+    ``len(result)`` is the number of queries. Each parameter is kept as the
+    attribute of the same name.
+
+    Parameters
+    ----------
+    keys : list of list of str
+        ``keys[i]`` lists the keys found for query i by ascending distance
+        (ties to the lower document id, which is the earlier document).
+    distances : ndarray of shape (n_queries, width), float64, or list of ndarray
+        ``distances[i, j]`` is S_p to ``keys[i][j]``. For a k-NN search it
+        has min(k, N) columns for N live documents, and inf where fewer
+        documents qualified (under ``where``). For a radius search it is a
+        list of one 1-D array per query (``distances[i][j]`` is S_p to
+        ``keys[i][j]``).
+    labels : list of list
+        Mirrors ``keys``: the label of each document found (None for a
+        document without one).
+    p : float
+        The order of S_p.
+    stats : dict, optional
+        How much of the index the search read (see Notes). None (the
+        default): not given.
+    radius : float or ndarray, optional
+        For a radius search, the radius (a float, or with one radius per
+        query a float64 array of them). None (the default) for a k-NN
+        search.
+    truncated : list of bool, optional
+        ``truncated[i]`` says whether more documents than ``limit`` lay
+        within query i's radius (only the ``limit`` nearest are kept). None
+        (the default) means all False, as for a k-NN search.
+    ids : list of list of int, optional
+        Mirrors ``keys``: the documents' ids (ints, as ``get(key)["id"]``
+        gives them; ids grow with insertion order). None (the default) in a
+        result built without them.
+    scores : ndarray or list of ndarray, optional
+        Mirrors ``distances``: the values the search ranks by, the p-th
+        powers of the distances for one root at a finite p other than 1 (up
+        to p = 16; a larger p scans and ranks by distance), else the
+        distances themselves. None (the default) in a result built without
+        them.
+    certified : list of bool, optional
+        For an approximate search (``search(..., candidates=N)``),
+        ``certified[i]`` is True when query i's answer is provably the exact
+        one (up to ties): its candidates held every document in scope, or
+        the last of them was, on the roots it was found on alone, at least
+        as far as the k-th result. None (the default) without
+        ``candidates``.
+
+    See Also
+    --------
+    sobolev_index.SobolevIndex.search : The search that returns it.
+
+    Notes
+    -----
     Results are in (score, id) order, apart from a stored key used as a
     query, which comes first among the documents at distance 0 from it;
     that is (distance, id) order, except where two p-th powers one rounding
-    apart give the same distance. Merging the results of several
-    searches (of the shards of a sharded index) in the order one search
-    would give needs the scores and ids. ``ids`` and ``scores`` are None in
-    a result built without them.
+    apart give the same distance. Merging the results of several searches
+    (of the shards of a sharded index) in the order one search would give
+    needs the scores and ids.
 
-    An approximate search (``search(..., candidates=N)``) ranks its
-    candidates by their exact distance, so ``distances`` are S_p and
-    ``scores`` the same values; ``certified[i]`` is True when query i's
-    answer is provably the exact one (up to ties): its candidates held
-    every document in scope, or the last of them was, on the roots it was
-    found on alone, at least as far as the k-th result. Without
-    ``candidates`` it is None.
-
-    A radius search finds a different number of documents per query:
-    ``distances`` is then a list of one 1-D array per query
-    (``distances[i][j]`` is S_p to ``keys[i][j]``), ``radius`` the radius
-    (a float, or with one radius per query a float64 array of them) and
-    ``truncated[i]`` whether more documents than ``limit`` lay within
-    query i's radius (only the ``limit`` nearest are kept). For a k-NN
-    search ``radius`` is None and ``truncated`` all False.
+    An approximate search ranks its candidates by their exact distance, so
+    ``distances`` are S_p and ``scores`` the same values.
 
     ``stats`` says how much of the index the search read, summed over the
     queries: ``rows`` (the documents it could return, per query),
@@ -72,7 +104,28 @@ class SearchResult:
     the queries scanned together, as ``scoring``. ``stats["seconds"]`` is
     then the wall-clock time of the batch's phases: query ``features``,
     the ``search`` itself, looking up the ``names`` (keys and labels) of
-    the results, and the ``total``.
+    the results, and the ``total`` (for a sharded index: the ``search``,
+    the ``merge`` of the shards' answers, and the ``total``).
+
+    Examples
+    --------
+    >>> from sobolev_index import Graph, SobolevIndex
+    >>> graph = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3), (3, 0)], [1.0, 2.0, 1.5, 1.0])
+    >>> with SobolevIndex.create("result-example.idx", graph, roots=[0], p=2) as index:
+    ...     _ = index.add([([1], None), ([2], None), ([1, 3], [0.5, 0.5])],
+    ...                   keys=["a", "b", "c"], labels=["x", "y", "x"])
+    ...     result = index.search([([3], None)], k=2)
+    ...     found = index.search(["a", "b"], radius=1.0)
+    >>> result
+    SearchResult(queries=1, k=2, p=2.0)
+    >>> result.keys, result.labels, result.ids
+    ([['c', 'b']], [['x', 'y']], [[3, 2]])
+    >>> result.distances.round(4).tolist(), result.scores.round(4).tolist()
+    ([[0.7071, 1.2247]], [[0.5, 1.5]])
+    >>> found
+    SearchResult(queries=2, radius=1.0, found=3, p=2.0)
+    >>> found.keys, [d.round(4).tolist() for d in found.distances]
+    ([['a', 'c'], ['b']], [[0.0, 0.7071], [0.0]])
     """
 
     def __init__(self, keys, distances, labels, p, stats=None, radius=None, truncated=None, *,
@@ -99,7 +152,24 @@ class SearchResult:
         return f"SearchResult(queries={len(self.keys)}, k={self.distances.shape[1]}, p={self.p})"
 
     def to_records(self):
-        """One list of {"key", "distance", "label"} dicts per query."""
+        """The results as plain records, one list of dicts per query.
+
+        Returns
+        -------
+        list of list of dict
+            For each query, one ``{"key", "distance", "label"}`` dict per
+            document found, in the result's order; ``distance`` is a float.
+
+        Examples
+        --------
+        >>> from sobolev_index import Graph, SobolevIndex
+        >>> graph = Graph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.0])
+        >>> with SobolevIndex.create("records-example.idx", graph) as index:
+        ...     _ = index.add([([0], None), ([2], None)], keys=["a", "b"], labels=["x", None])
+        ...     result = index.search("a", k=2)
+        >>> result.to_records()
+        [[{'key': 'a', 'distance': 0.0, 'label': 'x'}, {'key': 'b', 'distance': 3.0, 'label': None}]]
+        """
         return [
             [{"key": key, "distance": float(self.distances[i][j]), "label": label}
              for j, (key, label) in enumerate(zip(keys, labels))]

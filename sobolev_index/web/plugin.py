@@ -346,8 +346,10 @@ def prepare_connection(conn, database, datasette):
     apply_limits(conn, sql_limits(settings["max_sql_value_bytes"]))
     allowed = ALLOWED_FUNCTIONS | DATASETTE_FUNCTIONS | settings["allow_sql_functions"]
     conn.set_authorizer(function_authorizer(allowed, guard.refused))
-    register_functions(served.index, _Locking(sqlite_utils.Database(conn, execute_plugins=False), served, guard),
-                       guard)
+    # execute_plugins=False: sqlite-utils plugins (ours among them) must not
+    # prepare Datasette's connection a second time.
+    wrapped = sqlite_utils.Database(conn, execute_plugins=False)
+    register_functions(served.index, _Locking(wrapped, served, guard), guard)
 
 
 class _Locking:
