@@ -74,10 +74,42 @@ COLUMN_ADVICE = ADVICE["columns"]
 
 @dataclass(frozen=True)
 class Columns:
-    """Which columns (CSV, TSV) or names (JSON Lines) hold a document's key,
-    text and label. None takes the default: ``key`` or else ``id``; ``text``;
-    ``label``. A name given must be there; a default that is missing means
-    no key (the index names the document) or no label."""
+    """Which columns (CSV, TSV) or names (JSON Lines) hold a document's key, text and label.
+
+    None takes the default: ``key`` or else ``id``; ``text``; ``label``. A
+    name given must be there; a default that is missing means no key (the
+    index names the document) or no label. The names are matched exactly,
+    or else (in a CSV or TSV header) but for case and the spaces around
+    them.
+
+    Parameters
+    ----------
+    key : str, False or None, default=None
+        The key's column; None is ``key``, or else ``id``. False: no key
+        column (the index names every document).
+    text : str or None, default=None
+        The text's column; None is ``text``.
+    label : str or None, default=None
+        The label's column; None is ``label``.
+
+    Raises
+    ------
+    ValueError
+        If a name is not a non-empty str, or two of them are the same.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.corpus import Columns
+    >>> columns = Columns(text="body")
+    >>> columns.text_name, columns.named, columns.given
+    ('body', ['body'], True)
+    >>> Columns().text_name, Columns().given
+    ('text', False)
+    >>> Columns(key="id", text="id")
+    Traceback (most recent call last):
+        ...
+    ValueError: the key, text and label columns are 'id', 'id' and None; expected three different columns
+    """
 
     key: str = None
     text: str = None
@@ -98,15 +130,17 @@ class Columns:
 
     @property
     def given(self):
+        """bool: Whether any column was named (or the key column turned off)."""
         return any(v is not None for v in (self.key, self.text, self.label))
 
     @property
     def named(self):
-        """The column names given (a header that has one of them is a header)."""
+        """list of str: The column names given (a header that has one of them is a header)."""
         return [v for v in (self.key, self.text, self.label) if isinstance(v, str)]
 
     @property
     def text_name(self):
+        """str: The name of the text's column, the one given or ``text``."""
         return self.text or "text"
 
 
@@ -467,29 +501,100 @@ def _check_columns_apply(fmt, name, columns):
 
 def read_corpus(source, format="auto", plain="text", encoding=DEFAULT_ENCODING, *,
                 key_column=None, text_column=None, label_column=None):
-    """Documents of a corpus file, directory or stream, one dict at a time:
-    ``{"key", "text", "label", "fields"}`` (key None: the index names it).
+    """Read the documents of a corpus file, directory or stream, one dict at a time.
 
-    ``source``: a path, ``"-"`` for stdin, or a list of them. ``format``:
-    one of :data:`CORPUS_FORMATS` (see the module's docstring); ``auto``
-    tells them apart by name, then by the first line, and reads plain text
-    as ``plain``: one document, or with ``plain="plain-lines"`` one per line
-    (as search queries are); a file read whole as one very long document
-    gets a warning that names the formats.
+    A document is ``{"key", "text", "label", "fields"}`` (key None: the
+    index names it). The formats are those of the module's docstring;
+    ``"auto"`` tells them apart by the file's name, then by its first line.
+    When ``id`` is the key it is not a field; when both ``key`` and ``id``
+    are there, ``key`` is the key and ``id`` a field.
 
-    ``key_column``, ``text_column`` and ``label_column`` name the columns
-    of a CSV or TSV file, or the names of a JSON Lines record, that hold
-    the key (default ``key``, or else ``id``; without either the index
-    names the documents), the text (default ``text``) and the label
-    (default ``label``); other columns are kept as fields. When ``id`` is
-    the key it is not a field; when both ``key`` and ``id`` are there,
-    ``key`` is the key and ``id`` a field.
+    Files and stdin are decoded from ``encoding``, a byte-order mark
+    dropped. Bytes that do not decode are a :class:`CorpusError` naming the
+    file, line and byte offset, and so is a NUL character (a binary file, or
+    UTF-16 read as UTF-8): nothing is replaced silently.
 
-    Files and stdin are decoded from ``encoding`` (any Python text codec;
-    UTF-8 by default), a byte-order mark dropped. Bytes that do not decode
-    are a :class:`CorpusError` naming the file, line and byte offset, and so
-    is a NUL character (a binary file, or UTF-16 read as UTF-8): nothing is
-    replaced silently.
+    This is a generator: nothing is checked or read, not even the options,
+    until the first document is asked for.
+
+    Parameters
+    ----------
+    source : str, path-like, or list or tuple of them
+        A corpus file or directory, ``"-"`` for standard input, or a list of
+        them, read in order.
+    format : str, default="auto"
+        One of :data:`CORPUS_FORMATS`: ``"auto"``, ``"jsonl"``, ``"csv"``,
+        ``"tsv"``, ``"lines"`` (label<TAB>text), ``"plain-lines"``,
+        ``"text"`` (one document per file) or ``"dir"``.
+    plain : {"text", "plain-lines"}, default="text"
+        How ``"auto"`` reads plain text: one document per file, or one per
+        line (as search queries are). A file read whole as one very long
+        document, or one that looks like a table without a header, gets a
+        warning that names the formats.
+    encoding : str, default="utf-8"
+        The text encoding the files and stdin are decoded from (any Python
+        text codec).
+    key_column : str, False or None, default=None
+        The column of a CSV or TSV file, or the name of a JSON Lines record,
+        that holds the key; None is ``key``, or else ``id`` (without either
+        the index names the documents); False: no key column.
+    text_column : str or None, default=None
+        The one that holds the text; None is ``text``.
+    label_column : str or None, default=None
+        The one that holds the label; None is ``label``. The other columns
+        are kept as fields.
+
+    Yields
+    ------
+    dict
+        ``{"key", "text", "label", "fields"}`` per document, in file order;
+        ``fields`` is None when there are none.
+
+    Raises
+    ------
+    ValueError
+        If ``format``, ``plain``, ``encoding`` or a column name is not
+        valid.
+    CorpusError
+        If a source does not exist, does not fit its format (the message
+        names the file and line), a column given is missing, or the column
+        names are given for a format without columns.
+
+    Warns
+    -----
+    UserWarning
+        When ``"auto"`` reads a file whole as one document that looks like a
+        table without a header, or has more than 10,000 words.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.corpus import read_corpus
+    >>> with open("corpus.jsonl", "w", encoding="utf-8") as f:
+    ...     print('{"id": 7, "text": "first document", "label": "a", "year": 2020}', file=f)
+    ...     print('{"id": 8, "text": "second one"}', file=f)
+    >>> for doc in read_corpus("corpus.jsonl"):
+    ...     print(doc)
+    {'key': '7', 'text': 'first document', 'label': 'a', 'fields': {'year': 2020}}
+    {'key': '8', 'text': 'second one', 'label': None, 'fields': None}
+
+    A CSV file whose columns have other names:
+
+    >>> with open("notes.csv", "w", encoding="utf-8") as f:
+    ...     print("name,body,topic", file=f)
+    ...     print('n1,"one, two",x', file=f)
+    >>> list(read_corpus("notes.csv", key_column="name", text_column="body",
+    ...                  label_column="topic"))
+    [{'key': 'n1', 'text': 'one, two', 'label': 'x', 'fields': None}]
+
+    Plain text, one document per file or one per line:
+
+    >>> with open("queries.txt", "w", encoding="utf-8") as f:
+    ...     print("cheap flights", file=f)
+    ...     print("hotels near the sea", file=f)
+    >>> [doc["key"] for doc in read_corpus("queries.txt")]
+    ['queries']
+    >>> [(doc["key"], doc["text"]) for doc in read_corpus("queries.txt", plain="plain-lines")]
+    [('queries-1', 'cheap flights'), ('queries-2', 'hotels near the sea')]
     """
     if format not in CORPUS_FORMATS:
         raise ValueError(f"format is {format!r}; expected one of {', '.join(CORPUS_FORMATS)}")

@@ -55,9 +55,10 @@ from .words import add_words, read_words
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "StoredMeasures", "build_from_export",
            "export_header", "export_index", "live_documents", "read_export_header"]
 
-# The header's "format" and "format_version": a file with another format is
-# not an export; a higher version was written by a newer release.
+#: The header's ``"format"``: a file with another format is not an export.
 EXPORT_FORMAT = "sobolev-index-export"
+#: The header's ``"format_version"``: a higher version was written by a
+#: newer release, and is refused.
 EXPORT_VERSION = 1
 # The meta names the index layer writes for itself (SobolevIndex.create, the
 # commit protocol); every other meta value belongs to a layer above and is
@@ -103,8 +104,47 @@ def _graph_checksum(index):
 
 
 def export_header(index, kind):
-    """The first line of an export of ``index``: what a rebuild checks its
-    ``graph_from`` against, and the ingest layer's meta values and words."""
+    """Describe an index as the first line of its export does.
+
+    The header holds what a rebuild checks its ``graph_from`` against (the
+    graph's node and edge counts, its checksum and parameters, p, the roots
+    and eta), the number of live documents, and the ingest layer's meta
+    values and words table (see :func:`export_index`).
+
+    Parameters
+    ----------
+    index : SobolevIndex
+        The index, open for reading or writing.
+    kind : {"text", "clouds", "diagrams"} or None
+        What the index was built from (None for plain measures), as the
+        catalog records it; ``"text"`` exports the words table.
+
+    Returns
+    -------
+    dict
+        ``format``, ``format_version``, ``package_version``, ``kind``,
+        ``documents``, ``graph`` (``n_nodes``, ``n_edges``, ``checksum``,
+        ``params``), ``p`` (a number or ``"inf"``), ``roots``, ``eta``,
+        ``meta`` and ``words`` (``[word, node, df]`` rows for a text index,
+        else None).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.pointsets import PointSet
+    >>> from sobolev_index.ingest.pointindex import build_point_index
+    >>> rng = np.random.default_rng(0)
+    >>> clouds = [PointSet(f"c{i}", rng.normal(i % 2, size=(6, 2)), label="ab"[i % 2])
+    ...           for i in range(4)]
+    >>> from sobolev_index.ingest.export import export_header
+    >>> index, _ = build_point_index("header.idx", clouds, nodes=8, seed=0)
+    >>> header = export_header(index, "clouds")
+    >>> header["format"], header["kind"], header["documents"], header["graph"]["n_nodes"]
+    ('sobolev-index-export', 'clouds', 4, 8)
+    >>> header["p"], header["meta"]["points"], header["words"]
+    (1.0, {'kind': 'clouds', 'dim': 2}, None)
+    >>> index.close()
+    """
     catalog = index.catalog
     meta = {name: value for name, value in catalog.query("SELECT name, value FROM meta")
             if name not in INDEX_META}
@@ -129,11 +169,54 @@ def export_header(index, kind):
 
 
 class StoredMeasures:
-    """The stored measures of the index's committed segments, read from
-    their files (memory-mapped) as a document first needs them. An export
-    reads every segment whole, so each file is checked against its
-    checksum first: a damaged one is a CorruptIndexError, not a copy of
-    the damage."""
+    """The stored measures of an index's committed segments, for an export.
+
+    Each segment file is read (memory-mapped) when a document first needs
+    it. An export reads every segment whole, so each file is checked
+    against its checksum first: a damaged one is a
+    :class:`~sobolev_index.errors.CorruptIndexError`, not a copy of the
+    damage. The segments are those the catalog lists when the object is
+    made.
+
+    Parameters
+    ----------
+    index : SobolevIndex
+        The index, open for reading or writing.
+
+    Attributes
+    ----------
+    path : str
+        The index's directory.
+    n_roots : int
+        The number of the index's roots.
+    files : dict
+        Segment id to segment file name.
+    checksums : dict
+        Segment id to the checksum the catalog records for its file.
+    loaded : dict
+        Segment id to the segment data read so far.
+
+    See Also
+    --------
+    live_documents : Where the documents' segments and rows come from.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.pointsets import PointSet
+    >>> from sobolev_index.ingest.pointindex import build_point_index
+    >>> rng = np.random.default_rng(0)
+    >>> clouds = [PointSet(f"c{i}", rng.normal(i % 2, size=(6, 2)), label="ab"[i % 2])
+    ...           for i in range(4)]
+    >>> from sobolev_index.ingest.export import StoredMeasures, live_documents
+    >>> index, _ = build_point_index("stored.idx", clouds, nodes=8, seed=0)
+    >>> measures = StoredMeasures(index)
+    >>> doc_id, key, segment, row = next(live_documents(index.catalog))[:4]
+    >>> nodes, masses = measures.measure(doc_id, segment, row)
+    >>> key, nodes, [round(m, 4) for m in masses]
+    ('c0', [1, 3, 5], [0.1667, 0.1667, 0.6667])
+    >>> index.close()
+    """
 
     def __init__(self, index):
         self.path = index.path
@@ -144,6 +227,34 @@ class StoredMeasures:
         self.loaded = {}
 
     def measure(self, doc_id, segment_id, row):
+        """Read one document's stored measure.
+
+        Parameters
+        ----------
+        doc_id : int
+            The document's id in the catalog.
+        segment_id : int
+            The id of the segment that holds it.
+        row : int
+            Its row in that segment.
+
+        Returns
+        -------
+        nodes : list of int
+            The node ids, as stored.
+        masses : list of float
+            The masses on them, as stored (not normalised), as Python floats
+            whose JSON text reads back to the same float64.
+
+        Raises
+        ------
+        CorruptIndexError
+            If the catalog does not list the segment, its file fails its
+            checksum, or the segment does not hold the document at ``row``.
+        SobolevIndexError
+            If the segment file is gone: a writer merged it away after the
+            catalog was read.
+        """
         data = self.loaded.get(segment_id)
         if data is None:
             if segment_id not in self.files:
@@ -172,8 +283,40 @@ class StoredMeasures:
 
 
 def live_documents(catalog):
-    """(id, key, segment, row, label, fields, added_at) of the live
-    documents in id (insertion) order, EXPORT_CHUNK rows per query."""
+    """Go through the live documents of a catalog in insertion order.
+
+    The rows are read ``EXPORT_CHUNK`` (10,000) at a time, so memory does
+    not grow with the index.
+
+    Parameters
+    ----------
+    catalog : Catalog
+        An index's catalog (:attr:`SobolevIndex.catalog
+        <sobolev_index.SobolevIndex.catalog>`).
+
+    Yields
+    ------
+    tuple
+        ``(id, key, segment, row, label, fields, added_at)`` of each live
+        document, in id (insertion) order; ``fields`` is the stored JSON
+        text, or None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.pointsets import PointSet
+    >>> from sobolev_index.ingest.pointindex import build_point_index
+    >>> rng = np.random.default_rng(0)
+    >>> clouds = [PointSet(f"c{i}", rng.normal(i % 2, size=(6, 2)), label="ab"[i % 2])
+    ...           for i in range(4)]
+    >>> from sobolev_index.ingest.export import live_documents
+    >>> index, _ = build_point_index("live.idx", clouds, nodes=8, seed=0)
+    >>> index.delete(["c1"])
+    1
+    >>> [(doc_id, key, label) for doc_id, key, _, _, label, _, _ in live_documents(index.catalog)]
+    [(1, 'c0', 'a'), (3, 'c2', 'a'), (4, 'c3', 'b')]
+    >>> index.close()
+    """
     last = 0
     while True:
         rows = catalog.query(
@@ -202,28 +345,77 @@ def _line(value):
 
 
 def export_index(index_or_path, out, progress=None):
-    """Write every live document of an index to ``out`` as JSON lines.
+    """Write every live document of an index to a file as JSON lines.
 
-    ``index_or_path``: a :class:`SobolevIndex` (open for reading or
-    writing; a reader exports its snapshot) or the path of one (opened for
-    reading and closed again). Line 1 of ``out`` is a header describing the
-    index (graph checksum, p, roots, eta, text settings and recipe, the
-    words table of a text index), then one line per document in insertion
-    order with its key, label, fields, stored text, and its measure as
-    ``nodes`` and ``masses`` exactly as stored (see the module's
-    docstring). :func:`build_from_export` rebuilds an identical index from
-    it.
+    Line 1 is a header describing the index (graph checksum, p, roots, eta,
+    text settings and recipe, the words table of a text index, see
+    :func:`export_header`), then one line per document in insertion order
+    with its key, label, fields, stored text, and its measure as ``nodes``
+    and ``masses`` exactly as stored (see the module's docstring).
+    :func:`build_from_export` rebuilds an identical index from it.
 
-    ``out`` must not exist, and its folder must. The file is written under
-    a temporary name beside it and renamed into place once complete and
-    flushed to disk, so a failed or interrupted export leaves nothing.
-    ``out`` may also be ``"-"`` for standard output or an open text file
-    (its lines are written as they are made: a reader such as
-    ``build --from-export -`` sees a failed export as an incomplete file,
-    which it refuses). ``progress("exporting", done, total)`` is called as
-    documents are written. Returns ``{"path", "documents", "bytes", "kind",
-    "words"}`` (``words``: the size of a text index's words table, else
-    None; ``path`` None and ``bytes`` the bytes written, for a stream).
+    A file is written under a temporary name beside it and renamed into
+    place once complete and flushed to disk, so a failed or interrupted
+    export leaves nothing. A stream gets its lines as they are made: a
+    reader such as ``build --from-export -`` sees a failed export as an
+    incomplete file, which it refuses.
+
+    Parameters
+    ----------
+    index_or_path : SobolevIndex, str or path-like
+        The index (open for reading or writing; a reader exports its
+        snapshot), or the path of one (opened for reading and closed again).
+    out : str, path-like or file object
+        A file name that does not exist yet, in a folder that does; ``"-"``
+        for standard output (written as UTF-8); or an open text file.
+    progress : callable or None, default=None
+        Called as ``progress("exporting", done, total)`` as documents are
+        written; None reports nothing.
+
+    Returns
+    -------
+    dict
+        ``path`` (the file's absolute path; None for a stream),
+        ``documents`` (how many were written), ``bytes`` (the file's size,
+        or the characters written to a stream), ``kind`` and ``words`` (the
+        size of a text index's words table, else None).
+
+    Raises
+    ------
+    ValueError
+        If ``out`` exists, or its folder does not.
+    CorruptIndexError
+        If a segment file fails its checksum, or the catalog and the
+        segments disagree (the export is then not written).
+    NotAnIndexError
+        If ``index_or_path`` is a path that holds no index.
+
+    See Also
+    --------
+    build_from_export : The index back from its export.
+    read_export_header : The header of an export file.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.pointsets import PointSet
+    >>> from sobolev_index.ingest.pointindex import build_point_index
+    >>> rng = np.random.default_rng(0)
+    >>> clouds = [PointSet(f"c{i}", rng.normal(i % 2, size=(6, 2)), label="ab"[i % 2])
+    ...           for i in range(4)]
+    >>> from sobolev_index.ingest.export import export_index
+    >>> index, _ = build_point_index("exported.idx", clouds, nodes=8, seed=0)
+    >>> index.close()
+    >>> report = export_index("exported.idx", "exported.jsonl")
+    >>> report["documents"], report["kind"], report["words"]
+    (4, 'clouds', None)
+    >>> import json
+    >>> with open("exported.jsonl", encoding="utf-8") as f:
+    ...     lines = [json.loads(line) for line in f]
+    >>> lines[0]["format"], lines[0]["documents"]
+    ('sobolev-index-export', 4)
+    >>> lines[1]["key"], lines[1]["label"], lines[1]["nodes"]
+    ('c0', 'a', [1, 3, 5])
     """
     if not hasattr(out, "write"):
         out = check_export_output(out)
@@ -393,8 +585,50 @@ def _check_header(header, path):
 
 
 def read_export_header(export_path):
-    """The header (line 1) of an export file, checked; see
-    :func:`export_index`."""
+    """Read the header (line 1) of an export file, checked.
+
+    Parameters
+    ----------
+    export_path : str or path-like
+        The export file (see :func:`export_index`), or ``"-"`` for standard
+        input (only its first line is read).
+
+    Returns
+    -------
+    dict
+        The header, as :func:`export_header` made it.
+
+    Raises
+    ------
+    ValueError
+        If the file does not exist or is a directory, its first line is
+        empty or not JSON, or the header is not an export's (another
+        ``format``, a ``format_version`` above :data:`EXPORT_VERSION`, a
+        name missing or of the wrong type); the message names line 1 and
+        what was expected.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.pointsets import PointSet
+    >>> from sobolev_index.ingest.pointindex import build_point_index
+    >>> rng = np.random.default_rng(0)
+    >>> clouds = [PointSet(f"c{i}", rng.normal(i % 2, size=(6, 2)), label="ab"[i % 2])
+    ...           for i in range(4)]
+    >>> from sobolev_index.ingest.export import export_index, read_export_header
+    >>> index, _ = build_point_index("headed.idx", clouds, nodes=8, seed=0)
+    >>> _ = export_index(index, "headed.jsonl")
+    >>> index.close()
+    >>> header = read_export_header("headed.jsonl")
+    >>> header["kind"], header["documents"], header["graph"]["n_nodes"], header["p"]
+    ('clouds', 4, 8, 1.0)
+    >>> with open("not-an-export.jsonl", "w", encoding="utf-8") as f:
+    ...     print('{"key": "a"}', file=f)
+    >>> read_export_header("not-an-export.jsonl")
+    Traceback (most recent call last):
+        ...
+    ValueError: not-an-export.jsonl line 1 is not a sobolev-index export header ...
+    """
     export_path = os.fspath(export_path)
     with _open_export(export_path) as handle:
         first = handle.readline()
@@ -541,9 +775,7 @@ def _check_graph_from(source, header, export_path):
 
 
 def build_from_export(index_path, export_path, graph_from, progress=None, batch_size=1000):
-    """Build a new index at ``index_path`` from an export file (see
-    :func:`export_index`), on the graph of the index ``graph_from`` (a
-    path or an open :class:`SobolevIndex`).
+    """Build a new index from an export file, on the graph of another index.
 
     ``graph_from`` must hold the graph the export was made on: its
     ``graph.h5`` must have the SHA-256 recorded in the export's header (the
@@ -555,18 +787,77 @@ def build_from_export(index_path, export_path, graph_from, progress=None, batch_
     ``add`` and queries read text as on the source. The documents are added
     in the file's order, with their keys, labels, fields (a line's
     ``text`` back in ``fields["text"]``) and measures as stored, in
-    committed batches of ``batch_size``. ``export_path`` ``"-"`` reads
-    standard input (as ``export_index(index, "-")`` writes it).
+    committed batches of ``batch_size``.
 
     Everything is checked before anything is written: ``index_path`` must
     be new (or an empty folder), the file well formed (a ValueError names
     the line and what was expected, and a file with fewer or more documents
     than its header says is refused), every measure valid on the graph, and
     the graph the export's. A build that fails later leaves nothing.
-    ``progress(stage, done, total)`` reports "reading" and "adding".
-    Returns (index open for writing, report): ``documents``, ``kind``,
-    ``words`` (None unless text), ``nodes``, ``edges``, ``roots``,
-    ``graph_checksum``.
+
+    Parameters
+    ----------
+    index_path : str or path-like
+        Where the index is made: a path that does not exist yet, or an
+        empty folder.
+    export_path : str or path-like
+        The export file (see :func:`export_index`), or ``"-"`` for standard
+        input (as ``export_index(index, "-")`` writes it).
+    graph_from : SobolevIndex, str or path-like
+        The index whose graph the export was made on (the source itself, or
+        a copy of it), open or by its path (then opened for reading and
+        closed again).
+    progress : callable or None, default=None
+        Called as ``progress(stage, done, total)`` with the stages
+        ``"reading"`` and ``"adding"``; None reports nothing.
+    batch_size : int, default=1000
+        Documents per committed batch.
+
+    Returns
+    -------
+    index : SobolevIndex
+        The new index, open for writing.
+    report : dict
+        ``documents`` (how many were added), ``kind``, ``words`` (the size
+        of the words table; None unless text), the graph's ``nodes`` and
+        ``edges``, ``roots``, ``graph_checksum`` and ``source_documents``
+        (the count the header gives).
+
+    Raises
+    ------
+    ValueError
+        If ``batch_size`` is not an integer >= 1, the export file is
+        missing, not UTF-8 or malformed (the message names the line), or
+        ``graph_from`` has another graph, roots, eta or p than the export.
+    FileExistsError
+        If ``index_path`` exists and is not an empty folder.
+    InvalidMeasureError
+        If a measure is not valid on the graph (the message names the line
+        and key).
+
+    See Also
+    --------
+    export_index : The export this reads.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.pointsets import PointSet
+    >>> from sobolev_index.ingest.pointindex import build_point_index
+    >>> rng = np.random.default_rng(0)
+    >>> clouds = [PointSet(f"c{i}", rng.normal(i % 2, size=(6, 2)), label="ab"[i % 2])
+    ...           for i in range(4)]
+    >>> from sobolev_index.ingest.export import build_from_export, export_index
+    >>> source, _ = build_point_index("source.idx", clouds, nodes=8, seed=0)
+    >>> _ = export_index(source, "source.jsonl")
+    >>> copy, report = build_from_export("copy.idx", "source.jsonl", graph_from=source)
+    >>> report["documents"], report["kind"], report["nodes"]
+    (4, 'clouds', 8)
+    >>> a, b = source.search("c0", k=3), copy.search("c0", k=3)
+    >>> a.keys == b.keys, a.distances.tolist() == b.distances.tolist()
+    (True, True)
+    >>> source.close()
+    >>> copy.close()
     """
     index_path = os.fspath(index_path)
     export_path = os.fspath(export_path)

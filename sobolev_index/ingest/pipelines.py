@@ -60,9 +60,53 @@ def _corpus(files, corpus_format, encoding, columns, plain="text"):
 
 
 def read_documents(files, corpus_format="auto", encoding=DEFAULT_ENCODING, columns=None):
-    """The documents of corpus ``files`` as a list (see
-    :func:`~sobolev_index.ingest.corpus.read_corpus`; ``columns`` as for
-    :func:`build_from_files`)."""
+    """Read the documents of corpus files, as a list.
+
+    The files are read as :func:`build_from_files` and :func:`add_files`
+    read them (:func:`~sobolev_index.ingest.corpus.read_corpus`): plain
+    text is one document per file.
+
+    Parameters
+    ----------
+    files : iterable of str or path-like
+        Corpus files and directories, ``"-"`` for standard input.
+    corpus_format : str, default="auto"
+        One of :data:`~sobolev_index.ingest.corpus.CORPUS_FORMATS`;
+        ``"auto"`` tells the format by the file's name, then by its first
+        line.
+    encoding : str, default="utf-8"
+        The text encoding the files are decoded from.
+    columns : Columns, dict or None, default=None
+        The key, text and label columns of CSV, TSV and JSON Lines files: a
+        :class:`~sobolev_index.ingest.corpus.Columns` or a dict with any of
+        ``"key"``, ``"text"`` and ``"label"``. None takes the defaults.
+
+    Returns
+    -------
+    list of dict
+        The documents, ``{"key", "text", "label", "fields"}`` each, in file
+        order.
+
+    Raises
+    ------
+    ValueError
+        If ``encoding``, ``corpus_format`` or ``columns`` is not valid.
+    CorpusError
+        If a file does not exist or cannot be read in its format; the
+        message names the file and line.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.pipelines import read_documents
+    >>> with open("reviews.csv", "w", encoding="utf-8") as f:
+    ...     print("id,review,stars", file=f)
+    ...     print('r1,"Good, and cheap",5', file=f)
+    ...     print("r2,Too slow,2", file=f)
+    >>> for doc in read_documents(["reviews.csv"], columns={"text": "review"}):
+    ...     print(doc)
+    {'key': 'r1', 'text': 'Good, and cheap', 'label': None, 'fields': {'stars': '5'}}
+    {'key': 'r2', 'text': 'Too slow', 'label': None, 'fields': {'stars': '2'}}
+    """
     check_encoding(encoding)
     return list(_corpus(files, corpus_format, encoding, columns))
 
@@ -110,24 +154,142 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
                      fold_case=False, skip_empty=False, store_text=True, recipe=DEFAULT_RECIPE,
                      nodes=None, edges=None, k=None, roots=None, p=1, seed=0, progress=None,
                      encoding=DEFAULT_ENCODING, columns=None, learn=None):
-    """Build an index at ``path`` from files: a text index from ``corpus``
-    files (:func:`~sobolev_index.ingest.documents.read_corpus`, in
-    ``corpus_format``) and word ``vectors``, or a point index from
-    ``points`` files: JSON Lines point clouds, or with ``diagrams``
-    persistence diagram files and folders (weights ``diagram_weights``:
-    "uniform" or "persistence", the recipes' choice when None;
-    labelled by their folder). Corpus files are decoded from ``encoding``
-    (point files are UTF-8); ``columns`` names the key, text and label
-    columns of CSV, TSV and JSON Lines files (a dict with any of "key",
-    "text" and "label"). ``vectors="learn"`` learns word vectors from the
-    corpus (``learn``: their options, see
-    :func:`~sobolev_index.ingest.documents.build_index`).
+    """Build an index at ``path`` from files, of either kind.
 
-    The other options are those of
-    :func:`~sobolev_index.ingest.documents.build_index` and
-    :func:`~sobolev_index.ingest.pointindex.build_point_index`; the text
-    options are not used for points. Returns (index open for writing,
-    report); the report's ``kind`` is "text", "clouds" or "diagrams".
+    A text index from ``corpus`` files
+    (:func:`~sobolev_index.ingest.documents.read_corpus`, in
+    ``corpus_format``) and word ``vectors``
+    (:func:`~sobolev_index.ingest.documents.build_index`), or a point index
+    from ``points`` files (:func:`~sobolev_index.ingest.pointindex.build_point_index`):
+    JSON Lines point clouds, or with ``diagrams`` persistence diagram files
+    and folders, labelled by their folder. Give one or the other. The text
+    options are not used for points.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Where the index is made: a path that does not exist yet, or an
+        empty folder.
+    corpus : iterable of str or path-like, default=()
+        Corpus files and directories (``"-"`` for standard input), for a
+        text index.
+    vectors : str, path-like, WordVectors or None, default=None
+        The word vectors of a text index: a vector file (only the corpus's
+        words are read), a :class:`~sobolev_index.ingest.embeddings.WordVectors`,
+        or ``"learn"`` to learn them from the corpus.
+    points : iterable of str or path-like, default=()
+        Point-cloud files (JSON Lines), or with ``diagrams`` persistence
+        diagram files and folders, for a point index.
+    diagrams : bool, default=False
+        Read ``points`` as persistence diagrams, not point clouds.
+    diagram_weights : {"uniform", "persistence"} or None, default=None
+        How the points of a diagram are weighted; None is the recipes'
+        choice, ``"persistence"``.
+    corpus_format : str, default="auto"
+        The format of the corpus files, one of
+        :data:`~sobolev_index.ingest.corpus.CORPUS_FORMATS`; ``"auto"`` tells
+        it by the file's name, then by its first line.
+    settings : TextSettings or None, default=None
+        How texts become words and weights
+        (:class:`~sobolev_index.ingest.documents.TextSettings`); None is the
+        recipe's choice.
+    fold_case : bool, default=False
+        Lowercase the words of the vector file before matching them.
+    skip_empty : bool, default=False
+        Leave out, with a warning, the documents with no word that has a
+        vector, instead of refusing them.
+    store_text : bool, default=True
+        Keep each document's text in its fields (``fields["text"]``).
+    recipe : {"quality", "fast"}, default="quality"
+        What fills in the options left as None (see
+        :mod:`~sobolev_index.ingest.recipes`).
+    nodes : int or None, default=None
+        The most nodes the graph may have; None is the recipe's choice.
+    edges : {"log", "sqrt", "knn"} or None, default=None
+        How the graph's nodes are joined; None is ``"knn"``.
+    k : int or None, default=None
+        The nearest nodes each node is joined to with ``edges="knn"``; None
+        is the recipe's choice (5).
+    roots : int, list of int or None, default=None
+        A count of roots or a list of nodes; None is the recipe's count.
+    p : float or "inf", default=1
+        The index's default order of S_p for searches, in [1, inf].
+    seed : int, default=0
+        Seed of the graph, the random roots and any tie-breaking.
+    progress : callable or None, default=None
+        Called as ``progress(stage, done, total)`` as work advances.
+    encoding : str, default="utf-8"
+        The text encoding the corpus files are decoded from. Point files are
+        read as UTF-8: another encoding is refused with them.
+    columns : Columns, dict or None, default=None
+        The key, text and label columns of CSV, TSV and JSON Lines corpus
+        files: a :class:`~sobolev_index.ingest.corpus.Columns` or a dict with
+        any of ``"key"``, ``"text"`` and ``"label"``. Refused with point
+        files.
+    learn : dict or None, default=None
+        With ``vectors="learn"``, the options of the vectors learned
+        (``dim``, ``window``, ``min_count``, see
+        :func:`~sobolev_index.ingest.documents.build_index`).
+
+    Returns
+    -------
+    index : SobolevIndex
+        The new index, open for writing.
+    report : dict
+        What the build did (see
+        :func:`~sobolev_index.ingest.documents.build_index` and
+        :func:`~sobolev_index.ingest.pointindex.build_point_index`); its
+        ``kind`` is ``"text"``, ``"clouds"`` or ``"diagrams"``.
+
+    Raises
+    ------
+    ValueError
+        If both corpus files and point files are given, or neither (or a
+        corpus without vectors), or an option is not one of its values.
+    FileExistsError
+        If ``path`` exists and is not an empty folder.
+    CorpusError
+        If a file cannot be read, or the input holds nothing to index.
+
+    See Also
+    --------
+    add_files : Add more files to the index.
+    query_measures : Queries read as the index was built.
+
+    Examples
+    --------
+    >>> import json
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.embeddings import write_word2vec_text
+    >>> words = ["cat", "dog", "fish", "bird", "tree", "rock", "sun", "moon"]
+    >>> write_word2vec_text("words.txt", words, np.random.default_rng(0).normal(size=(8, 4)))
+    >>> docs = [{"key": "a", "text": "cat dog fish", "label": "pets"},
+    ...         {"key": "b", "text": "tree rock sun", "label": "nature"},
+    ...         {"key": "c", "text": "dog bird cat", "label": "pets"}]
+    >>> with open("corpus.jsonl", "w", encoding="utf-8") as f:
+    ...     for doc in docs:
+    ...         print(json.dumps(doc), file=f)
+    >>> from sobolev_index.ingest.pipelines import build_from_files, query_measures
+    >>> index, report = build_from_files("text.idx", corpus=["corpus.jsonl"], vectors="words.txt")
+    >>> report["kind"], report["added"], report["vocabulary"]
+    ('text', ['a', 'b', 'c'], 7)
+    >>> measures, names = query_measures(index, texts=["cat fish"])
+    >>> found = index.search(measures, k=2)
+    >>> found.keys, found.distances.round(4).tolist()
+    ([['a', 'c']], [[1.182, 3.0121]])
+    >>> index.close()
+
+    A point index from point clouds:
+
+    >>> rng = np.random.default_rng(0)
+    >>> with open("clouds.jsonl", "w", encoding="utf-8") as f:
+    ...     for i in range(4):
+    ...         cloud = {"key": f"c{i}", "points": rng.normal(i % 2, size=(6, 2)).tolist()}
+    ...         print(json.dumps(cloud), file=f)
+    >>> index, report = build_from_files("clouds.idx", points=["clouds.jsonl"], nodes=8)
+    >>> report["kind"], report["added"], report["nodes"]
+    ('clouds', ['c0', 'c1', 'c2', 'c3'], 8)
+    >>> index.close()
     """
     if diagram_weights is None:
         diagram_weights = DEFAULT_DIAGRAM_WEIGHTS
@@ -152,9 +314,42 @@ def build_from_files(path, *, corpus=(), vectors=None, points=(), diagrams=False
 
 
 class ReadFiles:
-    """The documents (``kind`` "text") or point sets (``kind`` "clouds" or
-    "diagrams") that :func:`read_files` read from ``files``, for
-    :func:`add_files`."""
+    """What :func:`read_files` read from files, for :func:`add_files`.
+
+    The documents (``kind`` ``"text"``) or point sets (``kind``
+    ``"clouds"`` or ``"diagrams"``) of ``files``. ``len()`` is the number of
+    items. :func:`add_files` refuses point sets read for an index of
+    another kind.
+
+    Parameters
+    ----------
+    kind : {"text", "clouds", "diagrams"}
+        What the items are.
+    items : list
+        The document dicts, or the
+        :class:`~sobolev_index.ingest.pointsets.PointSet` objects.
+    files : iterable of str or path-like
+        The files they were read from (kept as a list).
+
+    Attributes
+    ----------
+    kind : str
+        As given.
+    items : list
+        As given.
+    files : list
+        As given.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.pipelines import ReadFiles
+    >>> read = ReadFiles("text", [{"key": "a", "text": "cat", "label": None, "fields": None}],
+    ...                  ["new.jsonl"])
+    >>> read
+    ReadFiles('text', 1 items from ['new.jsonl'])
+    >>> len(read), read.kind
+    (1, 'text')
+    """
 
     def __init__(self, kind, items, files):
         self.kind, self.items, self.files = kind, items, list(files)
@@ -167,16 +362,71 @@ class ReadFiles:
 
 
 def read_files(index, files, *, corpus_format="auto", encoding=DEFAULT_ENCODING, columns=None):
-    """Read ``files`` as :func:`add_files` would for ``index`` (open for
-    reading is enough), without writing: a :class:`ReadFiles` to pass to
-    :func:`add_files` as its ``files``. Reading first lets a caller hold
-    the write lock only while it writes: a pipe whose writer is slow, or
-    never comes, then blocks no other writer (the command line's ``add``
-    does this). A sharded index reads them with its first shard.
+    """Read files as :func:`add_files` would for an index, without writing.
 
-    ``index`` may also be the path of an index, single or sharded: what
-    holds its settings is then opened for reading (for a sharded index,
-    shard 0 only) and closed again."""
+    Corpus files for a text index, point clouds or diagrams for a point
+    index (diagrams weighted as the build's were). Reading first lets a
+    caller hold the write lock only while it writes: a pipe whose writer is
+    slow, or never comes, then blocks no other writer (the command line's
+    ``add`` does this).
+
+    Parameters
+    ----------
+    index : SobolevIndex, ShardedIndex, str or path-like
+        The index the files are for; open for reading is enough. A sharded
+        index reads them with its first shard. A path of an index, single or
+        sharded: what holds its settings is then opened for reading (for a
+        sharded index, shard 0 only) and closed again.
+    files : iterable of str or path-like
+        The files (``"-"`` for standard input).
+    corpus_format : str, default="auto"
+        The format of corpus files, as in :func:`read_documents`.
+    encoding : str, default="utf-8"
+        The text encoding of corpus files. Point files are read as UTF-8:
+        another encoding is refused with them.
+    columns : Columns, dict or None, default=None
+        The key, text and label columns of corpus files, as for
+        :func:`build_from_files`. Refused for a point index.
+
+    Returns
+    -------
+    ReadFiles
+        What was read, to pass to :func:`add_files` as its ``files``.
+
+    Raises
+    ------
+    ValueError
+        If ``encoding`` or ``columns`` is not valid, or does not apply to
+        point files.
+    CorpusError
+        If a file cannot be read as the index's kind of input.
+
+    Examples
+    --------
+    >>> import json
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.embeddings import write_word2vec_text
+    >>> words = ["cat", "dog", "fish", "bird", "tree", "rock", "sun", "moon"]
+    >>> write_word2vec_text("words.txt", words, np.random.default_rng(0).normal(size=(8, 4)))
+    >>> docs = [{"key": "a", "text": "cat dog fish", "label": "pets"},
+    ...         {"key": "b", "text": "tree rock sun", "label": "nature"},
+    ...         {"key": "c", "text": "dog bird cat", "label": "pets"}]
+    >>> with open("corpus.jsonl", "w", encoding="utf-8") as f:
+    ...     for doc in docs:
+    ...         print(json.dumps(doc), file=f)
+    >>> from sobolev_index import SobolevIndex
+    >>> from sobolev_index.ingest.pipelines import add_files, build_from_files, read_files
+    >>> index, _ = build_from_files("read.idx", corpus=["corpus.jsonl"], vectors="words.txt")
+    >>> index.close()
+    >>> with open("more.jsonl", "w", encoding="utf-8") as f:
+    ...     print(json.dumps({"key": "d", "text": "bird fish", "label": "pets"}), file=f)
+    >>> read = read_files("read.idx", ["more.jsonl"])
+    >>> read
+    ReadFiles('text', 1 items from ['more.jsonl'])
+    >>> with SobolevIndex.open("read.idx", mode="a") as index:
+    ...     print(add_files(index, read)["added"], len(index))
+    ['d'] 4
+    """
     if isinstance(index, (str, os.PathLike)):
         from ..distributed.opening import settings_holder
 
@@ -201,28 +451,104 @@ def read_files(index, files, *, corpus_format="auto", encoding=DEFAULT_ENCODING,
 def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=False,
               batch_size=1000, upsert=False, store_text=True, progress=None,
               skip_existing=False, encoding=DEFAULT_ENCODING, columns=None):
-    """Add the documents or point sets of ``files`` to ``index`` (open for
-    writing), read as the index was built: corpus files for a text index
-    (``vectors``, ``skip_empty`` and ``store_text`` as in
-    :func:`~sobolev_index.ingest.documents.add_documents`; the files decoded
-    from ``encoding``), point clouds or diagrams for a point index.
+    """Add the documents or point sets of files to an index, read as it was built.
 
-    Every batch is committed on its own; a KeyboardInterrupt carries the
-    keys committed before it as ``added``; ``skip_existing`` leaves out
-    what is there already, so the same call resumes it. ``columns`` as for
-    :func:`build_from_files`. Returns a report: ``added`` (keys),
-    ``replaced``, ``existing``, ``skipped``, ``new_words`` (0 for point
-    sets), ``read`` (the documents or point sets the files held) and, for
-    text, the words that stayed unknown (see
-    :func:`~sobolev_index.ingest.documents.add_documents`).
-
-    ``files`` may also be what :func:`read_files` read (then
-    ``corpus_format``, ``encoding`` and ``columns`` were applied there).
+    Corpus files for a text index
+    (:func:`~sobolev_index.ingest.documents.add_documents`), point clouds or
+    diagrams for a point index
+    (:func:`~sobolev_index.ingest.pointindex.add_pointsets`). Every batch is
+    committed on its own; a KeyboardInterrupt carries the keys committed
+    before it as ``added``, and ``skip_existing`` leaves out what is there
+    already, so the same call resumes it.
 
     A sharded index adds them through its shards (see
     :func:`sobolev_index.distributed.files.add_files`): words it does not
     know are ignored, and ``vectors`` is refused, since every shard's words
     table would have to change at once.
+
+    Parameters
+    ----------
+    index : SobolevIndex or ShardedIndex
+        The index, open for writing.
+    files : iterable of str or path-like, or ReadFiles
+        The files (``"-"`` for standard input), or what :func:`read_files`
+        read (then ``corpus_format``, ``encoding`` and ``columns`` were
+        applied there).
+    vectors : str, path-like, WordVectors or None, default=None
+        For a text index, where words it does not know get their vectors, to
+        be placed on the node nearest them (``"stored"``: the vector file
+        the index was built with); None ignores such words.
+    corpus_format : str, default="auto"
+        The format of corpus files, as in :func:`read_documents`.
+    skip_empty : bool, default=False
+        Leave out, with a warning, the documents with no word the index
+        knows, instead of refusing them.
+    batch_size : int, default=1000
+        Documents or point sets per committed batch.
+    upsert : bool, default=False
+        Replace the live documents that have the keys given, instead of
+        refusing those keys.
+    store_text : bool, default=True
+        Keep each document's text in its fields (``fields["text"]``).
+    progress : callable or None, default=None
+        Called as ``progress(stage, done, total)`` as work advances.
+    skip_existing : bool, default=False
+        Leave out what has a key that is live already. Exclusive with
+        ``upsert``.
+    encoding : str, default="utf-8"
+        The text encoding of corpus files. Point files are read as UTF-8.
+    columns : Columns, dict or None, default=None
+        The key, text and label columns of corpus files, as for
+        :func:`build_from_files`.
+
+    Returns
+    -------
+    dict
+        ``added`` (keys), ``replaced`` (a count), ``existing`` (keys left
+        out), ``skipped``, ``new_words`` (0 for point sets), ``read`` (the
+        documents or point sets the files held) and, for text, the words
+        that stayed unknown (see
+        :func:`~sobolev_index.ingest.documents.add_documents`).
+
+    Raises
+    ------
+    ValueError
+        If ``files`` were read for an index of another kind, ``vectors`` is
+        given for a sharded index, or an option is not valid.
+    CorpusError
+        If the index is open for reading, a file cannot be read, or a
+        document has no word the index knows (without ``skip_empty``).
+    CorpusKeyError
+        If a key is given twice, or (without ``upsert`` or
+        ``skip_existing``) is in the index already.
+
+    Examples
+    --------
+    >>> import json
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.embeddings import write_word2vec_text
+    >>> words = ["cat", "dog", "fish", "bird", "tree", "rock", "sun", "moon"]
+    >>> write_word2vec_text("words.txt", words, np.random.default_rng(0).normal(size=(8, 4)))
+    >>> docs = [{"key": "a", "text": "cat dog fish", "label": "pets"},
+    ...         {"key": "b", "text": "tree rock sun", "label": "nature"},
+    ...         {"key": "c", "text": "dog bird cat", "label": "pets"}]
+    >>> with open("corpus.jsonl", "w", encoding="utf-8") as f:
+    ...     for doc in docs:
+    ...         print(json.dumps(doc), file=f)
+    >>> from sobolev_index.ingest.pipelines import add_files, build_from_files
+    >>> index, _ = build_from_files("add.idx", corpus=["corpus.jsonl"], vectors="words.txt")
+    >>> with open("new.jsonl", "w", encoding="utf-8") as f:
+    ...     print(json.dumps({"key": "d", "text": "moon sun", "label": "nature"}), file=f)
+    >>> report = add_files(index, ["new.jsonl"])
+    >>> report["added"], report["read"], report["unknown_examples"]
+    (['d'], 1, ['moon'])
+
+    With vectors, a word the index does not know gets a node:
+
+    >>> report = add_files(index, ["new.jsonl"], vectors="words.txt", upsert=True)
+    >>> report["added"], report["replaced"], report["new_words"]
+    (['d'], 1, 1)
+    >>> index.close()
     """
     sharded = _sharded_files(index)
     if sharded is not None:
@@ -256,18 +582,85 @@ def add_files(index, files, *, vectors=None, corpus_format="auto", skip_empty=Fa
 
 def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto",
                    encoding=DEFAULT_ENCODING, columns=None):
-    """Query measures for ``index``: one per text of ``texts``, then one per
-    document or point set of ``files`` (read as the index was built).
-    ``vectors`` places query words a text index does not know (see
-    :func:`~sobolev_index.ingest.documents.text_measures`); ``corpus_format``
-    and ``encoding`` are as for
-    :func:`~sobolev_index.ingest.documents.read_corpus`, where plain text is
-    one query per line, and ``columns`` as for :func:`build_from_files`.
-    Every query of a text index is read with the index's own token
-    pattern. Returns
-    (measures, names): a name is the query's text, or its point set's key.
-    Texts on an index not built from text raise :class:`~sobolev_index.errors.CorpusError`.
-    A sharded index reads them with its first shard's settings and words.
+    """Query measures for an index: from texts, and from files read as the index was built.
+
+    One measure per text of ``texts``, then one per document or point set of
+    ``files``. Every query of a text index is read with the index's own
+    token pattern; a plain text file holds one query per line. A sharded
+    index reads them with its first shard's settings and words. Nothing is
+    written.
+
+    Parameters
+    ----------
+    index : SobolevIndex or ShardedIndex
+        The index to search; open for reading is enough.
+    texts : iterable of str, default=()
+        Query texts, for a text index.
+    files : iterable of str or path-like, default=()
+        Query files: corpus files for a text index, point clouds or diagrams
+        for a point index.
+    vectors : str, path-like, WordVectors or None, default=None
+        Where query words a text index does not know get their vectors, to
+        be placed on the node nearest them for these queries (see
+        :func:`~sobolev_index.ingest.documents.text_measures`); None ignores
+        such words.
+    corpus_format : str, default="auto"
+        The format of corpus files, as in :func:`read_documents`, but plain
+        text is one query per line.
+    encoding : str, default="utf-8"
+        The text encoding of corpus files. Point files are read as UTF-8.
+    columns : Columns, dict or None, default=None
+        The key, text and label columns of corpus files, as for
+        :func:`build_from_files`.
+
+    Returns
+    -------
+    measures : list of (nodes, masses)
+        The query measures, texts first, then those of the files.
+    names : list of str
+        One per measure: the query's text, or its point set's key.
+
+    Raises
+    ------
+    CorpusError
+        If texts are given for an index not built from text, or a file
+        cannot be read.
+    InvalidMeasureError
+        If a query text has no word the index knows (or only its stop
+        words).
+    ValueError
+        If ``encoding`` or ``columns`` is not valid.
+
+    Examples
+    --------
+    >>> import json
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.embeddings import write_word2vec_text
+    >>> words = ["cat", "dog", "fish", "bird", "tree", "rock", "sun", "moon"]
+    >>> write_word2vec_text("words.txt", words, np.random.default_rng(0).normal(size=(8, 4)))
+    >>> docs = [{"key": "a", "text": "cat dog fish", "label": "pets"},
+    ...         {"key": "b", "text": "tree rock sun", "label": "nature"},
+    ...         {"key": "c", "text": "dog bird cat", "label": "pets"}]
+    >>> with open("corpus.jsonl", "w", encoding="utf-8") as f:
+    ...     for doc in docs:
+    ...         print(json.dumps(doc), file=f)
+    >>> from sobolev_index.ingest.pipelines import build_from_files, query_measures
+    >>> index, _ = build_from_files("query.idx", corpus=["corpus.jsonl"], vectors="words.txt")
+    >>> with open("queries.txt", "w", encoding="utf-8") as f:
+    ...     print("cat dog", file=f)
+    ...     print("sun rock", file=f)
+    >>> measures, names = query_measures(index, texts=["fish"], files=["queries.txt"])
+    >>> names
+    ['fish', 'cat dog', 'sun rock']
+    >>> index.search(measures, k=1).keys
+    [['a'], ['a'], ['b']]
+
+    A word the index does not know, placed by its vector:
+
+    >>> measures, names = query_measures(index, texts=["moon"], vectors="words.txt")
+    >>> [(nodes.tolist(), masses.round(4).tolist()) for nodes, masses in measures]
+    [([4], [2.3863])]
+    >>> index.close()
     """
     sharded = _sharded_files(index)
     if sharded is not None:
@@ -293,11 +686,45 @@ def query_measures(index, texts=(), files=(), vectors=None, corpus_format="auto"
 
 
 def index_details(index):
-    """:meth:`SobolevIndex.info` with what a build recorded: the recipe's
-    choices (``recipe``, None for an index built without one) and, for a
-    text index, the word count, weighting, tokenizer and vector file
-    (``words`` is None for other indexes). For a sharded index, the
-    recipe and text settings are its first shard's (every shard's)."""
+    """Describe an index: its info with what its build recorded.
+
+    Parameters
+    ----------
+    index : SobolevIndex or ShardedIndex
+        The index; open for reading is enough.
+
+    Returns
+    -------
+    dict
+        :meth:`SobolevIndex.info <sobolev_index.SobolevIndex.info>` with the
+        recipe's choices (``recipe``, None for an index built without one)
+        and, for a text index, the word count (``words``), ``weighting``,
+        tokenizer (``token_pattern``), the number of ``stopwords``, the
+        vector file (``vectors``) and ``learned``; ``words`` is None for
+        other indexes. For a sharded index, the recipe and text settings are
+        its first shard's (every shard's).
+
+    Examples
+    --------
+    >>> import json
+    >>> import numpy as np
+    >>> from sobolev_index.ingest.embeddings import write_word2vec_text
+    >>> words = ["cat", "dog", "fish", "bird", "tree", "rock", "sun", "moon"]
+    >>> write_word2vec_text("words.txt", words, np.random.default_rng(0).normal(size=(8, 4)))
+    >>> docs = [{"key": "a", "text": "cat dog fish", "label": "pets"},
+    ...         {"key": "b", "text": "tree rock sun", "label": "nature"},
+    ...         {"key": "c", "text": "dog bird cat", "label": "pets"}]
+    >>> with open("corpus.jsonl", "w", encoding="utf-8") as f:
+    ...     for doc in docs:
+    ...         print(json.dumps(doc), file=f)
+    >>> from sobolev_index.ingest.pipelines import build_from_files, index_details
+    >>> index, _ = build_from_files("details.idx", corpus=["corpus.jsonl"], vectors="words.txt",
+    ...                             recipe="fast")
+    >>> details = index_details(index)
+    >>> details["documents"], details["words"], details["weighting"], details["recipe"]["roots"]
+    (3, 7, 'tfidf', 1)
+    >>> index.close()
+    """
     sharded = _sharded_files(index)
     if sharded is not None:
         return sharded.sharded_details(index)
@@ -305,8 +732,42 @@ def index_details(index):
 
 
 def read_keys(path, encoding=DEFAULT_ENCODING):
-    """The keys of a file with one key per line (blank lines skipped, spaces
-    around a key dropped), decoded from ``encoding`` as corpus files are."""
+    """Read the keys of a file with one key per line.
+
+    Blank lines are skipped and the spaces around a key dropped.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file, or ``"-"`` for standard input.
+    encoding : str, default="utf-8"
+        The text encoding it is decoded from, as corpus files are.
+
+    Returns
+    -------
+    list of str
+        The keys, in file order.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    CorpusError
+        If the file does not decode from ``encoding``, or holds a NUL
+        character.
+    ValueError
+        If ``encoding`` is not a text encoding Python knows.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.pipelines import read_keys
+    >>> with open("keys.txt", "w", encoding="utf-8") as f:
+    ...     print("doc-1", file=f)
+    ...     print("", file=f)
+    ...     print("  doc-2 ", file=f)
+    >>> read_keys("keys.txt")
+    ['doc-1', 'doc-2']
+    """
     return [line.strip() for line in text_lines(path, encoding) if line.strip()]
 
 

@@ -80,28 +80,55 @@ DIAGRAM_COORDINATES = ("birth_death", "birth_persistence")
 class PointSet:
     """A finite weighted point set in R^d: one future measure.
 
+    The constructor checks its arguments and stores ``points`` and
+    ``weights`` as C-contiguous float64 arrays; ``len(pointset)`` is the
+    number of points n.
+
     Parameters
     ----------
     key : str
-        Unique name of the point set (becomes the document key).
+        Non-empty name of the point set; it becomes the document's key, so
+        it must be unique within a file and an index.
     points : array-like of shape (n, d)
         Finite coordinates of at most :data:`COORDINATE_MAX` (1e150) in
         absolute value, n >= 1 and d >= 1. Stored as C-contiguous float64.
     weights : array-like of shape (n,), default=None
-        Finite, non-negative weights, not all zero. ``None`` means the uniform
-        weights 1 / n.
+        Finite, non-negative weights, not all zero. ``None`` means the
+        uniform weights 1 / n.
     label : str or None, default=None
         Optional class label. Key and label must be text UTF-8 can store (no
         lone surrogates).
     fields : dict, default={}
-        Any other JSON-serialisable data kept with the point set.
+        Any other JSON-serialisable data kept with the point set; ``None``
+        is taken as an empty dict.
 
     Raises
     ------
     ValueError
-        If the key, shapes or values are invalid. The readers check their
-        input first, with file and line in the message, so they never get
-        here with bad values.
+        If the key, shapes or values are invalid (a non-finite or too large
+        coordinate, a negative weight, weights that add up to zero, a label
+        or fields of the wrong type). The readers check their input first,
+        with file and line in the message, so they never get here with bad
+        values.
+
+    See Also
+    --------
+    read_point_clouds : Point sets from JSON Lines.
+    read_diagrams : Point sets from persistence diagram files.
+    pointsets_to_measures : Point sets as measures on a graph's nodes.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.pointsets import PointSet
+    >>> cloud = PointSet("a", [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]], label="x")
+    >>> len(cloud), cloud.dim
+    (3, 2)
+    >>> cloud.weights.round(4).tolist()
+    [0.3333, 0.3333, 0.3333]
+    >>> PointSet("b", [[0.0, 1.0]], weights=[-1.0])
+    Traceback (most recent call last):
+        ...
+    ValueError: point set 'b' has weights ...; expected finite values >= 0 with a positive, finite sum
     """
 
     key: str
@@ -157,14 +184,15 @@ class PointSet:
 
     @property
     def dim(self):
-        """Dimension d of the points."""
+        """int: Dimension d of the points."""
         return self.points.shape[1]
 
 
 def read_point_clouds(source):
-    """Read weighted point clouds from JSON Lines.
+    r"""Read weighted point clouds from JSON Lines.
 
-    Each non-blank line is one JSON object:
+    Each non-blank line is one JSON object, for example
+    ``{"key": "a", "points": [[0, 1], [2, 3]], "weights": [1, 3], "label": "x"}``:
 
     - ``"key"`` (required): a non-empty string, or an integer (kept as its
       decimal text, as the text readers keep it), unique within the file.
@@ -181,7 +209,7 @@ def read_point_clouds(source):
 
     Coordinates are at most :data:`COORDINATE_MAX` (1e150) in absolute value,
     and the weights add up to between 1e-300 and 1e300. Keys and labels are
-    text UTF-8 can store (a JSON escape such as ``"\\udcff"``, a lone
+    text UTF-8 can store (a JSON escape such as ``"\udcff"``, a lone
     surrogate, is refused).
 
     Parameters
@@ -199,11 +227,41 @@ def read_point_clouds(source):
 
     Raises
     ------
-    CorpusError
-        On malformed input, e.g. ``"points.jsonl line 7: 'weights' has 3
-        values; expected 4 (one per point)"``.
+    PointsFileError
+        A :class:`~sobolev_index.errors.CorpusError`, on malformed input,
+        when the reading reaches it, e.g. ``"points.jsonl line 7: 'weights'
+        has 3 values; expected 4 (one per point)"``.
     FileNotFoundError
-        At call time, if ``source`` is a path that does not exist.
+        At call time, if ``source`` is a path that does not exist
+        (:class:`IsADirectoryError` if it is a directory).
+    TypeError
+        At call time, if ``source`` is neither a path nor a file object.
+
+    See Also
+    --------
+    read_diagrams : Point sets from persistence diagram files.
+    sobolev_index.ingest.pointindex.read_pointsets : Point sets from files of either kind.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.pointsets import read_point_clouds
+    >>> with open("clouds.jsonl", "w", encoding="utf-8") as f:
+    ...     _ = f.write('{"key": "a", "points": [[0, 0], [1, 0]], "label": "x"}\n')
+    ...     _ = f.write('{"key": "b", "points": [[0, 1], [1, 1], [2, 1]], '
+    ...                 '"weights": [1, 2, 1], "colour": "red"}\n')
+    >>> for cloud in read_point_clouds("clouds.jsonl"):
+    ...     print(cloud.key, len(cloud), cloud.weights.tolist(), cloud.label, cloud.fields)
+    a 2 [0.5, 0.5] x {}
+    b 3 [1.0, 2.0, 1.0] None {'colour': 'red'}
+
+    A malformed line is an error that names it:
+
+    >>> with open("bad.jsonl", "w", encoding="utf-8") as f:
+    ...     _ = f.write('{"key": "a", "points": [[0, 0], [1, 0]], "weights": [1]}\n')
+    >>> list(read_point_clouds("bad.jsonl"))
+    Traceback (most recent call last):
+        ...
+    sobolev_index.errors.PointsFileError: bad.jsonl line 1: 'weights' has 1 values; expected 2 (one per point)
     """
     check_source(source)
     return _iter_point_clouds(source)
@@ -350,7 +408,7 @@ def _load_diagram(path, dimension, max_death):
 
 
 def read_diagram(path, *, dimension=None, max_death=None, return_n_infinite=False):
-    """Read one persistence diagram as an (n, 2) array of (birth, death).
+    r"""Read one persistence diagram as an (n, 2) array of (birth, death).
 
     Formats, chosen by the file suffix:
 
@@ -390,10 +448,48 @@ def read_diagram(path, *, dimension=None, max_death=None, return_n_infinite=Fals
 
     Raises
     ------
-    CorpusError
-        If a value is not a number, a birth is not finite, a death is NaN or
-        below its birth, the columns are inconsistent, or the dimension
-        column does not fit ``dimension``.
+    PointsFileError
+        A :class:`~sobolev_index.errors.CorpusError`: if a value is not a
+        number, a birth is not finite, a death is NaN or below its birth, the
+        columns are inconsistent, the dimension column does not fit
+        ``dimension`` (or holds several dimensions and ``dimension`` is
+        None), a birth is above ``max_death`` on a point that never dies, or
+        a value is beyond :data:`COORDINATE_MAX`.
+    ValueError
+        If ``dimension`` is not an integer >= 0 or ``max_death`` not a
+        finite number.
+    FileNotFoundError
+        If ``path`` does not exist.
+    TypeError
+        If ``path`` is not a file path (``"-"`` included).
+
+    See Also
+    --------
+    read_diagrams : Diagram files as point sets.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.pointsets import read_diagram
+    >>> with open("diagram.csv", "w", encoding="utf-8") as f:
+    ...     _ = f.write("birth,death\n0.0,1.0\n0.5,0.75\n0.2,inf\n")
+    >>> read_diagram("diagram.csv").tolist()
+    [[0.0, 1.0], [0.5, 0.75]]
+    >>> read_diagram("diagram.csv", max_death=2.0).tolist()
+    [[0.0, 1.0], [0.5, 0.75], [0.2, 2.0]]
+    >>> diagram, n_infinite = read_diagram("diagram.csv", return_n_infinite=True)
+    >>> diagram.shape, n_infinite
+    ((2, 2), 1)
+
+    A ``.npy`` array with a dimension column, one dimension chosen:
+
+    >>> import numpy as np
+    >>> np.save("diagram.npy", np.array([[0.0, 2.0, 0], [0.1, 0.3, 1], [0.2, 0.6, 1]]))
+    >>> read_diagram("diagram.npy", dimension=1).tolist()
+    [[0.1, 0.3], [0.2, 0.6]]
+    >>> read_diagram("diagram.npy")
+    Traceback (most recent call last):
+        ...
+    sobolev_index.errors.PointsFileError: diagram.npy: points of dimensions 0, 1; pass dimension= ...
     """
     _check_diagram_options(dimension, max_death)
     if not isinstance(path, (str, os.PathLike)) or path == "-":
@@ -405,15 +501,19 @@ def read_diagram(path, *, dimension=None, max_death=None, return_n_infinite=Fals
 
 def read_diagrams(paths, *, dimension=None, max_death=None, weights="uniform",
                   coordinates="birth_death", labels=None, label_from_dir=False):
-    """Read persistence diagrams, one :class:`PointSet` per file.
+    r"""Read persistence diagrams, one :class:`PointSet` per file.
 
     Parameters
     ----------
     paths : str, path-like or iterable of them
         Diagram files, in the formats of :func:`read_diagram`. A single path
         is one file (not an iterable of characters).
-    dimension, max_death :
-        As in :func:`read_diagram`.
+    dimension : int or None, default=None
+        As in :func:`read_diagram`: keep only the points of this homology
+        dimension.
+    max_death : float or None, default=None
+        As in :func:`read_diagram`: ``None`` drops the points that never
+        die, a number becomes their death.
     weights : {"uniform", "persistence"}, default="uniform"
         ``"uniform"`` gives every point weight 1 / n; ``"persistence"`` gives
         weight death - birth, so points near the diagonal (noise) count less.
@@ -439,10 +539,36 @@ def read_diagrams(paths, *, dimension=None, max_death=None, weights="uniform",
 
     Raises
     ------
-    CorpusError
-        As :func:`read_diagram`; also if a diagram has no point left after
-        filtering, if ``weights="persistence"`` and every point has zero
-        persistence, or if two files share a stem (their keys would clash).
+    PointsFileError
+        A :class:`~sobolev_index.errors.CorpusError`, when the reading
+        reaches the file: as :func:`read_diagram`; also if a diagram has no
+        point left after filtering, if ``weights="persistence"`` and every
+        point has zero persistence, or if two files share a stem (their keys
+        would clash).
+    ValueError
+        At call time, if an option is not one of its values, or both
+        ``labels`` and ``label_from_dir`` are given.
+
+    See Also
+    --------
+    read_diagram : One diagram as an array.
+    sobolev_index.ingest.pointindex.read_pointsets : Diagrams from files and folders.
+
+    Examples
+    --------
+    >>> import os
+    >>> from sobolev_index.ingest.pointsets import read_diagrams
+    >>> os.makedirs("diagrams/circle")
+    >>> with open("diagrams/circle/one.csv", "w", encoding="utf-8") as f:
+    ...     _ = f.write("0.0,1.0\n0.5,0.75\n0.2,inf\n")
+    >>> with open("diagrams/circle/two.csv", "w", encoding="utf-8") as f:
+    ...     _ = f.write("0.0,0.5\n0.1,0.9\n")
+    >>> paths = ["diagrams/circle/one.csv", "diagrams/circle/two.csv"]
+    >>> for diagram in read_diagrams(paths, weights="persistence", label_from_dir=True):
+    ...     print(diagram.key, diagram.label, diagram.points.tolist(),
+    ...           diagram.weights.round(4).tolist(), diagram.fields["n_infinite"])
+    one circle [[0.0, 1.0], [0.5, 0.75]] [1.0, 0.25] 1
+    two circle [[0.0, 0.5], [0.1, 0.9]] [0.5, 0.8] 0
     """
     _check_diagram_options(dimension, max_death)
     if weights not in DIAGRAM_WEIGHTS:
@@ -528,9 +654,11 @@ def pointsets_to_measures(pointsets, graph):
     Parameters
     ----------
     pointsets : iterable of PointSet
+        The point sets, all of the graph's dimension.
     graph : Graph
         A graph with node coordinates of the same dimension as the points,
-        e.g. from :meth:`Graph.from_points` on all the points.
+        e.g. from :meth:`Graph.from_points
+        <sobolev_index.graph.Graph.from_points>` on all the points.
 
     Returns
     -------
@@ -547,6 +675,25 @@ def pointsets_to_measures(pointsets, graph):
         could overflow, and the nearest node would not be known).
     ValueError
         If the graph has no node coordinates.
+    TypeError
+        If an item of ``pointsets`` is not a :class:`PointSet`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sobolev_index import Graph
+    >>> from sobolev_index.ingest.pointsets import PointSet, pointsets_to_measures
+    >>> rng = np.random.default_rng(0)
+    >>> sets = [PointSet(f"s{i}", rng.normal(size=(5, 2))) for i in range(3)]
+    >>> graph = Graph.from_points(np.vstack([s.points for s in sets]), n_nodes=6,
+    ...                           edges="knn", k=3, seed=0)
+    >>> nodes, masses = pointsets_to_measures(sets, graph)[0]
+    >>> nodes.tolist(), masses.round(4).tolist()
+    ([0, 2, 4, 5], [0.2, 0.2, 0.4, 0.2])
+    >>> pointsets_to_measures([PointSet("x", [[0.0, 0.0, 0.0]])], graph)
+    Traceback (most recent call last):
+        ...
+    sobolev_index.errors.PointsFileError: point set 'x' has points of dimension 3; the graph's nodes ... 2
     """
     if graph.coords is None:
         raise ValueError("the graph has no node coordinates; build it with Graph.from_points")
