@@ -488,7 +488,7 @@ class Graph:
         ------
         ValueError
             If the graph has no coordinates, or ``points`` does not have
-            the shape (n, dim).
+            the shape (n, dim), or holds a value that is not finite.
 
         Examples
         --------
@@ -504,6 +504,11 @@ class Graph:
             raise ValueError(
                 f"points have shape {points.shape}; expected (n, {self.coords.shape[1]})"
             )
+        finite = np.isfinite(points).all(axis=1)
+        if not finite.all():
+            # argmin over NaN distances would map such a point to node 0
+            row = int(np.flatnonzero(~finite)[0])
+            raise ValueError(f"point {row} is {points[row].tolist()}; expected finite coordinates")
         sq_nodes = np.einsum("ij,ij->i", self.coords, self.coords)
         out = np.empty(len(points), dtype=np.int64)
         for start in range(0, len(points), BLOCK_ROWS):

@@ -526,3 +526,12 @@ def test_root_weights_normalised_once_stay_as_they_are():
         assert np.array_equal(normalise_eta(once, n), once)
         changed_by_a_second_division += not np.array_equal(once / once.sum(), once)
     assert changed_by_a_second_division > 0
+
+
+def test_nearest_nodes_refuses_points_that_are_not_finite():
+    # argmin over NaN distances would quietly give node 0
+    graph = Graph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.0], coords=[[0.0], [1.0], [3.0]])
+    assert graph.nearest_nodes([[0.4], [2.5]]).tolist() == [0, 2]
+    for bad in (np.nan, np.inf, -np.inf):
+        with pytest.raises(ValueError, match=r"point 1 is \[.*\]; expected finite coordinates"):
+            graph.nearest_nodes([[0.4], [bad]])

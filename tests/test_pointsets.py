@@ -2,6 +2,7 @@
 
 import io
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -177,6 +178,11 @@ def test_pointset_defaults_and_validation():
         PointSet("k", [[0, 0], [np.nan, 1]])
     with pytest.raises(ValueError, match="positive, finite sum"):
         PointSet("k", [[0, 0]], weights=[0.0])
+    # finite weights whose sum overflows: refused here, without a NumPy warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="positive, finite sum"):
+            PointSet("k", [[0, 0], [1, 1]], weights=[1e308, 1e308])
 
 
 # ------------------------------------------------------------------ diagrams

@@ -163,7 +163,9 @@ class PointSet:
             raise ValueError(
                 f"point set {self.key!r} has weights of shape {weights.shape}; expected ({n},), one per point"
             )
-        if not np.isfinite(weights).all() or (weights < 0).any() or not weights.sum() > 0:
+        with np.errstate(over="ignore"):  # a sum that overflows is refused below
+            total = weights.sum()
+        if not np.isfinite(weights).all() or (weights < 0).any() or not 0 < total < np.inf:
             raise ValueError(
                 f"point set {self.key!r} has weights {weights!r:.80}; "
                 "expected finite values >= 0 with a positive, finite sum"
