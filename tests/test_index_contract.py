@@ -137,6 +137,12 @@ def test_closed_and_read_only_indexes_refuse_work(make):
         reader.add([(np.array([1]), np.array([1.0]))], keys=["b"])
     with pytest.raises(SobolevIndexError, match="open for reading"):
         reader.delete(["a"])
+    with pytest.raises(SobolevIndexError, match="open for reading"):
+        reader.verify(repair=True)
+    for sample in (0, 2.5, "64"):
+        with pytest.raises(ValueError, match=f"sample is {sample!r}"):
+            reader.verify(sample=sample)
+    assert reader.verify(sample=3)["ok"]
     assert len(reader) == 1 and "a" in reader and "b" not in reader
 
 

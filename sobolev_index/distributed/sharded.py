@@ -31,6 +31,7 @@ from ..graph import Graph
 from ..index import SobolevIndex, storage
 from ..index.arguments import (
     check_room,
+    check_sample_size,
     check_str_keys,
     check_where,
     checked_candidates,
@@ -984,12 +985,10 @@ class ShardedIndex(IndexBase):
         ----------
         repair : bool, default False
             Repair each shard as ``SobolevIndex.verify`` does (writers
-            only: on a reader each shard's refusal is reported as a
-            problem, not raised).
+            only).
         sample : int, optional
-            Rows per segment each shard checks; None (the default) means
-            ``SobolevIndex.verify``'s default. A value a shard refuses is
-            reported as a problem of each shard, not raised.
+            Rows per segment each shard checks, an integer >= 1; None (the
+            default) means ``SobolevIndex.verify``'s default.
         seed : int, default 0
             Seed of the choice of those rows.
 
@@ -1004,9 +1003,16 @@ class ShardedIndex(IndexBase):
         Raises
         ------
         SobolevIndexError
-            If the index is closed.
+            If the index is closed, or ``repair`` is asked of a reader.
+        ValueError
+            If ``sample`` is not an integer >= 1.
         """
         self._check_open()
+        # Refused here, as the single index refuses them, not once per shard.
+        if sample is not None:
+            sample = check_sample_size(sample)
+        if repair:
+            self._check_writable()
         kwargs = {"repair": repair, "seed": seed}
         if sample is not None:
             kwargs["sample"] = sample
