@@ -47,8 +47,47 @@ VECTOR_FORMATS = ("word2vec-bin", "word2vec-text", "glove", "npy")
 
 @dataclass(frozen=True)
 class WordVectors:
-    """Distinct ``words`` and their ``vectors`` (float32 unless ``dtype``
-    says otherwise, one row per word, C-contiguous)."""
+    """Distinct words and their vectors, one row per word.
+
+    The container every reader returns and every ``vectors=`` argument of
+    the text pipeline takes. It is frozen; ``len(vectors)`` is the number of
+    words and ``word in vectors`` tells whether a word has a vector.
+
+    Parameters
+    ----------
+    words : sequence of str
+        The words, distinct; kept as a list.
+    vectors : array-like of shape (len(words), dim)
+        Row i is the vector of ``words[i]``. Stored C-contiguous, as
+        ``dtype``.
+    dtype : floating dtype, default=np.float32
+        The dtype of the stored vectors; integer and other non-floating
+        dtypes are refused.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not a floating-point dtype, ``vectors`` is not 2-D
+        with one row per word, or the words are not distinct.
+
+    See Also
+    --------
+    load_vectors : Word vectors from a file.
+    write_word2vec_text : Word vectors to a text file.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.embeddings import WordVectors
+    >>> vectors = WordVectors(["cat", "dog", "car"], [[0.0, 1.0], [0.25, 1.0], [1.0, 0.0]])
+    >>> len(vectors), vectors.dim, "dog" in vectors, vectors.vectors.dtype
+    (3, 2, True, dtype('float32'))
+    >>> vectors.index_of("car"), vectors.index_of("bus")
+    (2, -1)
+    >>> WordVectors(["cat", "cat"], [[0.0, 1.0], [1.0, 0.0]])
+    Traceback (most recent call last):
+        ...
+    ValueError: words are not distinct
+    """
 
     words: list
     vectors: np.ndarray
@@ -79,14 +118,47 @@ class WordVectors:
 
     @property
     def dim(self):
+        """int: The dimension of the vectors (their number of columns)."""
         return self.vectors.shape[1]
 
     def index_of(self, word):
-        """Row of ``word``, or -1 if it has no vector."""
+        """The row of ``word`` in :attr:`vectors`.
+
+        Parameters
+        ----------
+        word : str
+            The word looked up, exactly as stored.
+
+        Returns
+        -------
+        int
+            Its row, or -1 if it has no vector.
+        """
         return self._index.get(word, -1)
 
     def subset(self, words):
-        """The vectors of those of ``words`` that have one, in that order."""
+        """The vectors of those of ``words`` that have one.
+
+        Parameters
+        ----------
+        words : iterable of str
+            The words wanted; those without a vector are left out.
+
+        Returns
+        -------
+        WordVectors
+            A new container of the words found, in the order of ``words``
+            (a word given twice is refused as not distinct), with this one's
+            dtype.
+
+        Examples
+        --------
+        >>> from sobolev_index.ingest.embeddings import WordVectors
+        >>> vectors = WordVectors(["cat", "dog", "car"], [[0.0, 1.0], [0.25, 1.0], [1.0, 0.0]])
+        >>> some = vectors.subset(["car", "bus", "cat"])
+        >>> some.words, some.vectors.tolist()
+        (['car', 'cat'], [[1.0, 0.0], [0.0, 1.0]])
+        """
         rows = [self._index[w] for w in words if w in self._index]
         return WordVectors([self.words[r] for r in rows], self.vectors[rows], dtype=self.dtype)
 
@@ -536,7 +608,7 @@ def _read_npy(path, vocab, wanted, fold_case, dtype, progress):
 
 def load_vectors(path, words=None, *, format="auto", vocab=None, fold_case=False,
                  dtype=np.float32, progress=None):
-    """Read word vectors from a file, keeping only ``words`` if given.
+    r"""Read word vectors from a file, keeping only ``words`` if given.
 
     Parameters
     ----------
@@ -578,9 +650,11 @@ def load_vectors(path, words=None, *, format="auto", vocab=None, fold_case=False
     Raises
     ------
     FileNotFoundError
-        If the file (or the npy vocabulary) does not exist.
+        If the file (or the npy vocabulary) does not exist
+        (:class:`IsADirectoryError` if ``path`` is a directory).
     ValueError
-        If ``format``, ``words`` or ``dtype`` is invalid.
+        If ``format``, ``words``, ``dtype`` or ``progress`` is invalid, or
+        ``vocab`` is given for a file not read as npy.
     VectorFileError
         If the file is empty or malformed: a bad header, a truncated record,
         a line with the wrong number of values, a non-numeric value, npy rows
@@ -588,6 +662,31 @@ def load_vectors(path, words=None, *, format="auto", vocab=None, fold_case=False
         kept. The message names the file and the line number (text) or byte
         offset (binary). With ``words`` given, text lines whose first field
         is not wanted are skipped without being checked.
+        (:class:`~sobolev_index.errors.VectorFileError` is a ValueError.)
+
+    See Also
+    --------
+    vector_file_info : A file's format, word count and dimension.
+    write_word2vec_text : Write vectors as text.
+    write_word2vec_binary : Write vectors in word2vec's binary format.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.embeddings import load_vectors, write_word2vec_binary
+    >>> write_word2vec_binary("tiny.bin", ["cat", "dog", "car"],
+    ...                       [[0.0, 1.0], [0.25, 1.0], [1.0, 0.0]])
+    >>> found = load_vectors("tiny.bin", words=["car", "cat", "emu"])
+    >>> found.words, found.vectors.tolist()
+    (['cat', 'car'], [[0.0, 1.0], [1.0, 0.0]])
+
+    A malformed file is an error that names the line:
+
+    >>> with open("broken.vec", "w", encoding="utf-8") as f:
+    ...     _ = f.write("2 2\ncat 0 1\ndog 0.25\n")
+    >>> load_vectors("broken.vec")
+    Traceback (most recent call last):
+        ...
+    sobolev_index.errors.VectorFileError: broken.vec: line 3 has 1 values; expected 2 (the header says 2)
     """
     _check_format(format)
     dtype = np.dtype(dtype)
@@ -632,6 +731,7 @@ def vector_file_info(path, format="auto", vocab=None):
     Parameters
     ----------
     path : str or path-like
+        A word-vector file, as for :func:`load_vectors`.
     format : {"auto", "word2vec-bin", "word2vec-text", "glove", "npy"}, default="auto"
         As in :func:`load_vectors`.
     vocab : str or path-like, default=None
@@ -644,6 +744,28 @@ def vector_file_info(path, format="auto", vocab=None):
         ``format``, ``count`` (None for GloVe, which has no header) and
         ``dim``; for npy also ``vocab``, the vocabulary path or None if there
         is none.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file, or a ``vocab`` given, does not exist.
+    ValueError
+        If ``format`` is not one of the names above.
+    VectorFileError
+        If the header or first line is empty or malformed, or an npy file is
+        not a 2-D array of numbers
+        (:class:`~sobolev_index.errors.VectorFileError`).
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.embeddings import vector_file_info, write_word2vec_text
+    >>> words, rows = ["cat", "dog", "car"], [[0.0, 1.0], [0.25, 1.0], [1.0, 0.0]]
+    >>> write_word2vec_text("tiny.vec", words, rows)
+    >>> vector_file_info("tiny.vec")
+    {'format': 'word2vec-text', 'count': 3, 'dim': 2}
+    >>> write_word2vec_text("tiny-glove.txt", words, rows, header=False)
+    >>> vector_file_info("tiny-glove.txt")
+    {'format': 'glove', 'count': None, 'dim': 2}
     """
     _check_format(format)
     with regular_file(path) as local:
@@ -704,9 +826,39 @@ def _open_for_writing(path):
 
 
 def write_word2vec_binary(path, words, vectors):
-    """Write ``words`` and ``vectors`` in the word2vec binary format (a
-    newline after each vector, as word2vec itself writes). A path ending in
-    ``.gz`` is gzip-compressed."""
+    """Write ``words`` and ``vectors`` in the word2vec binary format.
+
+    A ``"<count> <dim>"`` header line, then per word its UTF-8 bytes, a
+    space, its values as little-endian float32 and a newline (as word2vec
+    itself writes). An existing file is overwritten.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file written; a name ending in ``.gz`` is gzip-compressed.
+    words : sequence of str
+        Non-empty words without ASCII whitespace (spaces, tabs, newlines).
+    vectors : array-like of shape (len(words), dim)
+        Row i is the vector of ``words[i]``; dim >= 1. Written as float32.
+
+    Raises
+    ------
+    ValueError
+        If ``vectors`` does not have that shape, or a word is not a
+        non-empty str without whitespace.
+
+    See Also
+    --------
+    load_vectors : Read the file back.
+    sobolev_index.ingest.learn.write_vectors : Write a new file, atomically.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.embeddings import load_vectors, write_word2vec_binary
+    >>> write_word2vec_binary("tiny.bin", ["cat", "dog"], [[0.0, 1.0], [0.25, 1.0]])
+    >>> load_vectors("tiny.bin").vectors.tolist()
+    [[0.0, 1.0], [0.25, 1.0]]
+    """
     words, vectors = _check_for_writing(words, vectors)
     vectors = np.ascontiguousarray(vectors, dtype="<f4")
     with _open_for_writing(path) as handle:
@@ -716,12 +868,47 @@ def write_word2vec_binary(path, words, vectors):
 
 
 def write_word2vec_text(path, words, vectors, header=True):
-    """Write ``words`` and ``vectors`` as text lines ``"word v1 ... vdim"``,
-    after a ``"<count> <dim>"`` header unless ``header=False`` (GloVe). A
-    path ending in ``.gz`` is gzip-compressed.
+    """Write ``words`` and ``vectors`` as text lines ``"word v1 ... vdim"``.
 
-    float32 values are written with 9 significant digits and float64 values
-    with 17, enough for them to read back exactly.
+    float64 values are written with 17 significant digits and any other
+    values with 9 (float32's), enough for them to read back exactly. An
+    existing file is overwritten.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file written; a name ending in ``.gz`` is gzip-compressed.
+    words : sequence of str
+        Non-empty words without ASCII whitespace (spaces, tabs, newlines).
+    vectors : array-like of shape (len(words), dim)
+        Row i is the vector of ``words[i]``; dim >= 1.
+    header : bool, default=True
+        Write a ``"<count> <dim>"`` header line first (word2vec and
+        fastText text); False writes none (GloVe).
+
+    Raises
+    ------
+    ValueError
+        If ``vectors`` does not have that shape, or a word is not a
+        non-empty str without whitespace.
+
+    See Also
+    --------
+    load_vectors : Read the file back.
+    write_word2vec_binary : The binary format.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.embeddings import write_word2vec_text
+    >>> write_word2vec_text("tiny.vec", ["cat", "dog"], [[0.0, 1.0], [0.25, 1.0]])
+    >>> print(open("tiny.vec", encoding="utf-8").read())
+    2 2
+    cat 0 1
+    dog 0.25 1
+    >>> write_word2vec_text("bad.vec", ["a cat"], [[0.0, 1.0]])
+    Traceback (most recent call last):
+        ...
+    ValueError: word 'a cat' cannot be written: expected a non-empty str without spaces, tabs or newlines
     """
     words, vectors = _check_for_writing(words, vectors)
     digits = 17 if vectors.dtype == np.float64 else 9

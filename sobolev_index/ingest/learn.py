@@ -176,8 +176,27 @@ def ppmi_svd_vectors(token_lists, dim=100, window=5, min_count=3, seed=0, max_wo
     ------
     ValueError
         If the parameters are invalid, a document is a str rather than a
-        list of tokens, or fewer than ``dim + 1`` words qualify (the
-        truncated SVD needs more words than dimensions).
+        list of tokens (or a token is not a str), no word qualifies, no two
+        words of the vocabulary co-occur, or fewer than ``dim + 1`` words
+        qualify (the truncated SVD needs more words than dimensions).
+
+    See Also
+    --------
+    learn_vectors : The same from texts, read as an index reads them.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.learn import ppmi_svd_vectors
+    >>> from sobolev_index.ingest.text import tokenize
+    >>> texts = ["the cat sat on the mat", "the dog sat on the rug",
+    ...          "a cat and a dog played", "the cat saw the dog"]
+    >>> vectors = ppmi_svd_vectors([tokenize(t) for t in texts], dim=2, window=2, min_count=2)
+    >>> vectors.words, vectors.dim
+    (['the', 'cat', 'dog', 'a', 'on', 'sat'], 2)
+    >>> ppmi_svd_vectors([tokenize(t) for t in texts], dim=6, window=2, min_count=2)
+    Traceback (most recent call last):
+        ...
+    ValueError: only 6 words appear at least min_count=2 times; dim=6 needs at least 7: ...
     """
     dim = _check_int("dim", dim, 1)
     words, ppmi = _ppmi_matrix(token_lists, window, min_count, alpha=alpha, max_words=max_words)
@@ -209,8 +228,11 @@ def nearest_words(vectors, word, n=5):
     Parameters
     ----------
     vectors : WordVectors
+        The vectors searched.
     word : str
+        The word whose neighbours are wanted, exactly as in ``vectors``.
     n : int, default=5
+        How many neighbours, at most; 0 gives none.
 
     Returns
     -------
@@ -222,6 +244,18 @@ def nearest_words(vectors, word, n=5):
     ------
     KeyError
         If ``word`` has no vector.
+    ValueError
+        If ``vectors`` is not a :class:`~sobolev_index.ingest.embeddings.WordVectors`
+        or ``n`` is not an int >= 0.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.embeddings import WordVectors
+    >>> from sobolev_index.ingest.learn import nearest_words
+    >>> vectors = WordVectors(["cat", "dog", "car", "bus"],
+    ...                       [[0.0, 1.0], [0.25, 1.0], [1.0, 0.0], [1.0, 0.25]])
+    >>> [(w, round(s, 4)) for w, s in nearest_words(vectors, "cat", n=2)]
+    [('dog', 0.9701), ('bus', 0.2425)]
     """
     if not isinstance(vectors, WordVectors):
         raise ValueError(f"vectors is {type(vectors).__name__}; expected WordVectors")
@@ -259,27 +293,39 @@ def _texts(documents):
 def learn_vectors(documents, *, dim=LEARN_DEFAULTS["dim"], window=LEARN_DEFAULTS["window"],
                   min_count=LEARN_DEFAULTS["min_count"], pattern=DEFAULT_TOKEN_PATTERN,
                   lowercase=True, seed=0, threads=1, progress=None):
-    """Word vectors learned from ``documents`` by PPMI and truncated SVD
-    (:func:`ppmi_svd_vectors`), with the text read as an index reads it.
+    """Word vectors learned from ``documents``, with the text read as an index reads it.
+
+    The vectors come from PPMI and a truncated SVD
+    (:func:`ppmi_svd_vectors`, with its default ``alpha``). Stop words are
+    kept: they are part of every word's context. The defaults are
+    :data:`LEARN_DEFAULTS`, those of ``sobolev-index vectors``.
 
     Parameters
     ----------
     documents : iterable of str or dict
         Texts, or documents as :func:`~sobolev_index.ingest.documents.read_corpus`
         yields them (their ``"text"``).
-    dim, window, min_count : int
-        As for :func:`ppmi_svd_vectors`. Stop words are kept: they are part
-        of every word's context. When fewer than ``dim + 1`` words appear
-        ``min_count`` times, ``dim`` is lowered to the number of such
-        words minus one, and the report says so (``dim_asked``).
-    pattern, lowercase :
+    dim : int, default=100
+        Dimension of the vectors, as for :func:`ppmi_svd_vectors`. When
+        fewer than ``dim + 1`` words appear ``min_count`` times, ``dim`` is
+        lowered to the number of such words minus one, and the report says
+        so (``dim_asked``).
+    window : int, default=5
+        As for :func:`ppmi_svd_vectors`.
+    min_count : int, default=2
+        As for :func:`ppmi_svd_vectors`: words seen fewer times get no
+        vector.
+    pattern : str, default="unicode"
         How text becomes words (:func:`~sobolev_index.ingest.text.tokenize`):
-        give the ones the index will be built with (the defaults are the
+        give the pattern the index will be built with (the default is the
         build's), or the vectors will not match its words.
-    seed : int
+    lowercase : bool, default=True
+        As for :func:`~sobolev_index.ingest.text.tokenize`; like
+        ``pattern``, give the index's.
+    seed : int, default=0
         Seeds the SVD's start vector: the same corpus and seed give the
         same vectors.
-    threads : int or None
+    threads : int or None, default=1
         BLAS threads during the SVD (None: the library's own choice). Its
         many small dense products gain nothing from a second thread, and
         threads that wait for a busy core slow it several times over, so 1
@@ -299,6 +345,32 @@ def learn_vectors(documents, *, dim=LEARN_DEFAULTS["dim"], window=LEARN_DEFAULTS
         ``zero_vectors`` (words seen often enough whose vector came out zero:
         none of their contexts is in the kept dimensions; they get no
         vector) and ``seconds``.
+
+    Raises
+    ------
+    ValueError
+        If ``dim``, ``window``, ``min_count`` or ``threads`` is not an int
+        >= 1, a document is neither a str nor a dict with a str ``"text"``,
+        there are no documents, fewer than 2 words appear ``min_count``
+        times, or no two of them occur within ``window`` of each other.
+
+    See Also
+    --------
+    write_vectors : Write the vectors to a file.
+    nearest_words : The words most similar to a word.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.learn import learn_vectors, nearest_words
+    >>> texts = ["the cat sat on the mat", "the dog sat on the rug",
+    ...          "a cat and a dog played", "the cat saw the dog"]
+    >>> vectors, report = learn_vectors(texts, dim=10, window=2, min_count=2)
+    >>> vectors.words
+    ['the', 'cat', 'dog', 'a', 'on', 'sat']
+    >>> report["dim"], report["dim_asked"], report["distinct_words"], report["tokens"]
+    (5, 10, 11, 23)
+    >>> [word for word, _ in nearest_words(vectors, "cat", n=1)]
+    ['dog']
     """
     started = time.perf_counter()
     dim = _check_int("dim", dim, 1)
@@ -385,7 +457,37 @@ VECTOR_OUTPUTS = {".bin": "word2vec-bin", ".vec": "word2vec-text", ".txt": "word
 
 
 def vector_output_format(path):
-    """The format :func:`write_vectors` writes to ``path``, by its name."""
+    """The format :func:`write_vectors` writes to ``path``, by its name.
+
+    Parameters
+    ----------
+    path : str
+        A file name ending in one of the suffixes of
+        :data:`VECTOR_OUTPUTS`, perhaps followed by ``.gz``, with something
+        before the suffix.
+
+    Returns
+    -------
+    str
+        ``"word2vec-bin"`` for ``.bin``, ``"word2vec-text"`` for ``.vec``
+        and ``.txt``: a format name of
+        :func:`~sobolev_index.ingest.embeddings.load_vectors`.
+
+    Raises
+    ------
+    ValueError
+        If the name has none of those endings.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.learn import vector_output_format
+    >>> vector_output_format("vectors.bin"), vector_output_format("vectors.vec.gz")
+    ('word2vec-bin', 'word2vec-text')
+    >>> vector_output_format("vectors.npy")
+    Traceback (most recent call last):
+        ...
+    ValueError: output is 'vectors.npy'; expected a file name ending in .bin or .bin.gz, ...
+    """
     name = os.path.basename(path).lower().removesuffix(".gz")
     for suffix, fmt in VECTOR_OUTPUTS.items():
         if name.endswith(suffix) and len(name) > len(suffix):
@@ -396,23 +498,88 @@ def vector_output_format(path):
 
 
 def check_vectors_output(path):
-    """``path`` as an output of :func:`write_vectors`, checked before any
-    work: a name with a known ending that does not exist yet, in a folder
-    that does. Returns its format."""
+    """Check ``path`` as an output of :func:`write_vectors`, before any work.
+
+    It must be a name with a known ending (see :func:`vector_output_format`)
+    that does not exist yet, in a folder that does.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file to be written.
+
+    Returns
+    -------
+    str
+        Its format, as :func:`vector_output_format` gives it.
+
+    Raises
+    ------
+    ValueError
+        If the name has no known ending, the file exists, or its folder
+        does not.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.learn import check_vectors_output
+    >>> check_vectors_output("learned.bin")
+    'word2vec-bin'
+    >>> with open("taken.vec", "w") as f:
+    ...     _ = f.write("")
+    >>> check_vectors_output("taken.vec")
+    Traceback (most recent call last):
+        ...
+    ValueError: output 'taken.vec' exists; choose a new file name (writing vectors never overwrites a file)
+    """
     fmt = vector_output_format(os.fspath(path))
     check_new_output(path, "writing vectors")
     return fmt
 
 
 def write_vectors(path, vectors):
-    """Write ``vectors`` (a :class:`WordVectors`) to a new file ``path``:
-    word2vec binary for ``.bin``, word2vec text with a header for ``.vec``
-    and ``.txt``, gzip-compressed when the name also ends in ``.gz``; the
-    format ``load_vectors`` and ``--vectors`` recognise by name and content.
+    """Write ``vectors`` to a new file ``path``, in the format its name says.
 
-    The file is written under a temporary name in the same folder and
-    renamed into place when complete, so a failed write leaves nothing; an
-    existing ``path`` is refused. Returns the absolute path.
+    Word2vec binary for ``.bin``, word2vec text with a header for ``.vec``
+    and ``.txt``, gzip-compressed when the name also ends in ``.gz``: the
+    formats :func:`~sobolev_index.ingest.embeddings.load_vectors` and
+    ``--vectors`` recognise by name and content. The file is written under a
+    temporary name in the same folder and renamed into place when complete,
+    so a failed write leaves nothing; an existing ``path`` is refused.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The new file: a name as :func:`vector_output_format` takes it, that
+        does not exist yet, in a folder that does.
+    vectors : WordVectors
+        The words and vectors written.
+
+    Returns
+    -------
+    str
+        The absolute path of the file written.
+
+    Raises
+    ------
+    ValueError
+        If ``vectors`` is not a :class:`~sobolev_index.ingest.embeddings.WordVectors`,
+        the name has no known ending, the file exists (also when it appears
+        during the write), its folder does not exist, or a word cannot be
+        written (it holds whitespace).
+
+    Examples
+    --------
+    >>> import os
+    >>> from sobolev_index.ingest.embeddings import WordVectors, load_vectors
+    >>> from sobolev_index.ingest.learn import write_vectors
+    >>> vectors = WordVectors(["cat", "dog"], [[0.0, 1.0], [0.25, 1.0]])
+    >>> path = write_vectors("learned.vec.gz", vectors)
+    >>> os.path.basename(path), load_vectors(path).words
+    ('learned.vec.gz', ['cat', 'dog'])
+    >>> write_vectors("learned.vec.gz", vectors)
+    Traceback (most recent call last):
+        ...
+    ValueError: output 'learned.vec.gz' exists; choose a new file name (writing vectors never ...
     """
     if not isinstance(vectors, WordVectors):
         raise ValueError(f"vectors is {type(vectors).__name__}; expected WordVectors")

@@ -39,9 +39,50 @@ def _first_line(text, width=70):
 
 
 def run_quickstart(directory=None, seed=0, log=print):
-    """Run the quickstart into ``directory`` (a new or empty folder; default
-    a temporary one, removed at the end). ``log`` receives each line of the
-    report as it is made. Returns the report as a dict."""
+    """Run the quickstart: the whole text pipeline on Python's own documentation.
+
+    It writes the corpus and learned word vectors as files, builds an index
+    from most of the corpus, searches it with :data:`EXAMPLE_QUERIES`, adds
+    the rest, deletes a few documents, compacts and verifies, as the module
+    docstring describes. It takes some seconds (about ten on a laptop).
+
+    Parameters
+    ----------
+    directory : str or path-like, optional
+        A new or empty folder (made if need be) that keeps the corpus, the
+        vectors and the index afterwards. If the run fails, what it wrote
+        there is removed, so that the folder can be used again. None (the
+        default) works in a temporary folder, removed at the end.
+    seed : int, default=0
+        Seeds the learned vectors and the build (its graph and roots).
+    log : callable, default=print
+        Called with each line of the report, a str, as it is made.
+
+    Returns
+    -------
+    dict
+        The report: ``directory`` (None for a temporary one), ``seed``,
+        ``timings`` (seconds by stage, and ``total``), ``documents``,
+        ``words`` and ``dim`` of the learned vectors, ``nearest_words`` (of
+        a few example words), ``build`` (the build's report, with counts for
+        ``added`` and ``skipped``), ``searches`` (each query with its
+        results), ``added``, ``new_words``, ``deleted``, ``final_documents``
+        and ``verify_ok``.
+
+    Raises
+    ------
+    FileExistsError
+        If ``directory`` exists and is not an empty folder.
+
+    Examples
+    --------
+    The run takes several seconds, so the example is not run as a test:
+
+    >>> from sobolev_index.ingest.quickstart import run_quickstart
+    >>> report = run_quickstart("quickstart", log=lambda line: None)  # doctest: +SKIP
+    >>> report["verify_ok"], report["final_documents"] > 1000  # doctest: +SKIP
+    (True, True)
+    """
     keep = directory is not None
     if keep:
         directory = os.path.abspath(os.fspath(directory))

@@ -164,15 +164,89 @@ def _tokenizer(pattern):
 
 
 def check_token_pattern(pattern):
-    """Raise ValueError, naming ``pattern``, unless it is a pattern name or a
-    regular expression."""
+    """Check that ``pattern`` is a token pattern name or a regular expression.
+
+    The pattern is compiled (and kept for :func:`tokenize`), so a bad one
+    fails here, before any text is read or anything is written.
+
+    Parameters
+    ----------
+    pattern : str
+        A name of :data:`TOKEN_PATTERNS` (``"unicode"`` or ``"ascii"``) or a
+        regular expression.
+
+    Raises
+    ------
+    ValueError
+        If ``pattern`` is not a str, or is neither a name nor a regular
+        expression that compiles; the message names it.
+
+    See Also
+    --------
+    tokenize : The words of a text under a pattern.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.text import check_token_pattern
+    >>> check_token_pattern("unicode")
+    >>> check_token_pattern(r"[a-z]+")
+    >>> check_token_pattern("[a-")
+    Traceback (most recent call last):
+        ...
+    ValueError: token pattern '[a-' is neither a pattern name ('unicode', 'ascii') nor a regular ...
+    """
     _tokenizer(pattern)
 
 
 def tokenize(text, pattern=DEFAULT_TOKEN_PATTERN, lowercase=True, stopwords=None):
-    """The words of ``text`` in order: every match of ``pattern`` (a name of
-    :data:`TOKEN_PATTERNS` or a regex, see the module docstring) in the
-    text, lowercased first unless told not to, without the ``stopwords``."""
+    r"""The words of ``text``, in order.
+
+    Every whole, non-empty match of ``pattern`` in the text is a word; the
+    text is lowercased first unless ``lowercase`` is False, and the
+    ``"unicode"`` pattern also puts it in NFC with ASCII apostrophes (see
+    the module docstring). An index reads its documents and queries with
+    this function and the pattern it was built with.
+
+    Parameters
+    ----------
+    text : str
+        The text to split into words.
+    pattern : str, default="unicode"
+        A name of :data:`TOKEN_PATTERNS` or a regular expression.
+    lowercase : bool, default=True
+        Lowercase the text (``str.lower``) before matching.
+    stopwords : set of str, optional
+        Words left out of the result, written as the pattern writes its
+        words (see :func:`normalize_word`). None (the default) leaves out
+        none.
+
+    Returns
+    -------
+    list of str
+        The words, in the order they occur, repeats included.
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is not a str, or ``pattern`` is not a pattern name or a
+        regular expression.
+
+    See Also
+    --------
+    normalize_word : A single word as the pattern writes it.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.text import ENGLISH_STOPWORDS, tokenize
+    >>> tokenize("Don\u2019t panic: the Café in Zürich opens at 9!")
+    ["don't", 'panic', 'the', 'café', 'in', 'zürich', 'opens', 'at', '9']
+    >>> tokenize("Don\u2019t panic: the Café in Zürich opens at 9!", "ascii")
+    ['don', 't', 'panic', 'the', 'caf', 'in', 'z', 'rich', 'opens', 'at', '9']
+    >>> tokenize("The cat and THE dog", stopwords=ENGLISH_STOPWORDS)
+    ['cat', 'dog']
+    >>> tokenize("The cat and THE dog", lowercase=False)
+    ['The', 'cat', 'and', 'THE', 'dog']
+    """
     if not isinstance(text, str):
         raise ValueError(f"text is {type(text).__name__} {text!r:.60}; expected a str")
     words = _tokenizer(pattern).words(text, lowercase)
@@ -182,9 +256,42 @@ def tokenize(text, pattern=DEFAULT_TOKEN_PATTERN, lowercase=True, stopwords=None
 
 
 def normalize_word(word, pattern=DEFAULT_TOKEN_PATTERN, lowercase=True):
-    """``word`` as ``pattern`` would write it as a token (lowercased, and for
-    "unicode" in NFC with ASCII apostrophes), so that a stop word from a
-    list meets the tokens of the text. A regex pattern leaves it as it is."""
+    r"""``word`` as ``pattern`` would write it as a token.
+
+    So that a stop word from a list meets the tokens of the text. For the
+    ``"unicode"`` pattern that is the word lowercased (unless ``lowercase``
+    is False), in NFC and with ASCII apostrophes. The ``"ascii"`` pattern
+    and regular expressions leave the word as it is, not even lowercased.
+
+    Parameters
+    ----------
+    word : str
+        The word, e.g. a line of a stop-word list.
+    pattern : str, default="unicode"
+        A name of :data:`TOKEN_PATTERNS` or a regular expression.
+    lowercase : bool, default=True
+        Whether the pattern's text is lowercased (``"unicode"`` only).
+
+    Returns
+    -------
+    str
+        The word as a token of ``pattern``.
+
+    Raises
+    ------
+    ValueError
+        If ``pattern`` is not a pattern name or a regular expression.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.text import normalize_word
+    >>> normalize_word("Don\u2019t")
+    "don't"
+    >>> normalize_word("Cafe\u0301") == "café"
+    True
+    >>> normalize_word("The", "ascii")
+    'The'
+    """
     tokenizer = _tokenizer(pattern)
     return tokenizer.prepare(word, lowercase) if tokenizer.normalise else word
 
@@ -196,9 +303,36 @@ ENCODING_ADVICE = f"give the file's encoding {ADVICE['encoding']}"
 
 
 def check_encoding(encoding):
-    """The codec name of text encoding ``encoding``; ValueError, naming it,
-    for a name Python does not know or a codec that is not a text encoding
-    (base64, zlib)."""
+    """The codec name of the text encoding ``encoding``, checked.
+
+    Parameters
+    ----------
+    encoding : str
+        The name of a text encoding Python knows, in any of its spellings
+        (``"UTF8"``, ``"latin-1"``, ``"cp1252"``).
+
+    Returns
+    -------
+    str
+        Python's own name of the codec, e.g. ``"utf-8"`` or ``"iso8859-1"``.
+
+    Raises
+    ------
+    ValueError
+        If ``encoding`` is not a non-blank str, is a name Python does not
+        know, or names a codec that is not a text encoding (base64, zlib);
+        the message names it.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.text import check_encoding
+    >>> check_encoding("UTF8"), check_encoding("latin-1")
+    ('utf-8', 'iso8859-1')
+    >>> check_encoding("base64")
+    Traceback (most recent call last):
+        ...
+    ValueError: encoding 'base64' is not a text encoding Python knows; ...
+    """
     if not isinstance(encoding, str) or not encoding.strip():
         raise ValueError(f"encoding is {encoding!r}; expected the name of a text encoding such as "
                          "'utf-8', 'cp1252', 'latin-1' or 'utf-16'")
@@ -218,17 +352,49 @@ def _source_name(source):
 
 
 def text_lines(source, encoding=DEFAULT_ENCODING):
-    """The lines of a text file, each ending in ``"\\n"`` (but perhaps the
-    last), decoded from ``encoding``.
+    r"""The lines of a text file, decoded from ``encoding``.
 
-    ``source``: a path or ``"-"`` for stdin (its bytes are decoded here,
-    whatever the locale says; a stdin that has no bytes, such as a
-    StringIO, is read as the text it is). A byte-order mark at the start is
-    dropped; ``"\\r\\n"`` and ``"\\r"`` end lines as ``"\\n"`` does. Bytes
-    that do not decode, and NUL characters, raise :class:`CorpusError`
-    naming the file, the line and (for bytes) the byte offset, when the
-    reading reaches them. The file is closed when the generator ends or is
-    closed.
+    A byte-order mark at the start is dropped; ``"\r\n"`` and ``"\r"`` end
+    lines as ``"\n"`` does. Nothing is replaced silently: bytes that do not
+    decode, and NUL characters, are errors. The file is opened when the
+    iteration starts and closed when the generator ends or is closed.
+
+    Parameters
+    ----------
+    source : str or path-like
+        A path, or ``"-"`` for stdin. The bytes of stdin are decoded here,
+        whatever the locale says; a stdin that has no bytes, such as a
+        StringIO, is read as the text it is.
+    encoding : str, default="utf-8"
+        Any Python text encoding (see :func:`check_encoding`).
+
+    Yields
+    ------
+    str
+        Each line, ending in ``"\n"`` (but perhaps the last).
+
+    Raises
+    ------
+    ValueError
+        If ``encoding`` is not a text encoding (when the iteration starts).
+    FileNotFoundError
+        If ``source`` does not exist (when the iteration starts).
+    CorpusError
+        When the reading reaches bytes that do not decode or a NUL
+        character: :class:`~sobolev_index.errors.CorpusError`, naming the
+        file, the line and (for bytes) the byte offset.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.text import text_lines
+    >>> with open("notes.txt", "wb") as f:
+    ...     _ = f.write(b"first\r\nsecond\rcaf\xe9")
+    >>> list(text_lines("notes.txt", "latin-1"))
+    ['first\n', 'second\n', 'café']
+    >>> list(text_lines("notes.txt"))
+    Traceback (most recent call last):
+        ...
+    sobolev_index.errors.CorpusError: notes.txt is not utf-8 text: line 3, byte offset 17 (0xe9): ...
     """
     codec = check_encoding(encoding)
     if codec == "utf-8-sig":
@@ -329,9 +495,46 @@ def _decode_error(exc, name, encoding, decoder, state, chunk, fed, line):
 
 # -------------------------------------------------------------- stop words
 def read_stopwords(path, encoding=DEFAULT_ENCODING):
-    """A frozenset of the words in a file: one or more per line, blank lines
-    and lines starting with '#' ignored, lowercased. ``encoding`` as for
-    :func:`text_lines`."""
+    r"""The stop words of a file.
+
+    A line holds one or more words separated by whitespace; blank lines and
+    lines starting with ``#`` are ignored. Words are lowercased
+    (``str.lower``).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file, or ``"-"`` for stdin.
+    encoding : str, default="utf-8"
+        Its text encoding, as for :func:`text_lines`.
+
+    Returns
+    -------
+    frozenset of str
+        The words.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If ``encoding`` is not a text encoding.
+    CorpusError
+        If the file does not decode from ``encoding`` or holds a NUL
+        character (:class:`~sobolev_index.errors.CorpusError`).
+
+    See Also
+    --------
+    stopwords_from : Stop words by name or file.
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.text import read_stopwords
+    >>> with open("stop.txt", "w", encoding="utf-8") as f:
+    ...     _ = f.write("# my list\nThe a\n\nOf\n")
+    >>> sorted(read_stopwords("stop.txt"))
+    ['a', 'of', 'the']
+    """
     words = set()
     for line in text_lines(path, encoding):
         line = line.strip()
@@ -357,9 +560,44 @@ yourselves
 
 
 def stopwords_from(spec, encoding=DEFAULT_ENCODING):
-    """Stop words from a CLI-style spec: None or "none" (no list),
-    "english" (:data:`ENGLISH_STOPWORDS`), or a file path (read in
-    ``encoding``)."""
+    r"""Stop words from a spec as the command line's ``--stopwords`` takes it.
+
+    Parameters
+    ----------
+    spec : str or None
+        None or ``"none"`` (no stop words), ``"english"``
+        (:data:`ENGLISH_STOPWORDS`), or the path of a file read by
+        :func:`read_stopwords`.
+    encoding : str, default="utf-8"
+        The file's text encoding, as for :func:`text_lines`.
+
+    Returns
+    -------
+    frozenset of str
+        The stop words; empty for no list.
+
+    Raises
+    ------
+    ValueError
+        If the file does not exist, or ``encoding`` is not a text encoding.
+    CorpusError
+        If the file does not decode from ``encoding``
+        (:class:`~sobolev_index.errors.CorpusError`).
+
+    Examples
+    --------
+    >>> from sobolev_index.ingest.text import stopwords_from
+    >>> len(stopwords_from("english")), stopwords_from("none")
+    (126, frozenset())
+    >>> with open("stop.txt", "w", encoding="utf-8") as f:
+    ...     _ = f.write("the\nof\n")
+    >>> sorted(stopwords_from("stop.txt"))
+    ['of', 'the']
+    >>> stopwords_from("missing.txt")
+    Traceback (most recent call last):
+        ...
+    ValueError: stop-word file 'missing.txt' does not exist; give a file with one word per line, ...
+    """
     if spec is None or spec == "none":
         return frozenset()
     if spec == "english":
