@@ -9,3 +9,11 @@ for what they share (the index's kind, creating and filling an index in
 batches). ``pipelines`` sits above both and picks one by the input or the
 index's kind, so that callers such as the command line need not.
 """
+
+# The modules whose ``__all__`` is the public Python API of this layer: the
+# API reference documents them, and tests/test_docstrings.py holds their
+# docstrings to the numpydoc form. The others (``fill``, ``inputs``,
+# ``parsing``, ``words``, ``corpus``, ``recipes``, ``stdlib_corpus``) are
+# shared plumbing of the command line and the pipelines.
+PUBLIC_MODULES = ("documents", "embeddings", "learn", "text", "pointsets", "pointindex",
+                  "pipelines", "export", "quickstart")
