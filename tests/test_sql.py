@@ -7,7 +7,7 @@ import pytest
 
 from sobolev_index import SobolevIndex
 from sobolev_index.errors import SobolevIndexError
-from sobolev_index.index.sql import register_functions, run_query
+from sobolev_index.index.sql import iter_query, register_functions, run_query
 
 
 @pytest.fixture(scope="module")
@@ -76,25 +76,38 @@ def test_bad_sql_and_bad_k_are_errors(reader):
     assert run_query(reader, "SELECT 1")[1] == [(1,)]
 
 
-def test_a_failing_function_is_reported_not_printed_as_unraisable(reader, monkeypatch):
+def test_a_failing_function_is_reported_once_and_not_printed_as_unraisable(reader, monkeypatch):
     # Where callback tracebacks are on (Datasette's import turns them on
-    # for the process; left on here), an exception raised inside an SQLite
-    # callback goes to sys.unraisablehook as well as failing the statement.
-    # The functions of a guarded statement interrupt it instead, and the
-    # runner reports their error once.
+    # for the process; left on here), sqlite3 hands an exception raised in
+    # a function to sys.unraisablehook as well as failing the statement.
+    # The runner reports the function's error; it is not printed again.
     sqlite3.enable_callback_tracebacks(True)
     unraisable = []
     monkeypatch.setattr("sys.unraisablehook", unraisable.append)
-    statements = ["SELECT sobolev_distance('space-1', 'space-2', 0.5)",
-                  "SELECT key FROM documents WHERE sobolev_knn(key, 0) IS NULL",
-                  "SELECT sobolev_distance(d.key, e.key, 'abc') FROM documents d, documents e"]
-    for statement in statements:
-        with pytest.raises(SobolevIndexError, match="SQL error in a sobolev function"):
+    failing = {
+        "SELECT sobolev_distance('space-1', 'space-2', 0.5)": r"p is 0\.5",
+        # the statement would return no row: the error still comes out
+        "SELECT 1 WHERE sobolev_distance('space-1', 'space-2', 0.5) > 0": r"p is 0\.5",
+        "SELECT key FROM documents WHERE id = 3 AND sobolev_knn(key, 0) IS NOT NULL": "k is 0",
+        # the first call's error, not a later call's
+        "SELECT sobolev_knn('space-1', 0), sobolev_knn('space-2', 3)": "k is 0",
+        "SELECT sobolev_distance(d.key, e.key, 'abc') FROM documents d, documents e": "p is 'abc'",
+    }
+    for statement, message in failing.items():
+        with pytest.raises(SobolevIndexError, match=f"SQL error in a sobolev function: .*{message}"):
             run_query(reader, statement)
+    # A failure deep in a streamed result (row 1,001, read with the first
+    # batch of 1,000) raises, and the index stays usable.
+    _, rows = iter_query(reader, "SELECT a.id, sobolev_distance('space-1', 'space-2', CASE WHEN "
+                                 "(a.id - 1) * 60 + b.id = 1001 THEN 0.5 END) FROM documents a, "
+                                 "documents b")
+    with pytest.raises(SobolevIndexError, match=r"p is 0\.5"):
+        list(rows)
+    assert "space-1" in reader and reader.search("space-1", k=1).to_records()[0][0]["key"] == "space-1"
     assert run_query(reader, "SELECT count(*) FROM documents")[1][0][0] > 0
     assert unraisable == []
-    # On a caller's own connection (no statement running) the error is
-    # raised, and SQLite's message is what the caller's tool shows.
+    # On a caller's own connection (no statement of iter_query running)
+    # nobody reports the error: sqlite3 prints it as it prints any.
     import sqlite_utils
 
     db = sqlite_utils.Database(sqlite3.connect(":memory:"), execute_plugins=False)

@@ -282,21 +282,22 @@ class StatementGuard:
             self.stopped = self.time_message
             raise SobolevIndexError(self.stopped)
 
-    def fail_call(self, exc, conn):
-        """What an S_p function does with the exception ``exc`` it raised on
-        the connection ``conn``: kept in ``errors``; then, inside a statement
-        whose runner reports ``errors``, the statement is interrupted and
-        the call returns None. Raising from an SQLite callback would make
-        SQLite say only "user-defined function raised exception", and
-        Python print the traceback as unraisable wherever callback
-        tracebacks are on (Datasette turns them on for the process).
-        Otherwise (a caller's own connection, or a guard that does not
-        report errors) ``exc`` is raised, so that the caller's tool shows
-        it as it shows a failed function."""
+    def fail_call(self, exc):
+        """Keep ``exc``, the exception an S_p function raised, in
+        ``errors``, and raise it (SQLite then fails the statement with
+        "user-defined function raised exception"). Where the statement's
+        runner reports ``errors`` (``reports_errors``, inside a statement),
+        the exception is marked so that it is not also printed as an
+        unraisable exception: sqlite3 hands an exception raised in a
+        callback to ``sys.unraisablehook`` wherever callback tracebacks
+        are on, and Datasette turns them on for the whole process."""
         self.errors.append(exc)
-        if self.active and self.reports_errors and conn is not None:
-            conn.interrupt()
-            return None
+        if self.active and self.reports_errors:
+            try:
+                exc.sobolev_index_reported = True
+            except AttributeError:  # an exception type without attributes: printed
+                pass
+            _filter_unraisable()
         raise exc
 
     def charge(self, units, what):
@@ -312,6 +313,24 @@ class StatementGuard:
                 f"were stopped; {self._work_hint}")
             raise SobolevIndexError(self.stopped)
         self.work += units
+
+
+def _unraisable_filter(previous):
+    # Exceptions of S_p functions whose statement's runner reports them
+    # (StatementGuard.fail_call marks them) are not printed a second time.
+    def hook(unraisable):
+        if getattr(unraisable.exc_value, "sobolev_index_reported", False):
+            return
+        previous(unraisable)
+    hook.sobolev_index_filter = True
+    return hook
+
+
+def _filter_unraisable():
+    """Put the filter of reported exceptions in front of whatever
+    ``sys.unraisablehook`` is now (a test runner may have replaced it)."""
+    if not getattr(sys.unraisablehook, "sobolev_index_filter", False):
+        sys.unraisablehook = _unraisable_filter(sys.unraisablehook)
 
 
 def check_max_work(max_work, name="max_work"):
@@ -341,7 +360,6 @@ def register_functions(index, db=None, guard=None):
     ``db``, which :func:`iter_query` uses)."""
     db = db if db is not None else index.catalog.db
     guard = guard if guard is not None else _guard_of(db)
-    conn = getattr(db, "conn", None)
 
     def guarded(fn):
         # The guard keeps an error so that the statement's runner can say
@@ -353,7 +371,7 @@ def register_functions(index, db=None, guard=None):
                 guard.check_time()
                 return fn(*args)
             except Exception as exc:
-                return guard.fail_call(exc, conn)
+                guard.fail_call(exc)  # raises
         wrapped.__signature__ = inspect.signature(fn)
         return wrapped
 

@@ -56,7 +56,7 @@ from urllib.parse import quote
 
 import sqlite_utils
 from datasette import hookimpl
-from datasette.database import Database, QueryInterrupted
+from datasette.database import Database
 from datasette.utils import tilde_decode
 from datasette.utils.asgi import Response
 
@@ -91,10 +91,8 @@ _OPENING = threading.Lock()
 _TEMPLATES = weakref.WeakKeyDictionary()
 
 _POINT_KINDS = ("clouds", "diagrams")
-# What SQLite says when a function raised, or interrupted its statement
-# (StatementGuard.fail_call); CatalogDatabase puts the function's own error
-# instead.
-_FUNCTION_FAILED = ("user-defined function raised exception", "interrupted")
+# What SQLite says when a function raised; CatalogDatabase puts ours instead.
+_FUNCTION_FAILED = "user-defined function raised exception"
 # Bytes a multipart form may add around its point-set file.
 _FORM_SLACK = 64 << 10
 # Functions Datasette registers on every connection and its pages call
@@ -213,7 +211,7 @@ class CatalogDatabase(Database):
                 work_hint="the limit is the sobolev_index plugin setting max_sql_work")
             try:
                 return fn(conn)
-            except (sqlite3.DatabaseError, QueryInterrupted) as exc:
+            except sqlite3.DatabaseError as exc:
                 error = _explained(exc, guard, settings)
                 if error is exc:
                     raise
@@ -234,17 +232,10 @@ def _explained(exc, guard, settings):
     """The error to report for ``exc``, raised by a statement on a
     catalog connection: the S_p functions' own, or SQLite's with the
     function it refused or the limit it reached named."""
-    if isinstance(exc, QueryInterrupted):
-        # Datasette's own time limit, or an S_p function's error
-        # (StatementGuard.fail_call); Datasette reports the former itself.
-        if guard.stopped is None and not guard.errors:
-            return exc
-        exc = exc.args[0]
     message = str(exc)
-    failed = message in _FUNCTION_FAILED
-    if failed and guard.stopped is not None:
+    if message == _FUNCTION_FAILED and guard.stopped is not None:
         return sqlite3.OperationalError(guard.stopped)
-    if failed and guard.errors:
+    if message == _FUNCTION_FAILED and guard.errors:
         return sqlite3.OperationalError(f"SQL error in a sobolev function: {guard.errors[-1]}")
     if "not authorized" in message and guard.refused:
         return sqlite3.OperationalError(refused_message(guard.refused[-1]))
@@ -368,10 +359,6 @@ class _Locking:
     def __init__(self, db, served, guard):
         self._db, self._served, self._guard = db, served, guard
 
-    @property
-    def conn(self):
-        return self._db.conn
-
     def register_function(self, fn, **kwargs):
         served, guard, poll = self._served, self._guard, self.LOCK_POLL
 
@@ -380,7 +367,7 @@ class _Locking:
                 try:
                     guard.check_time()
                 except Exception as exc:
-                    return guard.fail_call(exc, self._db.conn)
+                    guard.fail_call(exc)  # raises
             try:
                 return fn(*args)
             finally:
