@@ -85,6 +85,7 @@ it fails to prepare gets a warning instead.
 import inspect
 import json
 import os
+import re
 import sqlite3
 import sys
 import warnings
@@ -115,6 +116,10 @@ QUERY_PRAGMAS = frozenset({"database_list", "collation_list", "function_list", "
                            "user_version", "application_id", "encoding", "journal_mode",
                            "page_size", "page_count", "freelist_count", "foreign_keys",
                            "query_only"})
+
+# The text of a PRAGMA statement, as the trace callback gets it (a nested
+# one, a pragma_* function's, comes as an SQL comment).
+_PRAGMA_TEXT = re.compile(r"\s*(?:--\s*)?pragma\b", re.IGNORECASE)
 
 # The authorizer's action codes the plugin looks at (sqlite3 names them on
 # recent Pythons; the numbers are SQLite's own).
@@ -228,29 +233,32 @@ def _identity(path):
 
 
 def _connect_probe(catalog):
-    """A read-only connection whose ``PRAGMA data_version`` changes when
-    another connection commits to ``catalog``; None where SQLite cannot
-    watch it (a directory where it cannot make the -shm file)."""
+    """(connection, version): a read-only connection whose ``PRAGMA
+    data_version`` changes when another connection commits to ``catalog``,
+    and that version now; (None, None) where SQLite cannot watch it (a
+    directory where it cannot make the -shm file)."""
+    from .index.catalog import readonly_uri
+
     try:
-        probe = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True, isolation_level=None,
+        probe = sqlite3.connect(readonly_uri(catalog), uri=True, isolation_level=None,
                                 check_same_thread=False, timeout=30)
     except sqlite3.Error:
-        return None
+        return None, None
     try:
-        probe.execute("PRAGMA data_version").fetchone()
+        return probe, probe.execute("PRAGMA data_version").fetchone()[0]
     except sqlite3.Error:
         probe.close()
-        return None
-    return probe
+        return None, None
 
 
 def _names_the_format(catalog):
     """Whether the meta table of ``catalog`` says it is a sobolev-index
     catalog (of any format version), for one the index cannot open."""
+    from .index.catalog import readonly_uri
     from .index.storage import FORMAT_NAME
 
     try:
-        probe = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True)
+        probe = sqlite3.connect(readonly_uri(catalog), uri=True)
     except sqlite3.Error:
         return False
     try:
@@ -270,7 +278,7 @@ def _prepare_catalog(conn, catalog):
     # Looked at before the index is opened: a commit landing in between is
     # then taken for a change, and followed.
     identity = _identity(catalog)
-    probe = _connect_probe(catalog)
+    probe, version = _connect_probe(catalog)
     try:
         index = SobolevIndex.open(directory, mode="r")
     except NotAnIndexError:
@@ -285,9 +293,9 @@ def _prepare_catalog(conn, catalog):
         warnings.warn(f"{directory}: the index cannot be opened ({exc}); sqlite-utils reads its "
                       "catalog read-only, without the S_p functions", RuntimeWarning,
                       stacklevel=3)
-        _protect(conn, sql, _Session(None, None, identity, catalog, sql))
+        _protect(conn, sql, _Session(None, None, None, identity, catalog, sql))
         return
-    session = _Session(index, probe, identity, catalog, sql)
+    session = _Session(index, probe, version, identity, catalog, sql)
     import sqlite_utils
 
     db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
@@ -331,7 +339,7 @@ def _authorizer(session, sql):
     def authorize(action, arg1, arg2, db_name, source):
         # A statement is being prepared: the deadline of the one before must
         # not stop it (SQLite may look at the progress handler meanwhile).
-        session.preparing()
+        session.preparing(action)
         if action == _PRAGMA:
             name = (arg1 or "").lower()
             if name in SCHEMA_PRAGMAS or (name in QUERY_PRAGMAS and arg2 is None) \
@@ -367,14 +375,15 @@ class _Session:
     and functions registered on the connection, so that it, and the index
     with it, goes when the connection is closed or collected."""
 
-    def __init__(self, index, probe, identity, catalog, sql):
+    def __init__(self, index, probe, version, identity, catalog, sql):
         self.index = index
         self.probe = probe
+        # The catalog's data_version read before the index was opened.
+        self.version = version
         self.identity = identity
         self.catalog = catalog
         self.sql = sql
         self.guard = sql.StatementGuard(reports_errors=False)
-        self.version = self._data_version()
         # Whether the next S_p call is the statement's first.
         self.pending = False
         if index is not None or probe is not None:
@@ -384,8 +393,14 @@ class _Session:
         return None if self.probe is None else \
             self.probe.execute("PRAGMA data_version").fetchone()[0]
 
-    # The trace callback: called when each statement starts.
+    # The trace callback: called when each statement starts, nested ones
+    # too: a pragma_* table-valued function runs a PRAGMA statement per use
+    # (traced as "-- PRAGMA table_info='documents'"), which must not restart
+    # the limits of the statement it runs in.
     def statement_started(self, statement):
+        guard = self.guard
+        if guard.active and _PRAGMA_TEXT.match(statement):
+            return
         sql = self.sql
         timeout, max_work = sql.DEFAULT_TIMEOUT, sql.DEFAULT_MAX_WORK
         command = "`sobolev-index sql INDEX QUERY"
@@ -398,8 +413,11 @@ class _Session:
             work_hint=f"{command} --max-work UNITS` runs it with a larger budget")
         self.pending = True
 
-    def preparing(self):
-        if self.guard.deadline is not None:
+    def preparing(self, action):
+        # A PRAGMA may be prepared inside a running statement (a pragma_*
+        # function's), which keeps its limits; a PRAGMA statement of its own
+        # is short, and runs under the last statement's deadline.
+        if action != _PRAGMA and self.guard.past_deadline():
             self.guard.finish()
 
     # The progress handler: raising interrupts the statement (and the
@@ -442,13 +460,8 @@ def _close(index, probe):
 class _Registrar:
     """Registers the S_p functions (``index.sql.register_functions``) on the
     sqlite-utils Database ``db``, each first following the index's commits
-    (:meth:`_Session.follow`).
-
-    ``conn`` is None: the functions raise their errors (the guard does not
-    report them), so they never need the connection, and a function that
-    held it would keep the connection from being collected."""
-
-    conn = None
+    (:meth:`_Session.follow`). It holds no connection: a function that held
+    it would keep the connection from being collected."""
 
     def __init__(self, db, session):
         self._db = db

@@ -308,6 +308,27 @@ def test_a_slow_statement_is_stopped_at_the_time_limit(catalog, messages, monkey
     assert result.exit_code == 1 and "Error: interrupted" in result.output
 
 
+def test_nested_pragma_statements_keep_the_limits_of_their_statement(catalog, messages,
+                                                                       monkeypatch):
+    # A pragma_* table-valued function runs a PRAGMA statement of its own
+    # at each use; it must not start the statement's time or budget anew.
+    monkeypatch.setattr(sql_module, "DEFAULT_TIMEOUT", 0.3)
+    db = sqlite_utils.Database(catalog)
+    nested = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) "
+              "FROM c WHERE (SELECT count(*) FROM pragma_table_info(CASE c.x % 2 WHEN 0 "
+              "THEN 'meta' ELSE 'documents' END)) > 0")
+    started = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+        db.execute(nested).fetchall()
+    assert time.monotonic() - started < 3
+    monkeypatch.setattr(sql_module, "DEFAULT_MAX_WORK", 50_000)
+    with pytest.raises(sqlite3.OperationalError):
+        db.execute("SELECT count(sobolev_knn(key, 3)) FROM documents d "
+                   "WHERE (SELECT count(*) FROM pragma_table_info(d.key)) = 0").fetchall()
+    assert any("work limit of 50,000 units" in m for m in messages), messages
+    db.close()
+
+
 def test_the_work_budget_holds(db, messages, monkeypatch):
     monkeypatch.setattr(sql_module, "DEFAULT_MAX_WORK", 10)
     with pytest.raises(sqlite3.OperationalError):
@@ -343,6 +364,44 @@ def test_a_long_lived_connection_follows_commits(index_path, tmp_path, monkeypat
     hits = json.loads(db.execute("select sobolev_knn('space-1', 2)").fetchone()[0])
     assert {h["key"] for h in hits} == {"space-1", "copy"}
     db.close()
+
+
+def test_a_commit_while_the_connection_is_prepared_is_followed(index_path, tmp_path, monkeypatch):
+    # A commit between the plugin's first look at the catalog and the
+    # index's snapshot: the first S_p call sees it.
+    path = str(tmp_path / "ix")
+    shutil.copytree(index_path, path)
+    real_open = SobolevIndex.open.__func__
+
+    def open_after_a_commit(cls, directory, *args, **kwargs):
+        if kwargs.get("mode", args[0] if args else "r") == "r":
+            with real_open(cls, directory, "a") as writer:
+                stored = writer.get("space-1")
+                writer.add([(stored["nodes"], stored["masses"])], keys=["late"])
+        return real_open(cls, directory, *args, **kwargs)
+
+    monkeypatch.setattr(SobolevIndex, "open", classmethod(open_after_a_commit))
+    db = sqlite_utils.Database(os.path.join(path, "catalog.sqlite"))
+    monkeypatch.undo()
+    assert db.execute("select sobolev_distance('late', 'space-1')").fetchone() == (0.0,)
+    db.close()
+
+
+@pytest.mark.parametrize("name", ["q?x", "h#x", "pc%41"])
+def test_an_index_under_a_path_with_uri_characters(index_path, tmp_path, messages, name):
+    # "?", "#" and "%" end or change a file name in an SQLite URI: the
+    # read-only connections encode them.
+    path = tmp_path / name / "ix"
+    shutil.copytree(index_path, path)
+    with SobolevIndex.open(str(path)) as reader:
+        assert reader.search("space-1", k=1).to_records()[0][0]["key"] == "space-1"
+    db = sqlite_utils.Database(str(path / "catalog.sqlite"))
+    assert db.execute("select sobolev_distance('space-1', 'space-1')").fetchone() == (0.0,)
+    with pytest.raises(sqlite3.DatabaseError):
+        db.execute("update meta set value = 'x'")
+    assert any("UPDATE meta is refused" in m for m in messages), messages
+    db.close()
+    assert sorted(os.listdir(tmp_path / name)) == ["ix"]  # no stray file beside it
 
 
 def test_the_index_is_closed_with_the_connection(catalog, monkeypatch):

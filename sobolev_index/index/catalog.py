@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sqlite3
+import urllib.parse
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,6 +97,15 @@ class Heads:
     tombstones: np.ndarray  # (segment, row) of each tombstoned document
 
 
+def readonly_uri(path, immutable=False):
+    """The SQLite URI that opens the database file ``path`` read-only
+    (``immutable``: also without looking for other connections' changes).
+    The path is percent-encoded: in a URI, "?", "#" and "%" would otherwise
+    end or change the file name."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(os.fspath(path))) + "?mode=ro"
+    return uri + "&immutable=1" if immutable else uri
+
+
 class Catalog:
     """The SQLite commit point. One connection; writes happen in transactions."""
 
@@ -120,7 +130,7 @@ class Catalog:
         self.db = sqlite_utils.Database(self.conn, execute_plugins=False)
 
     def _connect_readonly(self):
-        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
+        conn = sqlite3.connect(readonly_uri(self.path), uri=True, isolation_level=None,
                                check_same_thread=False, timeout=30)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -141,7 +151,7 @@ class Catalog:
                     f"{self.path} has a pending write-ahead log and its directory is not "
                     "writable; open the index once with write access to fold the log in"
                 ) from None
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True,
+            conn = sqlite3.connect(readonly_uri(self.path, immutable=True), uri=True,
                                    isolation_level=None, check_same_thread=False)
         except sqlite3.DatabaseError as exc:
             conn.close()

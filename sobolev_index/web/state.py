@@ -22,6 +22,7 @@ import threading
 from contextlib import contextmanager
 
 from ..errors import SobolevIndexError
+from ..index.catalog import readonly_uri
 from ..index.storage import CATALOG
 
 __all__ = ["ServedIndex", "RequestGate", "IndexUnavailableError", "catalog_path",
@@ -120,7 +121,7 @@ class ServedIndex:
         # another connection commits; the index's connection holds its read
         # transaction while pinned, so it cannot be asked then.
         try:
-            conn = sqlite3.connect(f"file:{self.catalog}?mode=ro", uri=True,
+            conn = sqlite3.connect(readonly_uri(self.catalog), uri=True,
                                    isolation_level=None, check_same_thread=False, timeout=30)
             conn.execute("PRAGMA data_version").fetchone()
             return conn
