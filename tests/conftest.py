@@ -8,6 +8,18 @@ def pytest_configure(config):
     load_hypothesis_profile()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Leave the tests marked slow out of a plain run (``pytest``, or files
+    and directories named): ``pytest -m slow`` runs them, and a test named
+    by its node id (``path::name``) runs whatever its marks."""
+    if config.option.markexpr or any("::" in arg for arg in config.args):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 @pytest.fixture
 def parallel_everywhere():
     """Lower the one serial threshold so that small inputs really take the
@@ -26,6 +38,6 @@ def parallel_everywhere():
 @pytest.fixture(scope="session")
 def text_index_path(tmp_path_factory):
     """The small text index of tests/_support/index.py (one deleted
-    document), built once for the session: the SQL, web and sqlite-utils
-    tests only read it. A test that writes copies it first."""
+    document), built once for the session: the SQL and web tests only read
+    it. A test that writes, or opens it for writing, copies it first."""
     return small_text_index(tmp_path_factory.mktemp("text-index"))

@@ -256,7 +256,6 @@ def test_knn_search_matches_brute_force(make, spec, p):
 
 
 @pytest.mark.parametrize("p", [1, 1.5, 2, math.inf])
-@pytest.mark.slow
 def test_approximate_search_ranks_its_candidates_by_their_exact_distance(make, kind, spec, p):
     """candidates=C, candidate_roots=1: the answer is the k nearest over
     both roots among the C nearest on root 0 (brute force on each), with

@@ -427,7 +427,6 @@ def test_subtree_groups_are_pieces_of_the_tree(seed, n_groups):
         assert len(entry) == 1, (g, members)
 
 
-@pytest.mark.slow
 def test_segment_longer_than_one_block_of_row_offsets(tmp_path):
     # Postings keep row offsets within 65,536-row blocks: a segment of more
     # rows has lists that run on into the next block, where offsets start

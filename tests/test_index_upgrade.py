@@ -112,7 +112,6 @@ def _assert_search_is_exact(index, contents, p):
         assert nearer <= set(result.keys[i]), (nearer, result.keys[i])
 
 
-@pytest.mark.slow
 def test_an_older_index_is_read_as_it_is(old_path):
     version = _old_version(old_path)
     before = snapshot(str(old_path))
@@ -143,7 +142,6 @@ def test_writing_to_an_older_index_is_refused_and_writes_nothing(old_path):
     assert_unchanged(before, str(old_path), "a refused write")
 
 
-@pytest.mark.slow
 def test_upgrade_rewrites_every_segment_and_keeps_what_readers_see(old_path):
     version = _old_version(old_path)
     rng = np.random.default_rng(9)

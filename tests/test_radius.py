@@ -281,7 +281,6 @@ def _assert_same(a, b, what):
 
 @pytest.mark.parametrize("p", [1, 2, math.inf, 20])
 @pytest.mark.parametrize("roots", [None, [1]])
-@pytest.mark.slow
 def test_radii_per_query_find_what_each_query_finds_alone(built, p, roots):
     """Against the reference distances, and query by query against a search
     of that query alone with its own radius (scalar), with and without a

@@ -1,6 +1,7 @@
 """The SQL functions agree with SobolevIndex.search and .distance."""
 import json
 import math
+import shutil
 import sqlite3
 
 import pytest
@@ -55,10 +56,12 @@ def test_deleted_and_unknown_keys_give_null(reader):
     assert rows == [(None, None, 0.0)]
 
 
-def test_sql_is_read_only(reader, index_path):
+def test_sql_is_read_only(reader, index_path, tmp_path):
     with pytest.raises(SobolevIndexError, match="read-only"):
         run_query(reader, "UPDATE documents SET label = 'x'")
-    with SobolevIndex.open(index_path, "a") as writer:
+    copy = tmp_path / "ix"  # the session's index is not opened for writing
+    shutil.copytree(index_path, copy)
+    with SobolevIndex.open(str(copy), "a") as writer:
         with pytest.raises(SobolevIndexError, match="mode='r'"):
             run_query(writer, "SELECT 1")
 
