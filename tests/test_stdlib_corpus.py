@@ -61,6 +61,7 @@ def test_real_corpus_shape_and_keys(real):
     assert all(labels[m] >= 5 for m in ("os", "json", "socket", "email", "collections")), labels
 
 
+@pytest.mark.slow
 def test_real_corpus_is_sorted_by_source_then_topics(real):
     sources = [d["source"] for d in real["documents"] if d["label"] != "topic"]
     assert sources == sorted(sources)
@@ -71,6 +72,7 @@ def test_real_corpus_is_sorted_by_source_then_topics(real):
         assert topics == sorted(topics)
 
 
+@pytest.mark.slow
 def test_real_corpus_imports_nothing(real):
     # `this` prints the Zen and `antigravity` opens a browser when imported
     for name in ("this", "antigravity"):
@@ -79,6 +81,7 @@ def test_real_corpus_imports_nothing(real):
     assert not documented & real["imported"]
 
 
+@pytest.mark.slow
 def test_real_corpus_has_pydoc_topics(real):
     if not os.path.isfile(os.path.join(STDLIB, "pydoc_data", "topics.py")):
         pytest.skip("this Python ships no pydoc_data/topics.py")
@@ -89,6 +92,7 @@ def test_real_corpus_has_pydoc_topics(real):
     assert by_key["topic:with"]["source"] == "pydoc_data/topics.py"
 
 
+@pytest.mark.slow
 def test_real_corpus_without_topics(real, tmp_path):
     # A copy of pydoc_data alone keeps this fast: the topics are the only
     # difference include_topics makes.
@@ -117,6 +121,7 @@ def test_real_vectors_have_sensible_neighbours(real_vectors, word, plausible):
     assert plausible & set(neighbours), neighbours
 
 
+@pytest.mark.slow
 def test_real_vectors_shape(real_vectors):
     assert real_vectors.dim == 100
     assert 2000 < len(real_vectors) < 20000

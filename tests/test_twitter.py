@@ -59,6 +59,7 @@ def test_a_tweet_of_stop_words_alone_stops_the_build_with_a_reason(tmp_path):
     assert not (tmp_path / "index").exists()
 
 
+@pytest.mark.slow
 def test_a_stored_tweet_finds_itself_first(twitter_index):
     index, _ = twitter_index
     for key in ("all_twitter_by_line-17", "all_twitter_by_line-1500", "all_twitter_by_line-3115"):
