@@ -223,15 +223,6 @@ def _catalog_file(conn):
     return None
 
 
-def _identity(path):
-    """(device, inode) of the file at ``path``, or None when it is gone."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
 def _connect_probe(catalog):
     """(connection, version): a read-only connection whose ``PRAGMA
     data_version`` changes when another connection commits to ``catalog``,
@@ -273,11 +264,12 @@ def _names_the_format(catalog):
 def _prepare_catalog(conn, catalog):
     from .errors import NotAnIndexError
     from .index import SobolevIndex, sql
+    from .index.catalog import file_identity
 
     directory = os.path.dirname(catalog)
     # Looked at before the index is opened: a commit landing in between is
     # then taken for a change, and followed.
-    identity = _identity(catalog)
+    identity = file_identity(catalog)
     probe, version = _connect_probe(catalog)
     try:
         index = SobolevIndex.open(directory, mode="r")
@@ -435,7 +427,9 @@ class _Session:
         if not self.pending:
             return
         self.pending = False
-        if _identity(self.catalog) != self.identity:
+        from .index.catalog import file_identity
+
+        if file_identity(self.catalog) != self.identity:
             from .errors import SobolevIndexError
 
             raise SobolevIndexError(

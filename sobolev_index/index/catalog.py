@@ -97,6 +97,17 @@ class Heads:
     tombstones: np.ndarray  # (segment, row) of each tombstoned document
 
 
+def file_identity(path):
+    """(device, inode) of the file at ``path``, or None when it is gone: a
+    reader of a catalog tells by it that the file was replaced (an index
+    rebuilt and moved into place) rather than written."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
 def readonly_uri(path, immutable=False):
     """The SQLite URI that opens the database file ``path`` read-only
     (``immutable``: also without looking for other connections' changes).

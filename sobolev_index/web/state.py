@@ -22,7 +22,7 @@ import threading
 from contextlib import contextmanager
 
 from ..errors import SobolevIndexError
-from ..index.catalog import readonly_uri
+from ..index.catalog import file_identity, readonly_uri
 from ..index.storage import CATALOG
 
 __all__ = ["ServedIndex", "RequestGate", "IndexUnavailableError", "catalog_path",
@@ -48,15 +48,6 @@ def index_of_catalog(path):
     if not path or os.path.basename(os.fspath(path)) != CATALOG:
         return None
     return os.path.dirname(os.path.abspath(os.fspath(path)))
-
-
-def _identity(path):
-    """(device, inode) of the file at ``path``, or None when it is gone."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return info.st_dev, info.st_ino
 
 
 class ServedIndex:
@@ -96,7 +87,7 @@ class ServedIndex:
         # The catalog file opened: one deleted, or replaced by another file
         # (an index rebuilt and renamed into place), is noticed by its
         # device and inode.
-        identity = _identity(self.catalog)
+        identity = file_identity(self.catalog)
         # The probe is connected before the index is opened, so that a commit
         # landing in between is seen as a change.
         probe = None if self.immutable else self._connect_probe()
@@ -148,7 +139,7 @@ class ServedIndex:
     def _replaced(self):
         """Whether another catalog file took the opened one's place; raises
         :class:`IndexUnavailableError` when there is none."""
-        now = _identity(self.catalog)
+        now = file_identity(self.catalog)
         if now is None:
             raise IndexUnavailableError(
                 f"the index at {self.path} was deleted while it was served; serve it again "
