@@ -440,7 +440,7 @@ def test_an_index_that_cannot_be_opened_stays_read_only(index_path, tmp_path, me
 
 
 # ------------------------------------------------------------ the module
-def test_importing_the_plugin_loads_nothing_heavy():
+def test_importing_the_plugin_loads_nothing_heavy(tmp_path):
     # sqlite-utils imports the plugin in every process that uses it: only a
     # catalog connection may load the index (and NumPy, SciPy, h5py).
     code = (
@@ -454,8 +454,10 @@ def test_importing_the_plugin_loads_nothing_heavy():
         "sqlite_utils.Database(plain)['t'].insert({'x': 1})\n"
         "heavy = ('numpy', 'scipy', 'h5py', 'sobolev_index.index')\n"
         "print(sorted(m for m in heavy if m in set(sys.modules) - before))\n")
+    # From a neutral folder: from the checkout's root, "python -c" would
+    # import the source tree, unbuilt after a plain `pip install .`.
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+                         timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
 
