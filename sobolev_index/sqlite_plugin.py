@@ -88,6 +88,7 @@ import os
 import re
 import sqlite3
 import sys
+import urllib.parse
 import warnings
 import weakref
 
@@ -105,6 +106,8 @@ PLUGIN_NAME = "sobolev_index"
 # The file name of an index's catalog (index.storage.CATALOG, which cannot
 # be imported here: importing the index package loads NumPy and h5py).
 CATALOG_NAME = "catalog.sqlite"
+# What the catalog's meta table names as its format (index.storage.FORMAT_NAME).
+INDEX_FORMAT = "sobolev-index"
 
 # PRAGMAs that describe the schema of the table or index they name.
 SCHEMA_PRAGMAS = frozenset({"table_info", "table_xinfo", "table_list", "index_list",
@@ -242,19 +245,28 @@ def _connect_probe(catalog):
         return None, None
 
 
-def _names_the_format(catalog):
-    """Whether the meta table of ``catalog`` says it is a sobolev-index
-    catalog (of any format version), for one the index cannot open."""
-    from .index.catalog import readonly_uri
-    from .index.storage import FORMAT_NAME
-
+def _names_the_format(catalog, timeout=1.0):
+    """Whether the meta table of ``catalog`` names the index's format (of
+    any version): True, False, or None when SQLite could not read it for
+    another reason than a lock. Cheap, and before anything of the index is
+    imported: another application's ``catalog.sqlite`` is left at once. A
+    lock held longer than ``timeout`` seconds is not an index's: readers of
+    its catalog (WAL) never wait for its writer."""
+    # The URI as index.catalog.readonly_uri makes it, which this module
+    # cannot import before it knows the file is an index's catalog.
+    uri = "file:" + urllib.parse.quote(os.path.abspath(catalog)) + "?mode=ro"
     try:
-        probe = sqlite3.connect(readonly_uri(catalog), uri=True)
+        probe = sqlite3.connect(uri, uri=True, timeout=timeout)
     except sqlite3.Error:
-        return False
+        return None
     try:
         row = probe.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
-        return row is not None and json.loads(row[0]) == FORMAT_NAME
+        return row is not None and json.loads(row[0]) == INDEX_FORMAT
+    except sqlite3.OperationalError as exc:
+        message = str(exc)
+        if "locked" in message or "no such table" in message:
+            return False
+        return None
     except (sqlite3.Error, TypeError, ValueError):
         return False
     finally:
@@ -262,6 +274,8 @@ def _names_the_format(catalog):
 
 
 def _prepare_catalog(conn, catalog):
+    if _names_the_format(catalog) is False:
+        return
     from .errors import NotAnIndexError
     from .index import SobolevIndex, sql
     from .index.catalog import file_identity
@@ -281,7 +295,7 @@ def _prepare_catalog(conn, catalog):
         if probe is not None:
             probe.close()
         if not _names_the_format(catalog):
-            return  # another database, one whose meta table is not the index's
+            return  # another database, or one SQLite cannot read
         warnings.warn(f"{directory}: the index cannot be opened ({exc}); sqlite-utils reads its "
                       "catalog read-only, without the S_p functions", RuntimeWarning,
                       stacklevel=3)

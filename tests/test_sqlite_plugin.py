@@ -452,6 +452,9 @@ def test_importing_the_plugin_loads_nothing_heavy(tmp_path):
         "sqlite_utils.Database(memory=True).execute('select 1')\n"
         "plain = os.path.join(tempfile.mkdtemp(), 'plain.db')\n"
         "sqlite_utils.Database(plain)['t'].insert({'x': 1})\n"
+        "other = os.path.join(tempfile.mkdtemp(), 'catalog.sqlite')\n"
+        "sqlite_utils.Database(other)['meta'].insert({'name': 'format', 'value': '\"x\"'})\n"
+        "sqlite_utils.Database(other)['meta'].count\n"
         "heavy = ('numpy', 'scipy', 'h5py', 'sobolev_index.index')\n"
         "print(sorted(m for m in heavy if m in set(sys.modules) - before))\n")
     # From a neutral folder: from the checkout's root, "python -c" would
@@ -462,10 +465,32 @@ def test_importing_the_plugin_loads_nothing_heavy(tmp_path):
     assert out.stdout.strip() == "[]", out.stdout
 
 
+def test_a_locked_catalog_of_another_application_is_left_at_once(tmp_path):
+    # Readers of an index's catalog (WAL) never wait for its writer; a file
+    # named catalog.sqlite under another application's exclusive lock is
+    # not an index's, and is not waited for.
+    path = str(tmp_path / "catalog.sqlite")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("CREATE TABLE t (x)")
+    other.execute("BEGIN EXCLUSIVE")
+    other.execute("INSERT INTO t VALUES (1)")
+    started = time.monotonic()
+    db = sqlite_utils.Database(path)
+    assert time.monotonic() - started < 5
+    other.execute("COMMIT")
+    other.close()
+    assert db.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    with pytest.raises(sqlite3.OperationalError, match="no such function"):
+        db.execute("SELECT sobolev_distance('a', 'b')")
+    db["t"].insert({"x": 2})  # not guarded: writes work
+    db.close()
+
+
 def test_the_catalog_name_is_the_index_s():
     from sobolev_index.index import storage
 
     assert sqlite_plugin.CATALOG_NAME == storage.CATALOG
+    assert sqlite_plugin.INDEX_FORMAT == storage.FORMAT_NAME
 
 
 def test_the_plugin_is_installed_for_sqlite_utils():
