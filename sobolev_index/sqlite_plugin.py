@@ -502,19 +502,6 @@ def _hint(exc):
     return ""
 
 
-def _p_option(value):
-    """-p as SobolevIndex.search takes it (None: the index's own)."""
-    if value is None:
-        return None
-    text = value.strip().lower()
-    if text in ("inf", "infinity"):
-        return "inf"
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"p is {value!r}; expected a number >= 1 or 'inf'") from None
-
-
 @hookimpl
 def register_commands(cli):
     """Add ``sqlite-utils sobolev-search``.
@@ -543,13 +530,14 @@ def register_commands(cli):
         """
         from .errors import SobolevIndexError
         from .index import SobolevIndex
+        from .index.sql import p_of
 
         path = os.fspath(index_path)
         if os.path.basename(path) == CATALOG_NAME and os.path.isfile(path):
             path = os.path.dirname(os.path.abspath(path))
         try:
             with SobolevIndex.open(path, mode="r") as index:
-                hits = index.search(query_key, k=k, p=_p_option(p)).to_records()[0]
+                hits = index.search(query_key, k=k, p=p_of(p)).to_records()[0]
         except (SobolevIndexError, ValueError) as exc:
             raise click.ClickException(f"{exc}{_hint(exc)}") from None
         if as_json:

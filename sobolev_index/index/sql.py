@@ -342,10 +342,13 @@ def check_max_work(max_work, name="max_work"):
                      "or None for no limit")
 
 
-def _p_of(value):
+def p_of(value):
+    """The order p given as an SQL value or a command's text: None (the
+    index's own), a number, or 'inf' in any case; else a ValueError naming
+    it. The range is checked where p is used."""
     if value is None:
         return None
-    if isinstance(value, str) and value.lower() == "inf":
+    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
         return math.inf
     try:
         return float(value)
@@ -380,14 +383,14 @@ def register_functions(index, db=None, guard=None):
     def distance(key_a, key_b, p=None):
         if key_a not in index or key_b not in index:
             return None
-        return columns.distance(str(key_a), str(key_b), _p_of(p), guard)
+        return columns.distance(str(key_a), str(key_b), p_of(p), guard)
 
     def knn(query_key, k, p=None):
         if query_key not in index:
             return None
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"sobolev_knn: k is {k!r}; expected an integer >= 1")
-        p = _p_of(p)
+        p = p_of(p)
         # The search cannot be stopped once started: it is paid for first.
         n = len(index)
         guard.charge(KNN_WORK + n + RESULT_WORK * min(k, n), "this sobolev_knn call")
