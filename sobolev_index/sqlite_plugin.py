@@ -227,21 +227,14 @@ def _catalog_file(conn):
 
 
 def _connect_probe(catalog):
-    """(connection, version): a read-only connection whose ``PRAGMA
-    data_version`` changes when another connection commits to ``catalog``,
-    and that version now; (None, None) where SQLite cannot watch it (a
-    directory where it cannot make the -shm file)."""
-    from .index.catalog import readonly_uri
+    """(connection, version) watching the commits to ``catalog``
+    (``index.catalog.watch_commits``); (None, None) where SQLite cannot
+    watch it."""
+    from .index.catalog import watch_commits
 
     try:
-        probe = sqlite3.connect(readonly_uri(catalog), uri=True, isolation_level=None,
-                                check_same_thread=False, timeout=30)
+        return watch_commits(catalog)
     except sqlite3.Error:
-        return None, None
-    try:
-        return probe, probe.execute("PRAGMA data_version").fetchone()[0]
-    except sqlite3.Error:
-        probe.close()
         return None, None
 
 

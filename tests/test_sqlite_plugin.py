@@ -367,20 +367,22 @@ def test_a_long_lived_connection_follows_commits(index_path, tmp_path, monkeypat
 
 
 def test_a_commit_while_the_connection_is_prepared_is_followed(index_path, tmp_path, monkeypatch):
-    # A commit between the plugin's first look at the catalog and the
-    # index's snapshot: the first S_p call sees it.
+    # A commit landing just after the index took its snapshot, while the
+    # connection is prepared: the version was read before the snapshot, so
+    # the first S_p call moves the index to the commit.
     path = str(tmp_path / "ix")
     shutil.copytree(index_path, path)
     real_open = SobolevIndex.open.__func__
 
-    def open_after_a_commit(cls, directory, *args, **kwargs):
+    def open_then_commit(cls, directory, *args, **kwargs):
+        opened = real_open(cls, directory, *args, **kwargs)
         if kwargs.get("mode", args[0] if args else "r") == "r":
             with real_open(cls, directory, "a") as writer:
                 stored = writer.get("space-1")
                 writer.add([(stored["nodes"], stored["masses"])], keys=["late"])
-        return real_open(cls, directory, *args, **kwargs)
+        return opened
 
-    monkeypatch.setattr(SobolevIndex, "open", classmethod(open_after_a_commit))
+    monkeypatch.setattr(SobolevIndex, "open", classmethod(open_then_commit))
     db = sqlite_utils.Database(os.path.join(path, "catalog.sqlite"))
     monkeypatch.undo()
     assert db.execute("select sobolev_distance('late', 'space-1')").fetchone() == (0.0,)

@@ -886,6 +886,32 @@ def _add_copies(path, keys, text=None):
                    fields=fields)
 
 
+def test_a_commit_while_the_served_index_opens_is_followed(text_index, tmp_path, monkeypatch):
+    # A commit landing just after the index took its snapshot, while it is
+    # being served: the version was read before the snapshot, so the index
+    # is stale and the next request moves to the commit.
+    from sobolev_index.web.state import ServedIndex
+
+    copy = _copy(text_index, tmp_path)
+    real_open = SobolevIndex.open.__func__
+
+    def open_then_commit(cls, directory, *args, **kwargs):
+        opened = real_open(cls, directory, *args, **kwargs)
+        if kwargs.get("mode", args[0] if args else "r") == "r":  # the served index
+            _add_copies(copy, ["late"])
+        return opened
+
+    monkeypatch.setattr(SobolevIndex, "open", classmethod(open_then_commit))
+    served = ServedIndex(copy)
+    monkeypatch.undo()
+    assert "late" not in served.index
+    served.release()
+    assert served.stale()
+    served.pin()
+    assert "late" in served.index
+    served.close()
+
+
 def test_served_index_moves_only_between_requests(text_index, tmp_path):
     """A commit is not seen by a request in flight, nor by one that starts
     while another is in flight (it waits for them); the next request after

@@ -117,6 +117,22 @@ def readonly_uri(path, immutable=False):
     return uri + "&immutable=1" if immutable else uri
 
 
+def watch_commits(path):
+    """(connection, version): a read-only connection to the catalog at
+    ``path`` whose ``PRAGMA data_version`` changes exactly when another
+    connection commits, and that version now. Taken before an index is
+    opened, a commit landing in between counts as a change. Raises
+    sqlite3.Error where SQLite cannot watch the file (a directory where it
+    cannot make the -shm file)."""
+    conn = sqlite3.connect(readonly_uri(path), uri=True, isolation_level=None,
+                           check_same_thread=False, timeout=30)
+    try:
+        return conn, conn.execute("PRAGMA data_version").fetchone()[0]
+    except BaseException:
+        conn.close()
+        raise
+
+
 class Catalog:
     """The SQLite commit point. One connection; writes happen in transactions."""
 

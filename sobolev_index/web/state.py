@@ -22,7 +22,7 @@ import threading
 from contextlib import contextmanager
 
 from ..errors import SobolevIndexError
-from ..index.catalog import file_identity, readonly_uri
+from ..index.catalog import file_identity, watch_commits
 from ..index.storage import CATALOG
 
 __all__ = ["ServedIndex", "RequestGate", "IndexUnavailableError", "catalog_path",
@@ -90,7 +90,7 @@ class ServedIndex:
         identity = file_identity(self.catalog)
         # The probe is connected before the index is opened, so that a commit
         # landing in between is seen as a change.
-        probe = None if self.immutable else self._connect_probe()
+        probe, version = (None, None) if self.immutable else self._connect_probe()
         try:
             index = SobolevIndex.open(self.path)
         except BaseException:
@@ -100,7 +100,7 @@ class ServedIndex:
         with self._probe_lock:
             self._probe = probe
         self._identity = identity
-        self._version = self._probe_version()
+        self._version = version
         self.index = index
         self.kind = index_kind(index)
         self.pinned = True
@@ -108,21 +108,17 @@ class ServedIndex:
 
     # ------------------------------------------------------------ versions
     def _connect_probe(self):
-        # PRAGMA data_version on a connection of our own changes exactly when
-        # another connection commits; the index's connection holds its read
-        # transaction while pinned, so it cannot be asked then.
+        # (connection, version) of our own: the index's connection holds its
+        # read transaction while pinned, so it cannot be asked then.
         try:
-            conn = sqlite3.connect(readonly_uri(self.catalog), uri=True,
-                                   isolation_level=None, check_same_thread=False, timeout=30)
-            conn.execute("PRAGMA data_version").fetchone()
-            return conn
+            return watch_commits(self.catalog)
         except sqlite3.Error as exc:
             # A catalog SQLite cannot watch (a directory where the -shm file
             # cannot be made): the index's own connection is asked when a
             # request finds it released.
             log.warning("cannot watch %s for commits (%s); following them between quiet "
                         "moments only", self.path, exc)
-            return None
+            return None, None
 
     def _probe_version(self):
         if self._probe is None:
